@@ -1,0 +1,59 @@
+# shunt - build, test, bench.  `make` builds build/shunt and build/libshunt.so.
+CC      ?= cc
+BUILD   ?= build
+CFLAGS  ?= -O2 -g
+WARN    := -std=gnu11 -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wvla-larger-than=131072
+CPPFLAGS := -Iinclude
+SAN     ?=
+SHIM_SRC := $(wildcard src/shim/*.c) src/transport/shm/ring.c src/common/config.c src/common/reason.c src/common/msg.c
+TOOL_SRC := $(wildcard src/tools/*.c) src/common/reason.c src/common/config.c
+HDRS    := $(wildcard include/shunt/*.h src/shim/*.h src/common/*.h src/transport/shm/*.h)
+
+UNIT    := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(wildcard tests/unit/*.c))
+BEHAVE  := $(patsubst tests/behave/%.c,$(BUILD)/tests/behave/%,$(wildcard tests/behave/*.c))
+
+all: $(BUILD)/libshunt.so $(BUILD)/shunt
+
+$(BUILD)/libshunt.so: $(SHIM_SRC) $(HDRS) src/shim/libshunt.map
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $(SAN) -fPIC -shared -fvisibility=hidden \
+		-Wl,--version-script=src/shim/libshunt.map -Wl,-z,defs -o $@ $(SHIM_SRC) -ldl -lpthread
+
+$(BUILD)/shunt: $(TOOL_SRC) $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -o $@ $(TOOL_SRC) -lm
+
+$(BUILD)/tests/unit/%: tests/unit/%.c src/transport/shm/ring.c src/common/config.c src/common/msg.c src/common/reason.c $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $(SAN) -o $@ $< src/transport/shm/ring.c src/common/config.c src/common/msg.c src/common/reason.c -lpthread
+
+$(BUILD)/tests/behave/%: tests/behave/%.c tests/behave/common.h
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -Wno-vla-larger-than -o $@ $< -lpthread
+
+tests: all $(UNIT) $(BEHAVE)
+
+test: tests
+	BUILD=$(BUILD) tests/run.sh
+
+test-integration: all
+	BUILD=$(BUILD) tests/integration/programs.sh
+
+check: test test-integration
+
+bench: all
+	$(BUILD)/shunt bench
+
+# Sanitizer build of the library and tests (ASan+UBSan); run with `make asan-test`.
+asan:
+	$(MAKE) BUILD=build-asan SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" tests
+asan-test: asan
+	BUILD=build-asan SHUNT_ASAN=1 tests/run.sh
+
+fuzz:
+	tests/fuzz/run.sh
+
+clean:
+	rm -rf build build-asan build-fuzz
+
+.PHONY: all tests test test-integration check bench asan asan-test fuzz clean

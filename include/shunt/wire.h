@@ -1,0 +1,184 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * wire.h - every byte layout shunt shares between processes, in one place.
+ *
+ * Three things cross a process boundary:
+ *   1. the per-port registry file  ($SHUNT_DIR/p<port>), mmap'd by every shunt
+ *      process that listens on or connects to that port;
+ *   2. the per-connection segment (a memfd), holding one ring per direction;
+ *   3. the accept message, one datagram from the server's shim to the client's
+ *      shim carrying the segment and the two wake-up eventfds (SCM_RIGHTS);
+ *   4. the per-process stats file ($SHUNT_DIR/s<pid>-<id>) read by `shunt ss`.
+ *
+ * All peers run on one host, so integers are host-endian; every structure has
+ * a magic and a version and its size is checked by _Static_assert.  Nothing
+ * received from another process is trusted: see src/shim/rendezvous.c for the
+ * validation of each field.
+ */
+#ifndef SHUNT_WIRE_H
+#define SHUNT_WIRE_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#define SHUNT_WIRE_VERSION 1u
+
+/* ---- fallback reason codes: stable, shown by `shunt ss`, never renumbered ---- */
+enum shunt_reason {
+	SHUNT_R_NONE = 0,          /* accelerated: no fallback */
+	SHUNT_R_PEER_NOT_SHUNT = 1,/* no shunt listener for the port, or the client made no offer */
+	SHUNT_R_POLICY = 2,        /* disabled by configuration (SHUNT_DISABLE, SHUNT_PORTS) */
+	SHUNT_R_RESOURCE = 3,      /* registry full, memfd/mmap/eventfd failed, fd limit */
+	SHUNT_R_HANDSHAKE = 4,     /* rendezvous message missing, malformed or undeliverable */
+	SHUNT_R_TIMEOUT = 5,       /* the server did not accept within SHUNT_ACCEPT_WAIT_MS */
+	SHUNT_R_NETNS = 6,         /* loopback peer lives in another network namespace */
+	SHUNT_R_INHERITED = 7,     /* socket predates shunt in this process (unknown state) */
+	SHUNT_R_UNSUPPORTED = 8,   /* a feature shunt does not carry (TCP_FASTOPEN, MSG_OOB...) */
+	SHUNT_R_CONNECT_SLOW = 9,  /* the TCP handshake itself did not finish within the wait */
+	SHUNT_R_MAX
+};
+
+/* The connection modes a socket can be in (no flag bits mixed in). */
+enum shunt_mode {
+	SHUNT_M_TCP = 0,    /* plain kernel TCP; see the reason */
+	SHUNT_M_SHM = 1,    /* accelerated through a shared-memory segment */
+	SHUNT_M_LISTEN = 2, /* a listening socket */
+};
+
+/* ---- 1. per-port registry ---- */
+#define SHUNT_REG_MAGIC 0x53485247u /* "SHRG" */
+#define SHUNT_REG_SLOTS 256
+#define SHUNT_REG_LISTENERS 16
+
+/* Offer slot states.  The transitions are CAS-only; see rendezvous.c. */
+enum shunt_slot_state {
+	SLOT_FREE = 0,       /* unused */
+	SLOT_CONNECTING = 1, /* client reserved it and is inside connect() */
+	SLOT_OFFERED = 2,    /* tuple known, waiting for the server's accept() */
+	SLOT_CLAIMED = 3,    /* server won: it is sending the accept message */
+	SLOT_ABANDONED = 4,  /* client won: it gave up waiting, the connection is TCP */
+	SLOT_FAILED = 5,     /* server claimed but could not deliver: both use TCP */
+	/* After CLAIMED the decision moves into the segment (confirm field):
+	 * the client CASes 0->1 once attached, the server 0->2 on time-out. */
+};
+
+/* An address in v4-mapped IPv6 form so AF_INET and AF_INET6 ends compare. */
+struct shunt_addr {
+	uint8_t ip[16];
+	uint16_t port;    /* host order */
+	uint16_t pad;
+};
+
+struct shunt_tuple {
+	struct shunt_addr client; /* as the kernel sees it on both ends */
+	struct shunt_addr server;
+};
+
+struct shunt_slot {
+	_Atomic uint32_t state;   /* enum shunt_slot_state */
+	uint32_t client_pid;      /* informational (pid namespaces differ) */
+	uint64_t nonce;           /* random, names this offer in the accept message */
+	uint64_t sock_id;         /* names the client's $SHUNT_DIR/c<sock_id> socket */
+	uint64_t netns;           /* client's network namespace inode */
+	uint64_t stamp_ns;        /* CLOCK_MONOTONIC when reserved */
+	struct shunt_tuple tuple; /* valid from OFFERED on */
+	uint8_t pad[16];
+};
+_Static_assert(sizeof(struct shunt_slot) == 96, "slot layout");
+
+struct shunt_listener_rec {
+	uint64_t netns;           /* listener's network namespace inode */
+	struct shunt_addr addr;   /* bound address (:: / 0.0.0.0 means any) */
+	uint32_t pid;
+	uint32_t used;
+};
+_Static_assert(sizeof(struct shunt_listener_rec) == 40, "listener layout");
+
+struct shunt_registry {
+	uint32_t magic;
+	uint32_t version;
+	uint32_t port;
+	uint32_t nslots;
+	_Atomic uint32_t nlisteners;
+	uint32_t pad[3];
+	struct shunt_listener_rec listeners[SHUNT_REG_LISTENERS];
+	struct shunt_slot slots[SHUNT_REG_SLOTS];
+};
+
+/* ---- 2. the segment: header, then ring 0 (client->server), ring 1 ---- */
+#define SHUNT_SEG_MAGIC 0x53485347u /* "SHSG" */
+#define SHUNT_CACHELINE 64
+
+/*
+ * One direction.  The writer owns prod and wr_done; the reader owns cons.
+ * rd_want/wr_want are the "wake me" flags in the spirit of SMC's
+ * write_blocked: a side that is about to sleep sets its flag, re-checks, and
+ * sleeps on its eventfd; the other side clears the flag with an exchange and
+ * signals the eventfd only then, so no system call is made while both run.
+ */
+struct shunt_ring_ctl {
+	_Alignas(SHUNT_CACHELINE) _Atomic uint64_t prod; /* bytes ever written */
+	_Atomic uint32_t wr_done;   /* writer did shutdown(SHUT_WR) or close */
+	_Atomic uint32_t wr_want;   /* writer sleeps until space frees */
+	_Atomic uint32_t wlock;     /* serialises writers (threads, forked copies) */
+	_Alignas(SHUNT_CACHELINE) _Atomic uint64_t cons; /* bytes ever consumed */
+	_Atomic uint32_t rd_want;   /* reader sleeps until data arrives */
+	_Atomic uint32_t rlock;     /* serialises readers */
+};
+_Static_assert(sizeof(struct shunt_ring_ctl) == 128, "ring ctl layout");
+
+struct shunt_seg_hdr {
+	uint32_t magic;
+	uint32_t version;
+	uint32_t ring_size;          /* bytes per direction, power of two */
+	uint32_t hdr_size;           /* offset of ring 0's data */
+	uint64_t nonce;              /* equals the offer's nonce */
+	_Atomic uint32_t confirm;    /* 0 pending, 1 client attached, 2 declined (CAS once) */
+	uint8_t pad[36];
+	struct shunt_ring_ctl ring[2];
+};
+_Static_assert(sizeof(struct shunt_seg_hdr) == 320, "segment header layout");
+#define SHUNT_SEG_HDR_SIZE 4096u /* data starts page aligned */
+
+/* ---- 3. the accept message (server -> client, with 3 fds) ---- */
+#define SHUNT_MSG_MAGIC 0x53484d41u /* "SHMA" */
+struct shunt_accept_msg {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t nfds;       /* must be 3: segment memfd, client efd, server efd */
+	uint64_t nonce;      /* the offer it answers */
+	uint32_t ring_size;  /* must match the segment header */
+	uint32_t slot;       /* index of the offer slot */
+};
+_Static_assert(sizeof(struct shunt_accept_msg) == 24, "accept message layout");
+
+/* ---- 4. per-process stats, read by `shunt ss` ---- */
+#define SHUNT_STATS_MAGIC 0x53485354u /* "SHST" */
+#define SHUNT_STATS_RECS 4096
+struct shunt_stat_rec {
+	_Atomic uint32_t used;   /* 0 free, 1 in use */
+	int32_t fd;
+	uint8_t mode;            /* enum shunt_mode */
+	uint8_t reason;          /* enum shunt_reason */
+	uint8_t is_client;
+	uint8_t pad;
+	uint32_t pad2;
+	struct shunt_tuple tuple;/* client = local for clients, remote for servers */
+	_Atomic uint64_t tx;     /* bytes the application sent */
+	_Atomic uint64_t rx;     /* bytes the application received */
+};
+_Static_assert(sizeof(struct shunt_stat_rec) == 72, "stat record layout");
+
+struct shunt_stats_file {
+	uint32_t magic;
+	uint32_t version;
+	uint32_t pid;
+	uint32_t nrecs;
+	char comm[16];
+	struct shunt_stat_rec rec[SHUNT_STATS_RECS];
+};
+
+const char *shunt_reason_str(unsigned reason);
+const char *shunt_mode_str(unsigned mode);
+
+#endif

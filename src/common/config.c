@@ -1,0 +1,126 @@
+/* SPDX-License-Identifier: MIT */
+/* config.c - parse SHUNT_* variables; a bad value is reported, never fatal. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "config.h"
+
+static const char *env_get(char *const *envp, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (; envp && *envp; envp++)
+		if (!strncmp(*envp, name, n) && (*envp)[n] == '=')
+			return *envp + n + 1;
+	return NULL;
+}
+
+/* Strict decimal integer in [lo, hi]. */
+static int parse_long(const char *s, long lo, long hi, long *out)
+{
+	char *end;
+	long v;
+
+	if (!s || !*s)
+		return -EINVAL;
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || *end || v < lo || v > hi)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+static uint32_t round_pow2(uint32_t v)
+{
+	uint32_t p = 4096;
+
+	while (p < v && p < (1u << 30))
+		p <<= 1;
+	return p;
+}
+
+static int parse_ports(struct shunt_config *cfg, const char *s)
+{
+	char buf[256], *save = NULL, *tok;
+	long v;
+
+	if (strlen(s) >= sizeof buf)
+		return -EINVAL;
+	strcpy(buf, s);
+	cfg->nports = 0;
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		if (cfg->nports == (int)(sizeof cfg->ports / sizeof cfg->ports[0]))
+			return -EINVAL;
+		if (parse_long(tok, 1, 65535, &v))
+			return -EINVAL;
+		cfg->ports[cfg->nports++] = (uint16_t)v;
+	}
+	return cfg->nports ? 0 : -EINVAL;
+}
+
+static void set_defaults(struct shunt_config *cfg)
+{
+	memset(cfg, 0, sizeof *cfg);
+	snprintf(cfg->dir, sizeof cfg->dir, "/tmp/shunt-%u", (unsigned)getuid());
+	cfg->ring_size = 256 * 1024;
+	cfg->spin_ns = 20 * 1000;
+	cfg->accept_wait_ms = 200;
+}
+
+int shunt_config_parse(struct shunt_config *cfg, char *const *envp, const char **bad)
+{
+	const char *v;
+	long n;
+	int err = 0;
+
+	set_defaults(cfg);
+#define BAD(name) do { err = -EINVAL; *bad = name; } while (0)
+	if ((v = env_get(envp, "SHUNT_DIR"))) {
+		if (v[0] != '/' || strlen(v) >= sizeof cfg->dir)
+			BAD("SHUNT_DIR");
+		else
+			strcpy(cfg->dir, v);
+	}
+	if ((v = env_get(envp, "SHUNT_RING_KB"))) {
+		if (parse_long(v, 4, 1 << 20, &n))
+			BAD("SHUNT_RING_KB");
+		else
+			cfg->ring_size = round_pow2((uint32_t)n * 1024u);
+	}
+	if ((v = env_get(envp, "SHUNT_SPIN_US"))) {
+		if (parse_long(v, -1, 10 * 1000 * 1000, &n))
+			BAD("SHUNT_SPIN_US");
+		else
+			cfg->spin_ns = n < 0 ? -1 : n * 1000;
+	}
+	if ((v = env_get(envp, "SHUNT_ACCEPT_WAIT_MS"))) {
+		if (parse_long(v, 0, 60000, &n))
+			BAD("SHUNT_ACCEPT_WAIT_MS");
+		else
+			cfg->accept_wait_ms = (int)n;
+	}
+	if ((v = env_get(envp, "SHUNT_DISABLE")))
+		cfg->disabled = !strcmp(v, "1");
+	if ((v = env_get(envp, "SHUNT_LOG")))
+		cfg->log = !strcmp(v, "1");
+	if ((v = env_get(envp, "SHUNT_PORTS")) && parse_ports(cfg, v)) {
+		cfg->nports = 0;
+		BAD("SHUNT_PORTS");
+	}
+#undef BAD
+	return err;
+}
+
+int shunt_config_port_allowed(const struct shunt_config *cfg, uint16_t port)
+{
+	if (!cfg->nports)
+		return 1;
+	for (int i = 0; i < cfg->nports; i++)
+		if (cfg->ports[i] == port)
+			return 1;
+	return 0;
+}

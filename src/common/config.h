@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: MIT */
+/* config.h - shunt's knobs, read once from the environment. */
+#ifndef SHUNT_CONFIG_H
+#define SHUNT_CONFIG_H
+#include <stdint.h>
+#include <limits.h>
+
+struct shunt_config {
+	char dir[80];              /* SHUNT_DIR: rendezvous directory (unix socket paths are short) */
+	uint32_t ring_size;        /* SHUNT_RING_KB, rounded to a power of two */
+	int64_t spin_ns;           /* SHUNT_SPIN_US: max adaptive spin; <0 = busy-poll */
+	int accept_wait_ms;        /* SHUNT_ACCEPT_WAIT_MS: client waits this long for accept */
+	int disabled;              /* SHUNT_DISABLE=1: everything plain (reason policy) */
+	int log;                   /* SHUNT_LOG=1: one line per decision on stderr */
+	uint16_t ports[16];        /* SHUNT_PORTS=a,b,c: only these ports (empty = all) */
+	int nports;
+};
+
+/* Parse one environment into cfg; returns 0 or -EINVAL with *bad naming the
+ * offending variable.  Invalid values never abort the program: the caller
+ * logs and keeps the default. */
+int shunt_config_parse(struct shunt_config *cfg, char *const *envp, const char **bad);
+int shunt_config_port_allowed(const struct shunt_config *cfg, uint16_t port);
+#endif

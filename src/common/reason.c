@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: MIT */
+/* reason.c - names of modes and fallback reasons, shared by shim and tools. */
+#include "shunt/wire.h"
+
+static const char *const reasons[SHUNT_R_MAX] = {
+	[SHUNT_R_NONE] = "none",
+	[SHUNT_R_PEER_NOT_SHUNT] = "peer-not-shunt",
+	[SHUNT_R_POLICY] = "policy",
+	[SHUNT_R_RESOURCE] = "resource-limit",
+	[SHUNT_R_HANDSHAKE] = "handshake-failed",
+	[SHUNT_R_TIMEOUT] = "accept-timeout",
+	[SHUNT_R_NETNS] = "other-netns",
+	[SHUNT_R_INHERITED] = "inherited",
+	[SHUNT_R_UNSUPPORTED] = "unsupported-feature",
+	[SHUNT_R_CONNECT_SLOW] = "connect-slow",
+};
+
+const char *shunt_reason_str(unsigned reason)
+{
+	return reason < SHUNT_R_MAX && reasons[reason] ? reasons[reason] : "unknown";
+}
+
+const char *shunt_mode_str(unsigned mode)
+{
+	switch (mode) {
+	case SHUNT_M_TCP: return "tcp";
+	case SHUNT_M_SHM: return "shm";
+	case SHUNT_M_LISTEN: return "listen";
+	default: return "unknown";
+	}
+}

@@ -1,0 +1,458 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * conn.c - I/O on an accelerated connection.
+ *
+ * Data goes through the rings; the kernel TCP socket carries no application
+ * byte after acceleration and is watched only for FIN and RST: it is how a
+ * peer's death (or close) reaches us even when the peer never touches the
+ * segment again.  Sleeping uses poll() on our eventfd and on the TCP socket;
+ * the peer writes the eventfd only if we set the matching *_want flag (see
+ * wire.h), so a busy connection makes no system call per message.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include "shim.h"
+#include "real.h"
+#include "../common/msg.h"
+
+#define PROBE_INTERVAL_NS 100000000ull /* writer blocked on a gone peer: probe */
+#define REFRESH_INTERVAL_NS 1000000ull /* non-blocking reader: look for FIN */
+#define SPIN_FLOOR_NS 0
+
+static void efd_signal(int efd)
+{
+	uint64_t one = 1;
+	int e = errno;
+
+	(void)!real.write(efd, &one, sizeof one);
+	errno = e;
+}
+
+void conn_drain(struct conn *c)
+{
+	uint64_t v;
+	int e = errno;
+
+	(void)!real.read(c->efd_mine, &v, sizeof v);
+	errno = e;
+}
+
+void conn_kick_self(struct conn *c)
+{
+	efd_signal(c->efd_mine);
+}
+
+/* The peer reads c->tx: tell it data (or EOF) arrived if it asked. */
+static void notify_reader(struct conn *c)
+{
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&c->tx.ctl->rd_want, __ATOMIC_RELAXED) &&
+	    __atomic_exchange_n(&c->tx.ctl->rd_want, 0, __ATOMIC_ACQ_REL))
+		efd_signal(c->efd_peer);
+}
+
+/* The peer writes c->rx: tell it space freed if it asked. */
+static void notify_writer(struct conn *c)
+{
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&c->rx.ctl->wr_want, __ATOMIC_RELAXED) &&
+	    __atomic_exchange_n(&c->rx.ctl->wr_want, 0, __ATOMIC_ACQ_REL))
+		efd_signal(c->efd_peer);
+}
+
+void conn_arm(struct conn *c, unsigned want)
+{
+	if (want & POLLIN)
+		__atomic_store_n(&c->rx.ctl->rd_want, 1, __ATOMIC_SEQ_CST);
+	if (want & POLLOUT)
+		__atomic_store_n(&c->tx.ctl->wr_want, 1, __ATOMIC_SEQ_CST);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
+int conn_attach(struct conn **out, int memfd, int efd_mine, int efd_peer, int side, int tcp_fd,
+		uint64_t nonce)
+{
+	struct shunt_seg_hdr *h;
+	struct conn *c;
+	struct stat st;
+	size_t len;
+	uint32_t rs;
+
+	if (fstat(memfd, &st))
+		return -errno;
+	h = mmap(NULL, SHUNT_SEG_HDR_SIZE, PROT_READ, MAP_SHARED, memfd, 0);
+	if (h == MAP_FAILED)
+		return -errno;
+	rs = h->ring_size;
+	if (shunt_seg_hdr_check(h, nonce, (size_t)st.st_size)) {
+		munmap(h, SHUNT_SEG_HDR_SIZE);
+		return -EPROTO;
+	}
+	munmap(h, SHUNT_SEG_HDR_SIZE);
+	len = SHUNT_SEG_HDR_SIZE + 2 * (size_t)rs;
+	h = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+	if (h == MAP_FAILED)
+		return -errno;
+	c = calloc(1, sizeof *c);
+	if (!c) {
+		munmap(h, len);
+		return -ENOMEM;
+	}
+	c->seg = h;
+	c->seg_len = len;
+	c->memfd = fd_hide(memfd);
+	c->efd_mine = fd_hide(efd_mine);
+	c->efd_peer = fd_hide(efd_peer);
+	c->side = side;
+	c->tcp_fd = fd_hide(tcp_fd);
+	c->spin_ns = shunt_cfg.spin_ns;
+	/* ring 0 carries client->server bytes, ring 1 server->client */
+	c->tx = (struct ring){ &h->ring[side], (uint8_t *)h + SHUNT_SEG_HDR_SIZE + (size_t)side * rs, rs };
+	c->rx = (struct ring){ &h->ring[!side], (uint8_t *)h + SHUNT_SEG_HDR_SIZE + (size_t)!side * rs, rs };
+	*out = c;
+	return 0;
+}
+
+void conn_free(struct conn *c)
+{
+	munmap(c->seg, c->seg_len);
+	fd_close_internal(c->memfd);
+	fd_close_internal(c->efd_mine);
+	fd_close_internal(c->efd_peer);
+	fd_close_internal(c->tcp_fd);
+	free(c);
+}
+
+/* Look at the kernel socket: after acceleration it carries only liveness
+ * probes (discarded here), FIN or RST. */
+void conn_refresh(struct conn *c)
+{
+	char buf[64];
+	int e = errno;
+	ssize_t r;
+
+	c->last_probe_ns = shunt_now_ns();
+	for (;;) {
+		r = real.recv(c->tcp_fd, buf, sizeof buf, MSG_DONTWAIT);
+		if (r > 0)
+			continue;
+		if (r == 0)
+			c->peer_eof = 1;
+		else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+			c->peer_err = errno;
+		break;
+	}
+	errno = e;
+}
+
+static int rx_eof(struct conn *c)
+{
+	return __atomic_load_n(&c->rx.ctl->wr_done, __ATOMIC_ACQUIRE) || c->peer_eof;
+}
+
+unsigned conn_events(struct conn *c)
+{
+	unsigned ev = 0;
+	int eof = rx_eof(c);
+
+	if (ring_used(&c->rx) || eof || c->peer_err || c->shut_rd)
+		ev |= POLLIN | POLLRDNORM;
+	if (eof)
+		ev |= POLLRDHUP;
+	if (ring_space(&c->tx) || c->shut_wr || c->peer_err)
+		ev |= POLLOUT | POLLWRNORM;
+	if (c->peer_err)
+		ev |= POLLERR;
+	if (c->peer_err || (c->shut_wr && eof))
+		ev |= POLLHUP;
+	return ev;
+}
+
+size_t conn_nread(struct conn *c)
+{
+	return ring_used(&c->rx);
+}
+
+static int ready_for(struct conn *c, unsigned want)
+{
+	return (conn_events(c) & (want | POLLERR | POLLHUP)) != 0;
+}
+
+static int sock_timeout_ms(int fd, int opt)
+{
+	struct timeval tv;
+	socklen_t l = sizeof tv;
+	int e = errno;
+
+	if (real.getsockopt(fd, SOL_SOCKET, opt, &tv, &l) || (!tv.tv_sec && !tv.tv_usec)) {
+		errno = e;
+		return -1;
+	}
+	return (int)(tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000);
+}
+
+/* Would every installed handler be restarted by the kernel (SA_RESTART)?
+ * poll() is never restarted, so a blocking read/write built on it decides
+ * itself whether EINTR is visible, the way the kernel would for recv(). */
+static int signals_restart(void)
+{
+	struct sigaction sa;
+
+	for (int sig = 1; sig < NSIG; sig++) {
+		if (sig == SIGKILL || sig == SIGSTOP || sigaction(sig, NULL, &sa))
+			continue;
+		if (sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN &&
+		    !(sa.sa_flags & SA_RESTART))
+			return 0;
+	}
+	return 1;
+}
+
+static void adapt_spin(struct conn *c, int hit)
+{
+	int64_t max = shunt_cfg.spin_ns, b = c->spin_ns;
+
+	if (max <= 0)
+		return;
+	b = hit ? (b * 2 + 1000 < max ? b * 2 + 1000 : max) : b / 2;
+	c->spin_ns = b < SPIN_FLOOR_NS ? SPIN_FLOOR_NS : b;
+}
+
+/* Spin, then sleep until want (POLLIN/POLLOUT) may be satisfied.
+ * Returns 0 to re-check, -EAGAIN on SO_*TIMEO expiry, -EINTR on a signal. */
+static int conn_wait(struct conn *c, unsigned want, int *deadline_ms)
+{
+	uint64_t start = shunt_now_ns(), now;
+	struct pollfd p[2];
+	int64_t budget = shunt_cfg.spin_ns < 0 ? INT64_MAX : c->spin_ns;
+	int r, tmo;
+
+	while ((now = shunt_now_ns()) - start < (uint64_t)budget) {
+		if (ready_for(c, want)) {
+			adapt_spin(c, 1);
+			return 0;
+		}
+		if (now - c->last_probe_ns > REFRESH_INTERVAL_NS * 10)
+			conn_refresh(c);
+		__builtin_ia32_pause();
+	}
+	conn_arm(c, want);
+	if (ready_for(c, want))
+		return 0;
+	adapt_spin(c, 0);
+	p[0] = (struct pollfd){ .fd = c->efd_mine, .events = POLLIN };
+	p[1] = (struct pollfd){ .fd = c->tcp_fd, .events = POLLIN | POLLRDHUP };
+	tmo = *deadline_ms;
+	/* A writer facing a peer that half-closed must learn whether it is
+	 * gone: probe the TCP socket now and then (a gone peer answers RST). */
+	if ((want & POLLOUT) && c->peer_eof && (tmo < 0 || tmo > 100))
+		tmo = 100;
+	now = shunt_now_ns();
+	r = real.poll(p, (c->peer_eof || c->peer_err) ? 1 : 2, tmo);
+	if (*deadline_ms >= 0) {
+		*deadline_ms -= (int)((shunt_now_ns() - now) / 1000000);
+		if (*deadline_ms <= 0 && r == 0)
+			return -EAGAIN;
+		if (*deadline_ms < 0)
+			*deadline_ms = 0;
+	}
+	if (r < 0)
+		return errno == EINTR ? -EINTR : 0;
+	if (p[0].revents)
+		conn_drain(c);
+	if (p[1].revents)
+		conn_refresh(c);
+	if ((want & POLLOUT) && c->peer_eof && !c->peer_err && r == 0) {
+		if (real.send(c->tcp_fd, "", 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 &&
+		    errno != EAGAIN)
+			c->peer_err = errno;
+	}
+	return 0;
+}
+
+/* Both ends blocked writing into full rings would deadlock; TCP's larger
+ * buffers rarely do.  SMC's lesson: return the short write instead. */
+static int write_deadlock(struct conn *c)
+{
+	return ring_space(&c->rx) == 0 && __atomic_load_n(&c->rx.ctl->wr_want, __ATOMIC_ACQUIRE);
+}
+
+static size_t iov_total(const struct iovec *iov, int n)
+{
+	size_t t = 0;
+
+	for (int i = 0; i < n; i++)
+		t += iov[i].iov_len;
+	return t;
+}
+
+/* Advance a private copy of an iovec array by n bytes. */
+static void iov_skip(struct iovec **iov, int *cnt, size_t n)
+{
+	while (*cnt && n >= (*iov)->iov_len) {
+		n -= (*iov)->iov_len;
+		(*iov)++;
+		(*cnt)--;
+	}
+	if (*cnt && n) {
+		(*iov)->iov_base = (char *)(*iov)->iov_base + n;
+		(*iov)->iov_len -= n;
+	}
+}
+
+static int wait_or_fail(struct sk *s, unsigned want, int *deadline, size_t done)
+{
+	int r = conn_wait(s->conn, want, deadline);
+
+	if (r == -EINTR && !done && *deadline < 0 && signals_restart())
+		r = 0;
+	return r;
+}
+
+/* Let the kernel produce EPIPE/ECONNRESET and SIGPIPE exactly as TCP does. */
+static ssize_t send_on_kernel(struct sk *s, size_t len, int flags)
+{
+	char zero = 0;
+	ssize_t r = real.send(s->conn->tcp_fd, &zero, len ? 1 : 0, flags & ~MSG_DONTWAIT);
+
+	return r < 0 ? -errno : r;
+}
+
+ssize_t conn_send(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
+{
+	struct conn *c = s->conn;
+	size_t len = iov_total(iov0, iovcnt), total = 0;
+	int nonblock = s->nonblock || (flags & MSG_DONTWAIT);
+	int deadline = -2, r = 0;
+	struct iovec copy[IOV_MAX], *iov = copy;
+
+	if (iovcnt < 0 || iovcnt > IOV_MAX)
+		return -EINVAL;
+	if (flags & MSG_OOB)
+		return -EOPNOTSUPP;
+	if (c->shut_wr || c->peer_err)
+		return send_on_kernel(s, len, flags);
+	memcpy(copy, iov0, sizeof(struct iovec) * (size_t)iovcnt);
+	shunt_lock(&c->tx.ctl->wlock);
+	while (total < len || !len) {
+		size_t n = ring_writev(&c->tx, iov, iovcnt, len - total);
+		if (n) {
+			total += n;
+			iov_skip(&iov, &iovcnt, n);
+			notify_reader(c);
+			continue;
+		}
+		if (!len || nonblock)
+			break;
+		if (c->peer_err || (total && write_deadlock(c)))
+			break;
+		if (deadline == -2)
+			deadline = sock_timeout_ms(c->tcp_fd, SO_SNDTIMEO);
+		r = wait_or_fail(s, POLLOUT, &deadline, total);
+		if (r)
+			break;
+	}
+	shunt_unlock(&c->tx.ctl->wlock);
+	if (total) {
+		if (s->stat)
+			__atomic_add_fetch(&s->stat->tx, total, __ATOMIC_RELAXED);
+		return (ssize_t)total;
+	}
+	if (!len)
+		return 0;
+	if (c->peer_err)
+		return send_on_kernel(s, len, flags);
+	if (nonblock) {
+		conn_arm(c, POLLOUT);
+		return -EAGAIN;
+	}
+	return r;
+}
+
+ssize_t conn_recv(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
+{
+	struct conn *c = s->conn;
+	size_t len = iov_total(iov0, iovcnt), total = 0;
+	int nonblock = s->nonblock || (flags & MSG_DONTWAIT);
+	int peek = flags & MSG_PEEK, waitall = (flags & MSG_WAITALL) && !peek;
+	int deadline = -2, r = 0;
+	struct iovec copy[IOV_MAX], *iov = copy;
+
+	if (iovcnt < 0 || iovcnt > IOV_MAX)
+		return -EINVAL;
+	if (flags & MSG_OOB)
+		return -EOPNOTSUPP;
+	if (c->shut_rd || !len)
+		return 0;
+	memcpy(copy, iov0, sizeof(struct iovec) * (size_t)iovcnt);
+	shunt_lock(&c->rx.ctl->rlock);
+	for (;;) {
+		size_t n = ring_readv(&c->rx, iov, iovcnt, len - total, peek);
+		if (n) {
+			total += n;
+			if (!peek) {
+				iov_skip(&iov, &iovcnt, n);
+				notify_writer(c);
+			}
+			if (!waitall || total == len)
+				break;
+			continue;
+		}
+		if (rx_eof(c) || c->peer_err)
+			break;
+		if (nonblock) {
+			if (shunt_now_ns() - c->last_probe_ns > REFRESH_INTERVAL_NS) {
+				conn_refresh(c);
+				if (c->peer_eof || c->peer_err)
+					continue;
+			}
+			conn_arm(c, POLLIN);
+			if (ring_used(&c->rx) || rx_eof(c))
+				continue;
+			r = -EAGAIN;
+			break;
+		}
+		if (deadline == -2)
+			deadline = sock_timeout_ms(c->tcp_fd, SO_RCVTIMEO);
+		r = wait_or_fail(s, POLLIN, &deadline, total);
+		if (r)
+			break;
+	}
+	shunt_unlock(&c->rx.ctl->rlock);
+	if (total) {
+		if (s->stat && !peek)
+			__atomic_add_fetch(&s->stat->rx, total, __ATOMIC_RELAXED);
+		return (ssize_t)total;
+	}
+	if (!r && c->peer_err && !rx_eof(c))
+		return -c->peer_err;
+	return r;
+}
+
+int conn_shutdown(struct sk *s, int how)
+{
+	struct conn *c = s->conn;
+
+	if (how == SHUT_RD || how == SHUT_RDWR)
+		c->shut_rd = 1;
+	if (how == SHUT_WR || how == SHUT_RDWR) {
+		/* Take the writer lock so the flag follows every byte in flight. */
+		shunt_lock(&c->tx.ctl->wlock);
+		c->shut_wr = 1;
+		__atomic_store_n(&c->tx.ctl->wr_done, 1, __ATOMIC_RELEASE);
+		shunt_unlock(&c->tx.ctl->wlock);
+		__atomic_store_n(&c->tx.ctl->rd_want, 1, __ATOMIC_RELAXED);
+		notify_reader(c);
+	}
+	return real.shutdown(c->tcp_fd, how) ? -errno : 0;
+}

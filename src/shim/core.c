@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: MIT */
+/* core.c - library start-up, configuration, logging, fork hooks. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include "shim.h"
+#include "real.h"
+
+extern char **environ;
+struct shunt_config shunt_cfg;
+int shunt_active;
+static uint64_t netns_ino;
+
+uint64_t shunt_now_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+uint64_t shunt_random64(void)
+{
+	uint64_t v;
+
+	if (getrandom(&v, sizeof v, GRND_NONBLOCK) != sizeof v)
+		v = shunt_now_ns() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)&v;
+	return v;
+}
+
+uint64_t shunt_netns_ino(void)
+{
+	return netns_ino;
+}
+
+void shunt_log(const char *fmt, ...)
+{
+	char buf[512];
+	va_list ap;
+	int n, e = errno;
+
+	if (!shunt_cfg.log)
+		return;
+	n = snprintf(buf, sizeof buf, "shunt[%d]: ", (int)getpid());
+	va_start(ap, fmt);
+	n += vsnprintf(buf + n, sizeof buf - (size_t)n, fmt, ap);
+	va_end(ap);
+	if (n > (int)sizeof buf - 2)
+		n = (int)sizeof buf - 2;
+	buf[n++] = '\n';
+	(void)!real.write(2, buf, (size_t)n);
+	errno = e;
+}
+
+static void read_netns(void)
+{
+	struct stat st;
+
+	netns_ino = stat("/proc/self/ns/net", &st) ? 0 : (uint64_t)st.st_ino;
+}
+
+static void atfork_child(void)
+{
+	read_netns();
+	rdv_atfork_child();
+	stats_atfork_child();
+}
+
+__attribute__((constructor)) static void shunt_init(void)
+{
+	const char *bad = NULL;
+	int e = errno;
+
+	real_init();
+	if (!real_ready()) {
+		errno = e;
+		return;
+	}
+	if (shunt_config_parse(&shunt_cfg, environ, &bad)) {
+		/* The bad variable keeps its default; say so even without SHUNT_LOG. */
+		int quiet = !shunt_cfg.log;
+		shunt_cfg.log = 1;
+		shunt_log("ignoring invalid %s (see docs/configuration.md)", bad);
+		shunt_cfg.log = !quiet;
+	}
+	read_netns();
+	if (mkdir(shunt_cfg.dir, 0700) && errno != EEXIST) {
+		shunt_log("cannot create %s: %s; shunt is off", shunt_cfg.dir, strerror(errno));
+		errno = e;
+		return;
+	}
+	pthread_atfork(NULL, NULL, atfork_child);
+	shunt_active = 1;
+	stats_init();
+	exec_inherit();
+	errno = e;
+}

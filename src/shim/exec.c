@@ -1,0 +1,300 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * exec.c - accelerated connections survive exec.
+ *
+ * exec wipes the shim's memory but not the descriptors, so the kernel TCP
+ * socket would survive while the rings it depends on were forgotten: the new
+ * program would read a TCP socket that carries nothing.  Before exec we hand
+ * the state over in SHUNT_INHERIT ("fd,memfd,efd_mine,efd_peer,side;...")
+ * with the segment and eventfds made inheritable, and make sure the new image
+ * loads the shim; its constructor re-attaches.  If exec fails, nothing
+ * changed.  Sockets marked close-on-exec are not handed over.
+ */
+#define _GNU_SOURCE
+#include <alloca.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include "shim.h"
+#include "real.h"
+
+#define EXPORT __attribute__((visibility("default")))
+#define R(name) (real.name ? real.name : (real_init(), real.name))
+extern char **environ;
+
+struct handover {
+	char *buf;
+	size_t len, cap;
+	int count;
+	int fds[3 * 256];
+	int nfds;
+};
+
+static void set_cloexec(int fd, int on)
+{
+	int f = R(fcntl)(fd, F_GETFD);
+
+	if (f >= 0)
+		R(fcntl)(fd, F_SETFD, on ? f | FD_CLOEXEC : f & ~FD_CLOEXEC);
+}
+
+static void collect(int fd, struct sk *s, void *arg)
+{
+	struct handover *h = arg;
+	struct conn *c = s->conn;
+	char item[96];
+	int n, f;
+
+	if (s->kind != SK_SHM || h->nfds + 3 > (int)(sizeof h->fds / sizeof h->fds[0]))
+		return;
+	f = R(fcntl)(fd, F_GETFD);
+	if (f < 0 || (f & FD_CLOEXEC))
+		return;
+	n = snprintf(item, sizeof item, "%d,%d,%d,%d,%d;", fd, c->memfd, c->efd_mine, c->efd_peer,
+		     c->side);
+	if (h->len + (size_t)n + 1 > h->cap) {
+		size_t cap = h->cap ? h->cap * 2 : 256;
+		char *b = realloc(h->buf, cap);
+		if (!b)
+			return;
+		h->buf = b;
+		h->cap = cap;
+	}
+	memcpy(h->buf + h->len, item, (size_t)n + 1);
+	h->len += (size_t)n;
+	h->count++;
+	h->fds[h->nfds++] = c->memfd;
+	h->fds[h->nfds++] = c->efd_mine;
+	h->fds[h->nfds++] = c->efd_peer;
+}
+
+static const char *self_path(void)
+{
+	static Dl_info info;
+
+	if (!info.dli_fname && !dladdr((void *)self_path, &info))
+		return NULL;
+	return info.dli_fname;
+}
+
+/* Build the environment for the new image; NULL means "use envp as is". */
+static char **prepare(char *const envp[], struct handover *h)
+{
+	const char *lib = self_path(), *pre = NULL;
+	char **out, *pre_new = NULL, *inh = NULL;
+	size_t n = 0, k = 0;
+
+	memset(h, 0, sizeof *h);
+	fdtab_each(collect, h);
+	if (!h->count)
+		return NULL;
+	for (; envp && envp[n]; n++)
+		if (!strncmp(envp[n], "LD_PRELOAD=", 11))
+			pre = envp[n] + 11;
+	out = calloc(n + 3, sizeof *out);
+	if (!out || asprintf(&inh, "SHUNT_INHERIT=%s", h->buf) < 0)
+		goto fail;
+	if (lib && (!pre || !strstr(pre, lib)) &&
+	    asprintf(&pre_new, "LD_PRELOAD=%s%s%s", lib, pre ? ":" : "", pre ? pre : "") < 0)
+		goto fail;
+	for (size_t i = 0; i < n; i++) {
+		if (!strncmp(envp[i], "SHUNT_INHERIT=", 14) ||
+		    (pre_new && !strncmp(envp[i], "LD_PRELOAD=", 11)))
+			continue;
+		out[k++] = envp[i];
+	}
+	out[k++] = inh;
+	if (pre_new)
+		out[k++] = pre_new;
+	for (int i = 0; i < h->nfds; i++)
+		set_cloexec(h->fds[i], 0);
+	return out;
+fail:
+	free(out);
+	free(inh);
+	free(h->buf);
+	return NULL;
+}
+
+/* exec failed: the process goes on as before. */
+static void undo(char **env, char *const envp[], struct handover *h)
+{
+	int e = errno;
+
+	if (!env)
+		return;
+	for (int i = 0; i < h->nfds; i++)
+		set_cloexec(h->fds[i], 1);
+	for (size_t i = 0; env[i]; i++) {
+		int ours = 1;
+		for (size_t j = 0; envp && envp[j]; j++)
+			if (env[i] == envp[j])
+				ours = 0;
+		if (ours)
+			free(env[i]);
+	}
+	free(env);
+	free(h->buf);
+	errno = e;
+}
+
+EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+{
+	struct handover h;
+	char **env = prepare(envp, &h);
+	int r = R(execve)(path, argv, env ? env : envp);
+
+	undo(env, envp, &h);
+	return r;
+}
+
+EXPORT int execv(const char *path, char *const argv[])
+{
+	return execve(path, argv, environ);
+}
+
+EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+	static int (*real_execvpe)(const char *, char *const[], char *const[]);
+	struct handover h;
+	char **env;
+	int r;
+
+	if (!real_execvpe)
+		*(void **)&real_execvpe = dlsym(RTLD_NEXT, "execvpe");
+	if (!real_execvpe) {
+		errno = ENOSYS;
+		return -1;
+	}
+	env = prepare(envp, &h);
+	r = real_execvpe(file, argv, env ? env : envp);
+	undo(env, envp, &h);
+	return r;
+}
+
+EXPORT int execvp(const char *file, char *const argv[])
+{
+	return execvpe(file, argv, environ);
+}
+
+EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
+{
+	struct handover h;
+	char **env = prepare(envp, &h);
+	int r = R(fexecve)(fd, argv, env ? env : envp);
+
+	undo(env, envp, &h);
+	return r;
+}
+
+/* execl*: collect the variadic arguments, then the vector form. */
+#define COLLECT_ARGS(arg0, ap, argv)                                          \
+	do {                                                                  \
+		size_t n_ = 1;                                                \
+		va_list c_;                                                   \
+		va_copy(c_, ap);                                              \
+		while (va_arg(c_, char *))                                    \
+			n_++;                                                 \
+		va_end(c_);                                                   \
+		argv = alloca((n_ + 1) * sizeof(char *));                     \
+		argv[0] = (char *)(arg0);                                     \
+		for (size_t i_ = 1; i_ <= n_; i_++)                           \
+			argv[i_] = va_arg(ap, char *);                        \
+	} while (0)
+
+EXPORT int execl(const char *path, const char *arg, ...)
+{
+	char **argv;
+	va_list ap;
+
+	va_start(ap, arg);
+	COLLECT_ARGS(arg, ap, argv);
+	va_end(ap);
+	return execve(path, argv, environ);
+}
+
+EXPORT int execlp(const char *file, const char *arg, ...)
+{
+	char **argv;
+	va_list ap;
+
+	va_start(ap, arg);
+	COLLECT_ARGS(arg, ap, argv);
+	va_end(ap);
+	return execvpe(file, argv, environ);
+}
+
+EXPORT int execle(const char *path, const char *arg, ...)
+{
+	char **argv, **envp;
+	va_list ap;
+
+	va_start(ap, arg);
+	COLLECT_ARGS(arg, ap, argv);
+	envp = va_arg(ap, char **);
+	va_end(ap);
+	return execve(path, argv, envp);
+}
+
+/* ---- in the new image ---- */
+
+static int adopt(int fd, int memfd, int mine, int peer, int side)
+{
+	struct shunt_seg_hdr *h;
+	struct conn *c;
+	struct sk *s;
+	uint64_t nonce;
+	int dupfd;
+
+	h = mmap(NULL, SHUNT_SEG_HDR_SIZE, PROT_READ, MAP_SHARED, memfd, 0);
+	if (h == MAP_FAILED)
+		return -EBADF;
+	nonce = h->nonce;
+	munmap(h, SHUNT_SEG_HDR_SIZE);
+	dupfd = R(fcntl)(fd, F_DUPFD_CLOEXEC, 0);
+	if (dupfd < 0)
+		return -errno;
+	if (conn_attach(&c, memfd, mine, peer, side, dupfd, nonce)) {
+		real.close(dupfd);
+		return -EPROTO;
+	}
+	set_cloexec(c->memfd, 1);
+	set_cloexec(c->efd_mine, 1);
+	set_cloexec(c->efd_peer, 1);
+	s = sk_new(SK_SHM, AF_INET);
+	if (!s) {
+		conn_free(c);
+		return -ENOMEM;
+	}
+	s->conn = c;
+	s->reason = SHUNT_R_NONE;
+	s->is_client = !side;
+	s->nonblock = !!(R(fcntl)(fd, F_GETFL) & O_NONBLOCK);
+	stats_update(s, fd);
+	fdtab_set(fd, s);
+	return 0;
+}
+
+void exec_inherit(void)
+{
+	const char *v = getenv("SHUNT_INHERIT");
+	char *copy, *save = NULL, *item;
+
+	if (!v || !(copy = strdup(v)))
+		return;
+	for (item = strtok_r(copy, ";", &save); item; item = strtok_r(NULL, ";", &save)) {
+		int fd, memfd, mine, peer, side;
+		if (sscanf(item, "%d,%d,%d,%d,%d", &fd, &memfd, &mine, &peer, &side) != 5 ||
+		    fd < 0 || memfd < 0 || mine < 0 || peer < 0 || (side != 0 && side != 1) ||
+		    adopt(fd, memfd, mine, peer, side))
+			shunt_log("SHUNT_INHERIT entry '%s' rejected", item);
+	}
+	free(copy);
+	unsetenv("SHUNT_INHERIT");
+}

@@ -1,0 +1,702 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * interpose.c - the exported libc symbols: the edge of the shim.
+ *
+ * Every wrapper looks the fd up; fds shunt does not manage go straight to
+ * libc, unchanged.  Internal code returns 0/-errno and errno is set here,
+ * once (musl's __syscall_ret).  On success errno is left as the caller had it.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/select.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include "shim.h"
+#include "real.h"
+#include "shunt/shunt.h"
+
+#define EXPORT __attribute__((visibility("default")))
+#define R(name) (real.name ? real.name : (real_init(), real.name))
+
+static long edge(long r)
+{
+	if (r < 0) {
+		errno = (int)-r;
+		return -1;
+	}
+	return r;
+}
+
+/* A managed socket in the given kind, with a reference, or NULL. */
+static struct sk *get_kind(int fd, int kind)
+{
+	struct sk *s = fdtab_get(fd);
+
+	if (s && s->kind != kind) {
+		sk_put(s);
+		return NULL;
+	}
+	return s;
+}
+
+static int is_tcp(int domain, int type, int proto)
+{
+	return (domain == AF_INET || domain == AF_INET6) && (type & 0xf) == SOCK_STREAM &&
+	       (proto == 0 || proto == IPPROTO_TCP);
+}
+
+/* A TCP socket this process did not create under shunt (inherited). */
+static int probe_tcp(int fd, int *domain)
+{
+	int v = 0, t = 0, p = 0;
+	socklen_t l = sizeof v;
+	int e = errno, ok;
+
+	ok = !R(getsockopt)(fd, SOL_SOCKET, SO_DOMAIN, &v, &l) &&
+	     !R(getsockopt)(fd, SOL_SOCKET, SO_TYPE, &t, &(socklen_t){ sizeof t }) &&
+	     !R(getsockopt)(fd, SOL_SOCKET, SO_PROTOCOL, &p, &(socklen_t){ sizeof p }) &&
+	     is_tcp(v, t, p);
+	errno = e;
+	*domain = v;
+	return ok;
+}
+
+/* ---- socket lifecycle ---- */
+
+EXPORT int socket(int domain, int type, int protocol)
+{
+	int fd = R(socket)(domain, type, protocol);
+	struct sk *s;
+
+	if (fd < 0 || !shunt_active || !is_tcp(domain, type, protocol))
+		return fd;
+	s = sk_new(SK_TCP, domain);
+	if (s) {
+		s->nonblock = !!(type & SOCK_NONBLOCK);
+		fdtab_set(fd, s);
+	}
+	return fd;
+}
+
+EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
+{
+	struct sk *s = get_kind(fd, SK_TCP);
+	int e = errno, r;
+
+	if (!s || s->is_client || s->reason == SHUNT_R_UNSUPPORTED || !addr) {
+		if (s)
+			sk_put(s);
+		return R(connect)(fd, addr, len);
+	}
+	r = rdv_connect(fd, s, addr, len);
+	if (r == 0 || r == -EINPROGRESS)
+		stats_update(s, fd);
+	if (s->kind == SK_SHM)
+		shunt_log("connect fd %d: accelerated (shm)", fd);
+	else
+		shunt_log("connect fd %d: tcp, %s", fd, shunt_reason_str((unsigned)s->reason));
+	sk_put(s);
+	errno = e;
+	return (int)edge(r);
+}
+
+EXPORT int listen(int fd, int backlog)
+{
+	struct sk *s;
+	int r = R(listen)(fd, backlog), e = errno, domain;
+
+	if (r || !shunt_active)
+		return r;
+	s = fdtab_get(fd);
+	if (!s && probe_tcp(fd, &domain) && (s = sk_new(SK_TCP, domain)))
+		fdtab_set(fd, sk_ref(s));
+	if (s && (s->kind == SK_TCP || s->kind == SK_LISTEN)) {
+		rdv_listen(fd, s);
+		stats_update(s, fd);
+	}
+	if (s)
+		sk_put(s);
+	errno = e;
+	return r;
+}
+
+/* The listener of an accept(): known, or inherited (systemd, a parent). */
+static struct sk *listener_of(int fd)
+{
+	struct sk *s = fdtab_get(fd);
+	int domain;
+
+	if (s || !shunt_active || !probe_tcp(fd, &domain))
+		return s;
+	s = sk_new(SK_TCP, domain);
+	if (!s)
+		return NULL;
+	fdtab_set(fd, sk_ref(s));
+	rdv_listen(fd, s);
+	stats_update(s, fd);
+	return s;
+}
+
+static int do_accept(int fd, struct sockaddr *addr, socklen_t *len, int flags)
+{
+	int e = errno, nfd = R(accept4)(fd, addr, len, flags);
+	struct sk *ls, *s;
+
+	if (nfd < 0 || !shunt_active)
+		return nfd;
+	ls = listener_of(fd);
+	if (!ls)
+		return nfd;
+	s = sk_new(SK_TCP, ls->domain);
+	sk_put(ls);
+	if (!s)
+		return nfd;
+	s->nonblock = !!(flags & SOCK_NONBLOCK);
+	rdv_accept(fd, nfd, s);
+	stats_update(s, nfd);
+	shunt_log("accept fd %d: %s, %s", nfd, s->kind == SK_SHM ? "shm" : "tcp",
+		  shunt_reason_str((unsigned)s->reason));
+	fdtab_set(nfd, s);
+	errno = e;
+	return nfd;
+}
+
+EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *len)
+{
+	return do_accept(fd, addr, len, 0);
+}
+
+EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
+{
+	return do_accept(fd, addr, len, flags);
+}
+
+EXPORT int close(int fd)
+{
+	struct sk *s;
+	int r;
+
+	if (fdtab_is_internal(fd)) {
+		/* One of shunt's own descriptors: the application never had it. */
+		errno = EBADF;
+		return -1;
+	}
+	s = fdtab_take(fd);
+	if (s && s->kind == SK_SHM)
+		ep_forget_fd(fd);
+	r = R(close)(fd);
+	if (s)
+		sk_put(s);
+	return r;
+}
+
+EXPORT int shutdown(int fd, int how)
+{
+	struct sk *s = get_kind(fd, SK_SHM);
+	long r;
+
+	if (!s)
+		return R(shutdown)(fd, how);
+	r = conn_shutdown(s, how);
+	sk_put(s);
+	return (int)edge(r);
+}
+
+/* ---- duplication: dups share the open file description, and so the sk ---- */
+
+static int after_dup(int oldfd, int newfd)
+{
+	struct sk *s;
+
+	struct sk *old;
+
+	if (newfd < 0)
+		return newfd;
+	old = fdtab_take(newfd); /* dup2 over a managed fd closed it */
+	if (old) {
+		ep_forget_fd(newfd);
+		sk_put(old);
+	}
+	s = fdtab_get(oldfd);
+	if (s)
+		fdtab_set(newfd, s);
+	return newfd;
+}
+
+EXPORT int dup(int fd)
+{
+	return after_dup(fd, R(dup)(fd));
+}
+
+EXPORT int dup2(int fd, int nfd)
+{
+	if (fd == nfd)
+		return R(dup2)(fd, nfd);
+	return after_dup(fd, R(dup2)(fd, nfd));
+}
+
+EXPORT int dup3(int fd, int nfd, int flags)
+{
+	return after_dup(fd, R(dup3)(fd, nfd, flags));
+}
+
+static int do_fcntl(int fd, int cmd, void *arg)
+{
+	int r = R(fcntl)(fd, cmd, arg);
+	struct sk *s;
+
+	if (r < 0)
+		return r;
+	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)
+		return after_dup(fd, r);
+	if (cmd == F_SETFL && (s = fdtab_get(fd))) {
+		s->nonblock = !!((long)arg & O_NONBLOCK);
+		sk_put(s);
+	}
+	return r;
+}
+
+EXPORT int fcntl(int fd, int cmd, ...)
+{
+	va_list ap;
+	void *arg;
+
+	va_start(ap, cmd);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	return do_fcntl(fd, cmd, arg);
+}
+
+EXPORT int fcntl64(int fd, int cmd, ...)
+{
+	va_list ap;
+	void *arg;
+
+	va_start(ap, cmd);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	return do_fcntl(fd, cmd, arg);
+}
+
+EXPORT int ioctl(int fd, unsigned long req, ...)
+{
+	va_list ap;
+	void *arg;
+	struct sk *s;
+	int r;
+
+	va_start(ap, req);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	s = fdtab_get(fd);
+	if (!s)
+		return R(ioctl)(fd, req, arg);
+	if (req == FIONREAD && s->kind == SK_SHM) {
+		size_t n = conn_nread(s->conn);
+		*(int *)arg = n > INT_MAX ? INT_MAX : (int)n;
+		sk_put(s);
+		return 0;
+	}
+	r = R(ioctl)(fd, req, arg);
+	if (!r && req == FIONBIO)
+		s->nonblock = !!*(int *)arg;
+	sk_put(s);
+	return r;
+}
+
+EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
+{
+	struct sk *s;
+	struct shunt_info info = { 0 };
+
+	if (level != SOL_SHUNT)
+		return R(getsockopt)(fd, level, name, val, len);
+	s = fdtab_get(fd);
+	if (!s || name != SHUNT_INFO || !len || *len < sizeof info) {
+		if (s)
+			sk_put(s);
+		errno = s ? EINVAL : ENOPROTOOPT;
+		return -1;
+	}
+	info.mode = s->kind == SK_SHM ? SHUNT_M_SHM : s->kind == SK_LISTEN ? SHUNT_M_LISTEN : SHUNT_M_TCP;
+	info.reason = s->kind == SK_SHM ? SHUNT_R_NONE : (uint32_t)s->reason;
+	if (s->stat) {
+		info.tx = s->stat->tx;
+		info.rx = s->stat->rx;
+	}
+	sk_put(s);
+	memcpy(val, &info, sizeof info);
+	*len = sizeof info;
+	return 0;
+}
+
+EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
+{
+	int r = R(setsockopt)(fd, level, name, val, len);
+	struct sk *s;
+
+	/* TCP Fast Open sends data in the SYN, before any rendezvous (SMC: same). */
+	if (!r && level == IPPROTO_TCP && (name == TCP_FASTOPEN_CONNECT || name == TCP_FASTOPEN) &&
+	    (s = get_kind(fd, SK_TCP))) {
+		if (!s->is_client)
+			s->reason = SHUNT_R_UNSUPPORTED;
+		sk_put(s);
+	}
+	return r;
+}
+
+/* ---- data ---- */
+
+static ssize_t shm_send(int fd, const struct iovec *iov, int cnt, int flags, int *handled)
+{
+	struct sk *s = get_kind(fd, SK_SHM);
+	ssize_t r;
+
+	*handled = s != NULL;
+	if (!s)
+		return 0;
+	r = conn_send(s, iov, cnt, flags);
+	sk_put(s);
+	return edge(r);
+}
+
+static ssize_t shm_recv(int fd, const struct iovec *iov, int cnt, int flags, int *handled)
+{
+	struct sk *s = get_kind(fd, SK_SHM);
+	ssize_t r;
+
+	*handled = s != NULL;
+	if (!s)
+		return 0;
+	r = conn_recv(s, iov, cnt, flags);
+	sk_put(s);
+	return edge(r);
+}
+
+EXPORT ssize_t read(int fd, void *buf, size_t n)
+{
+	struct iovec iov = { buf, n };
+	int h;
+	ssize_t r = shm_recv(fd, &iov, 1, 0, &h);
+
+	return h ? r : R(read)(fd, buf, n);
+}
+
+EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
+{
+	if (n > buflen)
+		abort(); /* what glibc's checked variant does */
+	return read(fd, buf, n);
+}
+
+EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
+{
+	int h;
+	ssize_t r = shm_recv(fd, iov, cnt, 0, &h);
+
+	return h ? r : R(readv)(fd, iov, cnt);
+}
+
+EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
+{
+	struct iovec iov = { buf, n };
+	int h;
+	ssize_t r = shm_recv(fd, &iov, 1, flags, &h);
+
+	return h ? r : R(recv)(fd, buf, n, flags);
+}
+
+EXPORT ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags)
+{
+	if (n > buflen)
+		abort();
+	return recv(fd, buf, n, flags);
+}
+
+EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *a, socklen_t *al)
+{
+	struct iovec iov = { buf, n };
+	int h;
+	ssize_t r = shm_recv(fd, &iov, 1, flags, &h);
+
+	if (!h)
+		return R(recvfrom)(fd, buf, n, flags, a, al);
+	if (r >= 0 && a && al)
+		*al = 0; /* TCP reports no source address */
+	return r;
+}
+
+EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags,
+			      struct sockaddr *a, socklen_t *al)
+{
+	if (n > buflen)
+		abort();
+	return recvfrom(fd, buf, n, flags, a, al);
+}
+
+EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
+{
+	int h;
+	ssize_t r = shm_recv(fd, m->msg_iov, (int)m->msg_iovlen, flags, &h);
+
+	if (!h)
+		return R(recvmsg)(fd, m, flags);
+	if (r >= 0) {
+		m->msg_namelen = 0;
+		m->msg_controllen = 0;
+		m->msg_flags = 0;
+	}
+	return r;
+}
+
+EXPORT ssize_t write(int fd, const void *buf, size_t n)
+{
+	struct iovec iov = { (void *)buf, n };
+	int h;
+	ssize_t r = shm_send(fd, &iov, 1, 0, &h);
+
+	return h ? r : R(write)(fd, buf, n);
+}
+
+EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
+{
+	int h;
+	ssize_t r = shm_send(fd, iov, cnt, 0, &h);
+
+	return h ? r : R(writev)(fd, iov, cnt);
+}
+
+EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
+{
+	struct iovec iov = { (void *)buf, n };
+	int h;
+	ssize_t r = shm_send(fd, &iov, 1, flags, &h);
+
+	return h ? r : R(send)(fd, buf, n, flags);
+}
+
+EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct sockaddr *a,
+		      socklen_t al)
+{
+	struct iovec iov = { (void *)buf, n };
+	int h;
+	ssize_t r = shm_send(fd, &iov, 1, flags, &h);
+
+	/* A connected TCP socket ignores the address, as the kernel does. */
+	return h ? r : R(sendto)(fd, buf, n, flags, a, al);
+}
+
+EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
+{
+	int h;
+	ssize_t r = shm_send(fd, m->msg_iov, (int)m->msg_iovlen, flags, &h);
+
+	return h ? r : R(sendmsg)(fd, m, flags);
+}
+
+/* sendfile to an accelerated socket: read the file, write the ring. */
+static ssize_t shm_sendfile(struct sk *s, int in, off_t *off, size_t count)
+{
+	char buf[65536];
+	size_t total = 0;
+	off_t pos = off ? *off : 0;
+
+	while (total < count) {
+		size_t want = count - total < sizeof buf ? count - total : sizeof buf;
+		ssize_t n = off ? pread(in, buf, want, pos) : R(read)(in, buf, want);
+		struct iovec iov = { buf, 0 };
+		ssize_t w;
+		if (n <= 0) {
+			if (n < 0 && !total)
+				return -errno;
+			break;
+		}
+		iov.iov_len = (size_t)n;
+		w = conn_send(s, &iov, 1, 0);
+		if (w < 0 && !total)
+			return w;
+		if (w <= 0)
+			w = 0;
+		/* Give back what the ring did not take. */
+		if (!off && w < n)
+			lseek(in, w - n, SEEK_CUR);
+		total += (size_t)w;
+		pos += w;
+		if (w < n)
+			break;
+	}
+	if (off)
+		*off = pos;
+	return (ssize_t)total;
+}
+
+EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t count)
+{
+	struct sk *s = get_kind(out, SK_SHM);
+	ssize_t r;
+
+	if (!s)
+		return R(sendfile)(out, in, off, count);
+	r = shm_sendfile(s, in, off, count);
+	sk_put(s);
+	return edge(r);
+}
+
+EXPORT ssize_t sendfile64(int out, int in, off_t *off, size_t count)
+{
+	return sendfile(out, in, off, count);
+}
+
+/* ---- readiness ---- */
+
+EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
+{
+	return (int)edge(shim_poll(fds, n, timeout, NULL));
+}
+
+EXPORT int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen)
+{
+	if (fdslen / sizeof *fds < n)
+		abort();
+	return poll(fds, n, timeout);
+}
+
+static int ts_ms(const struct timespec *ts)
+{
+	if (!ts)
+		return -1;
+	if (ts->tv_sec > INT_MAX / 1000 - 1)
+		return INT_MAX;
+	return (int)(ts->tv_sec * 1000 + (ts->tv_nsec + 999999) / 1000000);
+}
+
+EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *mask)
+{
+	return (int)edge(shim_poll(fds, n, ts_ms(ts), mask));
+}
+
+EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t n, const struct timespec *ts,
+		       const sigset_t *mask, size_t fdslen)
+{
+	if (fdslen / sizeof *fds < n)
+		abort();
+	return ppoll(fds, n, ts, mask);
+}
+
+static int any_shm(int nfds, fd_set *a, fd_set *b, fd_set *c)
+{
+	for (int fd = 0; fd < nfds && fd < FD_SETSIZE; fd++) {
+		if (!((a && FD_ISSET(fd, a)) || (b && FD_ISSET(fd, b)) || (c && FD_ISSET(fd, c))))
+			continue;
+		struct sk *s = get_kind(fd, SK_SHM);
+		if (s) {
+			sk_put(s);
+			return 1;
+		}
+	}
+	return 0;
+}
+
+EXPORT int select(int nfds, fd_set *r, fd_set *w, fd_set *e, struct timeval *tv)
+{
+	int ms;
+
+	if (!any_shm(nfds, r, w, e))
+		return R(select)(nfds, r, w, e, tv);
+	ms = tv ? (int)(tv->tv_sec * 1000 + (tv->tv_usec + 999) / 1000) : -1;
+	return (int)edge(shim_select(nfds, r, w, e, ms, NULL));
+}
+
+EXPORT int pselect(int nfds, fd_set *r, fd_set *w, fd_set *e, const struct timespec *ts,
+		   const sigset_t *mask)
+{
+	if (!any_shm(nfds, r, w, e))
+		return R(pselect)(nfds, r, w, e, ts, mask);
+	return (int)edge(shim_select(nfds, r, w, e, ts_ms(ts), mask));
+}
+
+EXPORT int epoll_create(int size)
+{
+	int fd = R(epoll_create)(size);
+
+	if (fd >= 0 && shunt_active)
+		ep_create(fd);
+	return fd;
+}
+
+EXPORT int epoll_create1(int flags)
+{
+	int fd = R(epoll_create1)(flags);
+
+	if (fd >= 0 && shunt_active)
+		ep_create(fd);
+	return fd;
+}
+
+EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
+{
+	struct sk *s = get_kind(epfd, SK_EPOLL);
+	long r;
+
+	if (!s) {
+		/* An epoll set created before shunt loaded, now given an
+		 * accelerated fd: adopt it. */
+		struct sk *t = get_kind(fd, SK_SHM);
+		if (!t)
+			return R(epoll_ctl)(epfd, op, fd, ev);
+		sk_put(t);
+		if (ep_create(epfd) || !(s = get_kind(epfd, SK_EPOLL)))
+			return R(epoll_ctl)(epfd, op, fd, ev);
+	}
+	r = ep_ctl(s, epfd, op, fd, ev);
+	sk_put(s);
+	return (int)edge(r);
+}
+
+static int do_epoll_wait(int epfd, struct epoll_event *evs, int max, int ms, const sigset_t *m)
+{
+	struct sk *s = get_kind(epfd, SK_EPOLL);
+	long r;
+
+	if (!s)
+		return R(epoll_pwait)(epfd, evs, max, ms, m);
+	r = ep_wait(s, epfd, evs, max, ms, m);
+	sk_put(s);
+	return (int)edge(r);
+}
+
+EXPORT int epoll_wait(int epfd, struct epoll_event *evs, int max, int ms)
+{
+	return do_epoll_wait(epfd, evs, max, ms, NULL);
+}
+
+EXPORT int epoll_pwait(int epfd, struct epoll_event *evs, int max, int ms, const sigset_t *m)
+{
+	return do_epoll_wait(epfd, evs, max, ms, m);
+}
+
+EXPORT int epoll_pwait2(int epfd, struct epoll_event *evs, int max, const struct timespec *ts,
+			const sigset_t *m)
+{
+	return do_epoll_wait(epfd, evs, max, ts_ms(ts), m);
+}
+
+/* ---- processes ---- */
+
+/* vfork's child shares our stack and may not return through a wrapper:
+ * fork instead (the child only execs or exits; copy-on-write is cheap). */
+EXPORT pid_t vfork(void)
+{
+	return R(fork)();
+}

@@ -1,0 +1,183 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * poll.c - poll/ppoll/select/pselect over a mix of accelerated and plain fds.
+ *
+ * Accelerated entries are answered from the rings; if none is ready, each is
+ * replaced by its eventfd and its TCP socket (for FIN/RST) in a private array,
+ * the peer is asked to signal, and the kernel sleeps on everything at once.
+ * Calls without an accelerated fd go straight to libc.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include "shim.h"
+#include "real.h"
+
+static unsigned accel_revents(struct sk *s, short events)
+{
+	return conn_events(s->conn) & ((unsigned)events | POLLERR | POLLHUP);
+}
+
+static int remaining_ms(int timeout_ms, uint64_t deadline)
+{
+	uint64_t now;
+
+	if (timeout_ms <= 0)
+		return timeout_ms;
+	now = shunt_now_ns();
+	return now >= deadline ? 0 : (int)((deadline - now + 999999) / 1000000);
+}
+
+/* One pass: fill revents of accelerated entries; return how many are ready. */
+static int scan_accel(struct pollfd *fds, nfds_t n, struct sk **sks)
+{
+	int ready = 0;
+
+	for (nfds_t i = 0; i < n; i++) {
+		if (!sks[i])
+			continue;
+		fds[i].revents = (short)accel_revents(sks[i], fds[i].events);
+		ready += fds[i].revents != 0;
+	}
+	return ready;
+}
+
+static int build(struct pollfd *fds, nfds_t n, struct sk **sks, struct pollfd *ext)
+{
+	int k = (int)n;
+
+	for (nfds_t i = 0; i < n; i++) {
+		ext[i] = fds[i];
+		if (!sks[i])
+			continue;
+		struct conn *c = sks[i]->conn;
+		ext[i].fd = -1; /* ignored by the kernel */
+		conn_arm(c, (unsigned)fds[i].events & (POLLIN | POLLOUT));
+		ext[k++] = (struct pollfd){ .fd = c->efd_mine, .events = POLLIN };
+		ext[k++] = (struct pollfd){ .fd = c->peer_eof || c->peer_err ? -1 : c->tcp_fd,
+					    .events = POLLIN | POLLRDHUP };
+	}
+	return k;
+}
+
+static int poll_loop(struct pollfd *fds, nfds_t n, struct sk **sks, int timeout_ms,
+		     const sigset_t *mask, struct pollfd *ext)
+{
+	uint64_t deadline = timeout_ms > 0 ? shunt_now_ns() + (uint64_t)timeout_ms * 1000000ull : 0;
+
+	for (;;) {
+		int tmo = remaining_ms(timeout_ms, deadline), ready = scan_accel(fds, n, sks), k, r;
+		struct timespec ts;
+
+		if (ready)
+			tmo = 0;
+		k = build(fds, n, sks, ext);
+		if (!ready && scan_accel(fds, n, sks))
+			tmo = 0; /* became ready while arming */
+		ts = (struct timespec){ tmo / 1000, (tmo % 1000) * 1000000L };
+		r = real.ppoll(ext, (nfds_t)k, tmo < 0 ? NULL : &ts, mask);
+		if (r < 0)
+			return -errno;
+		ready = 0;
+		for (nfds_t i = 0, j = n; i < n; i++) {
+			if (!sks[i]) {
+				fds[i].revents = ext[i].revents;
+				ready += ext[i].revents != 0;
+				continue;
+			}
+			if (ext[j++].revents)
+				conn_drain(sks[i]->conn);
+			if (ext[j++].revents)
+				conn_refresh(sks[i]->conn);
+		}
+		ready += scan_accel(fds, n, sks);
+		if (ready || !tmo)
+			return ready;
+	}
+}
+
+int shim_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t *mask)
+{
+	struct sk *stack_sks[64], **sks = n <= 64 ? stack_sks : calloc(n, sizeof *sks);
+	struct pollfd stack_ext[192], *ext = NULL;
+	int naccel = 0, r;
+
+	if (!sks)
+		return -ENOMEM;
+	for (nfds_t i = 0; i < n; i++) {
+		struct sk *s = fds[i].fd >= 0 ? fdtab_get(fds[i].fd) : NULL;
+		if (s && s->kind != SK_SHM) {
+			sk_put(s);
+			s = NULL;
+		}
+		sks[i] = s;
+		naccel += s != NULL;
+	}
+	if (!naccel) {
+		struct timespec ts = { timeout_ms / 1000, (timeout_ms % 1000) * 1000000L };
+		r = real.ppoll(fds, n, timeout_ms < 0 ? NULL : &ts, mask);
+		r = r < 0 ? -errno : r;
+		goto out;
+	}
+	ext = n + 2 * (nfds_t)naccel <= 192 ? stack_ext : calloc(n + 2 * (nfds_t)naccel, sizeof *ext);
+	r = ext ? poll_loop(fds, n, sks, timeout_ms, mask, ext) : -ENOMEM;
+	for (nfds_t i = 0; i < n; i++)
+		if (sks[i])
+			sk_put(sks[i]);
+out:
+	if (ext != stack_ext)
+		free(ext);
+	if (sks != stack_sks)
+		free(sks);
+	return r;
+}
+
+/* select(): through poll when an accelerated fd is in the sets. */
+int shim_select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, int timeout_ms, const sigset_t *mask)
+{
+	struct pollfd *p = calloc((size_t)(nfds > 0 ? nfds : 1), sizeof *p);
+	int n = 0, r;
+
+	if (!p)
+		return -ENOMEM;
+	for (int fd = 0; fd < nfds; fd++) {
+		short ev = (short)((rd && FD_ISSET(fd, rd) ? POLLIN : 0) |
+				   (wr && FD_ISSET(fd, wr) ? POLLOUT : 0) |
+				   (ex && FD_ISSET(fd, ex) ? POLLPRI : 0));
+		if (ev)
+			p[n++] = (struct pollfd){ .fd = fd, .events = ev };
+	}
+	r = shim_poll(p, (nfds_t)n, timeout_ms, mask);
+	if (r < 0)
+		goto out;
+	for (int i = 0; i < n; i++)
+		if (p[i].revents & POLLNVAL) {
+			r = -EBADF;
+			goto out;
+		}
+	if (rd) FD_ZERO(rd);
+	if (wr) FD_ZERO(wr);
+	if (ex) FD_ZERO(ex);
+	r = 0;
+	for (int i = 0; i < n; i++) {
+		short re = p[i].revents;
+		/* select reports errors and hang-ups as readable/writable. */
+		if (rd && (p[i].events & POLLIN) && (re & (POLLIN | POLLHUP | POLLERR))) {
+			FD_SET(p[i].fd, rd);
+			r++;
+		}
+		if (wr && (p[i].events & POLLOUT) && (re & (POLLOUT | POLLERR))) {
+			FD_SET(p[i].fd, wr);
+			r++;
+		}
+		if (ex && (p[i].events & POLLPRI) && (re & POLLPRI)) {
+			FD_SET(p[i].fd, ex);
+			r++;
+		}
+	}
+out:
+	free(p);
+	return r;
+}

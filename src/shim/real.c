@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: MIT */
+/* real.c - resolve the wrapped libc symbols once. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include "real.h"
+
+struct real_fns real;
+static int ready;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+#define RESOLVE(name) \
+	do { \
+		*(void **)&real.name = dlsym(RTLD_NEXT, #name); \
+		if (!real.name) \
+			ok = 0; \
+	} while (0)
+
+static void resolve(void)
+{
+	int ok = 1;
+
+	RESOLVE(socket); RESOLVE(bind); RESOLVE(listen); RESOLVE(accept);
+	RESOLVE(accept4); RESOLVE(connect); RESOLVE(read); RESOLVE(readv);
+	RESOLVE(write); RESOLVE(writev); RESOLVE(send); RESOLVE(sendto);
+	RESOLVE(sendmsg); RESOLVE(recv); RESOLVE(recvfrom); RESOLVE(recvmsg);
+	RESOLVE(close); RESOLVE(shutdown); RESOLVE(dup); RESOLVE(dup2);
+	RESOLVE(dup3); RESOLVE(fcntl); RESOLVE(ioctl); RESOLVE(getsockopt);
+	RESOLVE(setsockopt); RESOLVE(poll); RESOLVE(ppoll); RESOLVE(select);
+	RESOLVE(pselect); RESOLVE(epoll_create); RESOLVE(epoll_create1);
+	RESOLVE(epoll_ctl); RESOLVE(epoll_wait); RESOLVE(epoll_pwait);
+	RESOLVE(sendfile); RESOLVE(execve); RESOLVE(fexecve); RESOLVE(fork);
+	/* Newer than some libcs: optional. */
+	*(void **)&real.epoll_pwait2 = dlsym(RTLD_NEXT, "epoll_pwait2");
+	*(void **)&real.execveat = dlsym(RTLD_NEXT, "execveat");
+	__atomic_store_n(&ready, ok, __ATOMIC_RELEASE);
+}
+
+void real_init(void)
+{
+	pthread_once(&once, resolve);
+}
+
+int real_ready(void)
+{
+	if (__builtin_expect(!__atomic_load_n(&ready, __ATOMIC_ACQUIRE), 0))
+		real_init();
+	return __atomic_load_n(&ready, __ATOMIC_ACQUIRE);
+}

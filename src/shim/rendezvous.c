@@ -1,0 +1,809 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rendezvous.c - deciding, without a byte on the TCP stream, that both ends
+ * of one kernel TCP connection run shunt, and handing them a segment.
+ *
+ *   client connect()                         server accept()
+ *   ----------------                         ---------------
+ *   registry p<port> has a live listener?
+ *   reserve a slot: FREE -> CONNECTING
+ *   real connect() (SYN leaves only now)
+ *   write the 4-tuple, CONNECTING -> OFFERED  scan slots for its own 4-tuple
+ *   wait on c<id> socket (bounded)            (CONNECTING ones: wait <= 2 ms)
+ *                                             OFFERED -> CLAIMED (CAS)
+ *                                             create segment + 2 eventfds
+ *   <------------ accept message + 3 fds ---- sendmsg to c<id>
+ *   attach, segment.confirm 0 -> 1 (CAS)      wait for confirm (CAS 0->2 on
+ *   free the slot                             time-out), attach, return
+ *
+ * Why it never guesses: the slot is reserved before the SYN exists, so when
+ * the server holds the accepted socket, a shunt client's offer is either
+ * visible or in CONNECTING.  No offer and no CONNECTING slot means the
+ * client is not shunt: plain, with no wait.  Each side commits with one CAS
+ * (OFFERED->CLAIMED against OFFERED->ABANDONED, then confirm 0->1 against
+ * 0->2), so exactly one outcome exists and both sides see it.  A shunt
+ * server writes nothing before it claims, so a client that sees bytes or FIN
+ * on the TCP socket while it waits knows the server is plain and stops.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <netinet/in.h>
+#include <time.h>
+#include <unistd.h>
+#include "shim.h"
+#include "real.h"
+#include "../common/msg.h"
+
+#define SERVER_CONNECTING_WAIT_NS 2000000ull   /* server waits for CONNECTING slots */
+#define CONNECTING_FRESH_NS 50000000ull        /* older CONNECTING slots are ignored */
+#define STALE_SLOT_NS 30000000000ull           /* abandoned by a dead process: reaped */
+#define CONFIRM_WAIT_NS 1000000000ull          /* server waits for the client's attach */
+#define CLAIMED_WAIT_NS 5000000000ull          /* client waits for a claimed message */
+
+struct portreg {
+	struct shunt_registry *r;
+	int probe_fd;     /* for the liveness probe (flock EX|NB) */
+	int lock_fd;      /* LOCK_SH held while this process listens on the port */
+	int nlisten;
+};
+
+static struct portreg *_Atomic ports[65536];
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* ---- small helpers ---- */
+
+static int sys(long r)
+{
+	return r < 0 ? -errno : (int)r;
+}
+
+static void path_of(char *buf, size_t n, char kind, uint64_t id)
+{
+	/* SHUNT_DIR is at most 79 bytes (config.c), so these always fit. */
+	if (n < sizeof shunt_cfg.dir + 20)
+		return;
+	if (kind == 'p')
+		snprintf(buf, n, "%s/p%u", shunt_cfg.dir, (unsigned)id);
+	else
+		snprintf(buf, n, "%s/%c%016llx", shunt_cfg.dir, kind, (unsigned long long)id);
+}
+
+int shunt_addr_from_sockaddr(struct shunt_addr *a, const struct sockaddr *sa)
+{
+	memset(a, 0, sizeof *a);
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *in = (const void *)sa;
+		a->ip[10] = a->ip[11] = 0xff;
+		memcpy(&a->ip[12], &in->sin_addr, 4);
+		a->port = ntohs(in->sin_port);
+		return 0;
+	}
+	if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const void *)sa;
+		memcpy(a->ip, &in6->sin6_addr, 16);
+		a->port = ntohs(in6->sin6_port);
+		return 0;
+	}
+	return -EAFNOSUPPORT;
+}
+
+static int is_loopback(const struct shunt_addr *a)
+{
+	static const uint8_t v6lo[16] = { [15] = 1 };
+	static const uint8_t v4pfx[12] = { [10] = 0xff, [11] = 0xff };
+
+	return !memcmp(a->ip, v6lo, 16) || (!memcmp(a->ip, v4pfx, 12) && a->ip[12] == 127);
+}
+
+static int is_any(const struct shunt_addr *a)
+{
+	static const uint8_t zero[16], v4any[16] = { [10] = 0xff, [11] = 0xff };
+
+	return !memcmp(a->ip, zero, 16) || !memcmp(a->ip, v4any, 16);
+}
+
+static int sock_tuple(int fd, struct shunt_addr *local, struct shunt_addr *remote)
+{
+	struct sockaddr_storage ss;
+	socklen_t l = sizeof ss;
+
+	if (getsockname(fd, (void *)&ss, &l) || shunt_addr_from_sockaddr(local, (void *)&ss))
+		return -ENOTCONN;
+	l = sizeof ss;
+	if (getpeername(fd, (void *)&ss, &l) || shunt_addr_from_sockaddr(remote, (void *)&ss))
+		return -ENOTCONN;
+	return 0;
+}
+
+static int tuple_eq(const struct shunt_tuple *a, const struct shunt_tuple *b)
+{
+	return !memcmp(a->client.ip, b->client.ip, 16) && a->client.port == b->client.port &&
+	       !memcmp(a->server.ip, b->server.ip, 16) && a->server.port == b->server.port;
+}
+
+/* ---- the per-port registry ---- */
+
+/* Create the registry file under a private name, initialise it, then link it
+ * into place: a reader never sees a half-written header. */
+static int reg_create(const char *path, uint16_t port)
+{
+	char tmp[PATH_MAX + 32];
+	struct shunt_registry *r;
+	int fd, err = 0;
+
+	snprintf(tmp, sizeof tmp, "%s.%016llx", path, (unsigned long long)shunt_random64());
+	fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, sizeof *r)) {
+		err = -errno;
+		goto out;
+	}
+	r = mmap(NULL, sizeof *r, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (r == MAP_FAILED) {
+		err = -errno;
+		goto out;
+	}
+	r->magic = SHUNT_REG_MAGIC;
+	r->version = SHUNT_WIRE_VERSION;
+	r->port = port;
+	r->nslots = SHUNT_REG_SLOTS;
+	munmap(r, sizeof *r);
+	if (link(tmp, path) && errno != EEXIST)
+		err = -errno;
+out:
+	unlink(tmp);
+	real.close(fd);
+	return err;
+}
+
+static struct portreg *reg_open(uint16_t port, int create)
+{
+	char path[PATH_MAX];
+	struct portreg *p;
+	struct stat st;
+	void *m;
+	int fd;
+
+	path_of(path, sizeof path, 'p', port);
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT && create && !reg_create(path, port))
+		fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	if (fstat(fd, &st) || (size_t)st.st_size < sizeof(struct shunt_registry))
+		goto fail;
+	m = mmap(NULL, sizeof(struct shunt_registry), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (m == MAP_FAILED)
+		goto fail;
+	if (shunt_registry_check(m, port)) {
+		shunt_log("registry %s is corrupt: ignored", path);
+		munmap(m, sizeof(struct shunt_registry));
+		goto fail;
+	}
+	p = calloc(1, sizeof *p);
+	if (!p) {
+		munmap(m, sizeof(struct shunt_registry));
+		goto fail;
+	}
+	p->r = m;
+	p->probe_fd = fd_hide(fd);
+	p->lock_fd = -1;
+	return p;
+fail:
+	real.close(fd);
+	return NULL;
+}
+
+static struct portreg *reg_get(uint16_t port, int create)
+{
+	struct portreg *p = __atomic_load_n(&ports[port], __ATOMIC_ACQUIRE);
+
+	if (p)
+		return p;
+	pthread_mutex_lock(&reg_lock);
+	p = ports[port];
+	if (!p) {
+		p = reg_open(port, create);
+		if (p)
+			__atomic_store_n(&ports[port], p, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&reg_lock);
+	return p;
+}
+
+/* Is some process holding the listener lock?  flock locks die with their
+ * holder, so a crashed server never looks alive. */
+static int reg_live(struct portreg *p)
+{
+	if (flock(p->probe_fd, LOCK_EX | LOCK_NB) == 0) {
+		flock(p->probe_fd, LOCK_UN);
+		return 0;
+	}
+	return 1;
+}
+
+static void reg_add_listener(struct portreg *p, const struct shunt_addr *addr)
+{
+	struct shunt_listener_rec *l = p->r->listeners, *free_rec = NULL;
+	uint64_t ns = shunt_netns_ino();
+
+	for (int i = 0; i < SHUNT_REG_LISTENERS; i++) {
+		if (l[i].used && l[i].netns == ns && !memcmp(&l[i].addr, addr, sizeof *addr)) {
+			l[i].pid = (uint32_t)getpid();
+			return;
+		}
+		if (!l[i].used && !free_rec)
+			free_rec = &l[i];
+	}
+	/* Full: overwrite a record at random; it is a hint, liveness is the lock. */
+	if (!free_rec)
+		free_rec = &l[shunt_random64() % SHUNT_REG_LISTENERS];
+	free_rec->netns = ns;
+	free_rec->addr = *addr;
+	free_rec->pid = (uint32_t)getpid();
+	__atomic_store_n(&free_rec->used, 1, __ATOMIC_RELEASE);
+}
+
+/* Could a registered listener be the one this connect() reaches?  Loopback
+ * never leaves a network namespace; other addresses may (veth, bridges). */
+static int reg_may_match(struct portreg *p, const struct shunt_addr *dst)
+{
+	uint64_t ns = shunt_netns_ino();
+
+	for (int i = 0; i < SHUNT_REG_LISTENERS; i++) {
+		const struct shunt_listener_rec *l = &p->r->listeners[i];
+		if (!__atomic_load_n(&l->used, __ATOMIC_ACQUIRE))
+			continue;
+		if (l->netns == ns && (is_any(&l->addr) || !memcmp(l->addr.ip, dst->ip, 16)))
+			return 1;
+		if (l->netns != ns && !is_loopback(dst))
+			return 1;
+	}
+	return 0;
+}
+
+int rdv_listen(int fd, struct sk *s)
+{
+	struct sockaddr_storage ss;
+	socklen_t l = sizeof ss;
+	struct shunt_addr a;
+	struct portreg *p;
+	char path[PATH_MAX];
+
+	s->kind = SK_LISTEN;
+	if (!shunt_active || getsockname(fd, (void *)&ss, &l) || shunt_addr_from_sockaddr(&a, (void *)&ss))
+		return 0;
+	if (!shunt_config_port_allowed(&shunt_cfg, a.port))
+		return 0;
+	p = reg_get(a.port, 1);
+	if (!p)
+		return 0;
+	pthread_mutex_lock(&reg_lock);
+	if (p->lock_fd < 0) {
+		path_of(path, sizeof path, 'p', a.port);
+		p->lock_fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (p->lock_fd >= 0) {
+			flock(p->lock_fd, LOCK_SH);
+			p->lock_fd = fd_hide(p->lock_fd);
+		}
+	}
+	p->nlisten++;
+	reg_add_listener(p, &a);
+	pthread_mutex_unlock(&reg_lock);
+	return 0;
+}
+
+/* ---- the client's per-process socket and its stash of early messages ---- */
+
+struct got_msg {
+	uint64_t nonce;
+	int fds[3];
+};
+
+static int csock = -1;
+static pid_t csock_pid;
+static uint64_t csock_id;
+static struct got_msg stash[64];
+static int nstash;
+static pthread_mutex_t csock_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int csock_get(uint64_t *id)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	int fd, r = 0;
+
+	pthread_mutex_lock(&csock_lock);
+	if (csock >= 0 && csock_pid == getpid())
+		goto out;
+	fd = real.socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0) {
+		r = -errno;
+		goto out;
+	}
+	csock_id = shunt_random64();
+	path_of(sun.sun_path, sizeof sun.sun_path, 'c', csock_id);
+	if (real.bind(fd, (void *)&sun, sizeof sun)) {
+		r = -errno;
+		real.close(fd);
+		goto out;
+	}
+	csock = fd_hide(fd);
+	csock_pid = getpid();
+out:
+	*id = csock_id;
+	pthread_mutex_unlock(&csock_lock);
+	return r;
+}
+
+static void close_fds(int *fds, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (fds[i] >= 0)
+			real.close(fds[i]);
+}
+
+/* Receive every queued message; keep those for other threads' connects. */
+static void csock_pump(void)
+{
+	union { char buf[CMSG_SPACE(3 * sizeof(int))]; struct cmsghdr align; } u;
+	struct shunt_accept_msg m;
+	char data[64];
+
+	for (;;) {
+		struct iovec iov = { data, sizeof data };
+		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+				     .msg_control = u.buf, .msg_controllen = sizeof u.buf };
+		int fds[3] = { -1, -1, -1 }, nfds = 0;
+		ssize_t n = real.recvmsg(csock, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+		if (n < 0)
+			return;
+		for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+			if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+				continue;
+			int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+			for (int i = 0; i < k; i++) {
+				int f;
+				memcpy(&f, CMSG_DATA(c) + i * sizeof(int), sizeof f);
+				if (nfds < 3)
+					fds[nfds] = f;
+				else
+					real.close(f);
+				nfds++;
+			}
+		}
+		if (shunt_accept_msg_check(data, (size_t)n, nfds, mh.msg_flags & MSG_CTRUNC, &m) ||
+		    nstash == (int)(sizeof stash / sizeof stash[0])) {
+			shunt_log("malformed or unexpected accept message dropped");
+			close_fds(fds, nfds < 3 ? nfds : 3);
+			continue;
+		}
+		stash[nstash].nonce = m.nonce;
+		memcpy(stash[nstash].fds, fds, sizeof fds);
+		nstash++;
+	}
+}
+
+static int stash_take(uint64_t nonce, int fds[3])
+{
+	int found = 0;
+
+	pthread_mutex_lock(&csock_lock);
+	csock_pump();
+	for (int i = 0; i < nstash; i++) {
+		if (stash[i].nonce != nonce)
+			continue;
+		memcpy(fds, stash[i].fds, sizeof stash[i].fds);
+		stash[i] = stash[--nstash];
+		found = 1;
+		break;
+	}
+	pthread_mutex_unlock(&csock_lock);
+	return found;
+}
+
+void rdv_atfork_child(void)
+{
+	/* The parent keeps its socket and its messages: start afresh. */
+	if (csock >= 0)
+		fd_close_internal(csock);
+	csock = -1;
+	for (int i = 0; i < nstash; i++)
+		close_fds(stash[i].fds, 3);
+	nstash = 0;
+	pthread_mutex_init(&csock_lock, NULL);
+	pthread_mutex_init(&reg_lock, NULL);
+}
+
+/* ---- slots ---- */
+
+static void slot_reap_if_stale(struct shunt_slot *sl, uint64_t now)
+{
+	uint32_t st = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE);
+
+	if (st != SLOT_FREE && now - sl->stamp_ns > STALE_SLOT_NS)
+		__atomic_compare_exchange_n(&sl->state, &st, SLOT_FREE, 0, __ATOMIC_ACQ_REL,
+					    __ATOMIC_RELAXED);
+}
+
+static struct shunt_slot *slot_reserve(struct portreg *p, uint64_t sock_id, uint64_t *nonce)
+{
+	unsigned start = (unsigned)(shunt_random64() % SHUNT_REG_SLOTS);
+	uint64_t now = shunt_now_ns();
+
+	for (unsigned i = 0; i < SHUNT_REG_SLOTS; i++) {
+		struct shunt_slot *sl = &p->r->slots[(start + i) % SHUNT_REG_SLOTS];
+		uint32_t st = SLOT_FREE;
+		slot_reap_if_stale(sl, now);
+		if (!__atomic_compare_exchange_n(&sl->state, &st, SLOT_CONNECTING, 0,
+						 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			continue;
+		*nonce = shunt_random64();
+		sl->stamp_ns = now;
+		sl->client_pid = (uint32_t)getpid();
+		sl->nonce = *nonce;
+		sl->sock_id = sock_id;
+		sl->netns = shunt_netns_ino();
+		return sl;
+	}
+	return NULL;
+}
+
+static void slot_free(struct shunt_slot *sl)
+{
+	__atomic_store_n(&sl->state, SLOT_FREE, __ATOMIC_RELEASE);
+}
+
+static int slot_cas(struct shunt_slot *sl, uint32_t from, uint32_t to)
+{
+	return __atomic_compare_exchange_n(&sl->state, &from, to, 0, __ATOMIC_ACQ_REL,
+					   __ATOMIC_ACQUIRE);
+}
+
+/* ---- client side ---- */
+
+/* Wait for the TCP handshake of a non-blocking connect, without consuming
+ * the socket's pending error (SO_ERROR belongs to the application). */
+static int wait_established(int fd, int ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLOUT };
+	int r = real.poll(&p, 1, ms);
+
+	return r == 1 && !(p.revents & (POLLERR | POLLHUP)) && (p.revents & POLLOUT);
+}
+
+/* The server is plain if it wrote or closed before claiming. */
+static int tcp_has_input(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN | POLLRDHUP };
+
+	return real.poll(&p, 1, 0) == 1;
+}
+
+static int client_wait_msg(struct shunt_slot *sl, uint64_t nonce, int tcp_fd, int fds[3])
+{
+	uint64_t start = shunt_now_ns(), wait_ns = (uint64_t)shunt_cfg.accept_wait_ms * 1000000ull;
+
+	for (;;) {
+		struct pollfd p[2] = { { .fd = csock, .events = POLLIN },
+				       { .fd = tcp_fd, .events = POLLIN | POLLRDHUP } };
+		uint32_t st = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE);
+		uint64_t el = shunt_now_ns() - start;
+
+		if (stash_take(nonce, fds))
+			return 0;
+		if (st == SLOT_FAILED)
+			return SHUNT_R_HANDSHAKE;
+		if (st == SLOT_OFFERED && (el >= wait_ns || tcp_has_input(tcp_fd)) &&
+		    slot_cas(sl, SLOT_OFFERED, SLOT_ABANDONED))
+			return el >= wait_ns ? SHUNT_R_TIMEOUT : SHUNT_R_PEER_NOT_SHUNT;
+		if (st == SLOT_CLAIMED && (el >= CLAIMED_WAIT_NS || tcp_has_input(tcp_fd)) &&
+		    slot_cas(sl, SLOT_CLAIMED, SLOT_FAILED))
+			return SHUNT_R_HANDSHAKE;
+		/* Short sleeps: another thread may pump our message into the stash. */
+		real.poll(p, 2, 1);
+	}
+}
+
+/* Decline a segment we received but cannot use, so the server stops waiting. */
+static void decline_segment(int memfd)
+{
+	struct shunt_seg_hdr *h = mmap(NULL, SHUNT_SEG_HDR_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED,
+				       memfd, 0);
+	uint32_t pending = 0;
+
+	if (h == MAP_FAILED)
+		return;
+	__atomic_compare_exchange_n(&h->confirm, &pending, 2, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+	munmap(h, SHUNT_SEG_HDR_SIZE);
+}
+
+static int client_attach(struct sk *s, int fd, uint64_t nonce, int fds[3])
+{
+	uint32_t pending = 0;
+	struct conn *c;
+	int dupfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+
+	if (dupfd < 0 || conn_attach(&c, fds[0], fds[1], fds[2], 0, dupfd, nonce)) {
+		decline_segment(fds[0]);
+		if (dupfd >= 0)
+			real.close(dupfd);
+		close_fds(fds, 3);
+		return SHUNT_R_RESOURCE;
+	}
+	if (!__atomic_compare_exchange_n(&c->seg->confirm, &pending, 1, 0, __ATOMIC_ACQ_REL,
+					 __ATOMIC_ACQUIRE)) {
+		conn_free(c); /* closes fds and dupfd */
+		return SHUNT_R_HANDSHAKE; /* the server timed out first */
+	}
+	s->conn = c;
+	s->kind = SK_SHM;
+	s->reason = SHUNT_R_NONE;
+	return 0;
+}
+
+/* Called instead of the real connect() for TCP sockets.  Returns what the
+ * real connect returned (0 or -errno); the decision lands in s. */
+int rdv_connect(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len)
+{
+	struct shunt_addr dst;
+	struct portreg *p;
+	struct shunt_slot *sl;
+	uint64_t nonce, sock_id;
+	int ret, reason, fds[3];
+
+	s->is_client = 1;
+	if (shunt_addr_from_sockaddr(&dst, addr) || !shunt_active)
+		return sys(real.connect(fd, addr, len));
+	s->reason = SHUNT_R_POLICY;
+	if (shunt_cfg.disabled || !shunt_config_port_allowed(&shunt_cfg, dst.port))
+		return sys(real.connect(fd, addr, len));
+	s->reason = SHUNT_R_PEER_NOT_SHUNT;
+	p = reg_get(dst.port, 0);
+	if (!p || !reg_live(p) || !reg_may_match(p, &dst))
+		return sys(real.connect(fd, addr, len));
+	s->reason = SHUNT_R_RESOURCE;
+	if (csock_get(&sock_id) || !(sl = slot_reserve(p, sock_id, &nonce)))
+		return sys(real.connect(fd, addr, len));
+
+	ret = sys(real.connect(fd, addr, len));
+	if (ret && ret != -EINPROGRESS) {
+		slot_free(sl);
+		return ret;
+	}
+	if (ret == -EINPROGRESS && !wait_established(fd, shunt_cfg.accept_wait_ms)) {
+		s->reason = SHUNT_R_CONNECT_SLOW;
+		slot_free(sl);
+		return ret;
+	}
+	if (sock_tuple(fd, &sl->tuple.client, &sl->tuple.server)) {
+		s->reason = SHUNT_R_HANDSHAKE;
+		slot_free(sl);
+		return ret;
+	}
+	__atomic_store_n(&sl->state, SLOT_OFFERED, __ATOMIC_RELEASE);
+	reason = client_wait_msg(sl, nonce, fd, fds);
+	slot_free(sl);
+	if (!reason)
+		reason = client_attach(s, fd, nonce, fds);
+	s->reason = reason;
+	return ret;
+}
+
+/* ---- server side ---- */
+
+int segment_create(int *memfd, uint32_t ring_size, uint64_t nonce)
+{
+	size_t len = SHUNT_SEG_HDR_SIZE + 2 * (size_t)ring_size;
+	struct shunt_seg_hdr *h;
+	int fd = memfd_create("shunt-seg", MFD_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, (off_t)len))
+		goto fail;
+	h = mmap(NULL, SHUNT_SEG_HDR_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (h == MAP_FAILED)
+		goto fail;
+	shunt_seg_hdr_init(h, ring_size, nonce);
+	munmap(h, SHUNT_SEG_HDR_SIZE);
+	*memfd = fd;
+	return 0;
+fail:
+	real.close(fd);
+	return -ENOMEM;
+}
+
+static int send_accept(uint64_t sock_id, unsigned slot, uint64_t nonce, const int fds[3])
+{
+	struct shunt_accept_msg m = { .magic = SHUNT_MSG_MAGIC, .version = SHUNT_WIRE_VERSION,
+				      .nfds = 3, .nonce = nonce, .ring_size = shunt_cfg.ring_size,
+				      .slot = slot };
+	union { char buf[CMSG_SPACE(3 * sizeof(int))]; struct cmsghdr align; } u;
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	struct iovec iov = { &m, sizeof m };
+	struct msghdr mh = { .msg_name = &sun, .msg_namelen = sizeof sun, .msg_iov = &iov,
+			     .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf };
+	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+	int sfd, r;
+
+	path_of(sun.sun_path, sizeof sun.sun_path, 'c', sock_id);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(3 * sizeof(int));
+	memcpy(CMSG_DATA(c), fds, 3 * sizeof(int));
+	sfd = real.socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (sfd < 0)
+		return -errno;
+	r = real.sendmsg(sfd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)sizeof m ? 0 : -EPIPE;
+	real.close(sfd);
+	return r;
+}
+
+/* Find this connection's offer; *busy is set if a client may still be
+ * between reserving its slot and publishing its tuple. */
+static struct shunt_slot *find_offer(struct portreg *p, const struct shunt_tuple *t, int *busy,
+				     unsigned *idx)
+{
+	uint64_t now = shunt_now_ns();
+
+	*busy = 0;
+	for (unsigned i = 0; i < SHUNT_REG_SLOTS; i++) {
+		struct shunt_slot *sl = &p->r->slots[i];
+		uint32_t st = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE);
+		if (st == SLOT_CONNECTING && now - sl->stamp_ns < CONNECTING_FRESH_NS)
+			*busy = 1;
+		if (st == SLOT_OFFERED && tuple_eq(&sl->tuple, t)) {
+			*idx = i;
+			return sl;
+		}
+	}
+	return NULL;
+}
+
+/* Claim the offer; the slot may have been recycled between read and CAS. */
+static int claim(struct shunt_slot *sl, const struct shunt_tuple *t, uint64_t *nonce,
+		 uint64_t *sock_id, uint64_t *netns)
+{
+	uint64_t n = sl->nonce, id = sl->sock_id, ns = sl->netns;
+
+	if (!slot_cas(sl, SLOT_OFFERED, SLOT_CLAIMED))
+		return 0;
+	if (sl->nonce != n || !tuple_eq(&sl->tuple, t)) {
+		slot_cas(sl, SLOT_CLAIMED, SLOT_OFFERED);
+		return 0;
+	}
+	*nonce = n;
+	*sock_id = id;
+	*netns = ns;
+	return 1;
+}
+
+static int server_wait_confirm(int memfd, int tcp_fd)
+{
+	struct shunt_seg_hdr *h = mmap(NULL, SHUNT_SEG_HDR_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED,
+				       memfd, 0);
+	uint64_t start = shunt_now_ns();
+	uint32_t v = 0;
+	int spins = 0;
+
+	if (h == MAP_FAILED)
+		return 0;
+	for (;;) {
+		v = __atomic_load_n(&h->confirm, __ATOMIC_ACQUIRE);
+		if (v)
+			break;
+		if (shunt_now_ns() - start > CONFIRM_WAIT_NS || (spins > 1000 && tcp_has_input(tcp_fd))) {
+			uint32_t zero = 0;
+			if (__atomic_compare_exchange_n(&h->confirm, &zero, 2, 0, __ATOMIC_ACQ_REL,
+							__ATOMIC_ACQUIRE))
+				v = 2;
+			else
+				v = zero;
+			break;
+		}
+		if (++spins < 200)
+			__builtin_ia32_pause();
+		else if (spins < 2000)
+			sched_yield();
+		else
+			nanosleep(&(struct timespec){ 0, 20000 }, NULL);
+	}
+	munmap(h, SHUNT_SEG_HDR_SIZE);
+	return v == 1;
+}
+
+static int server_build(struct sk *s, int fd, unsigned idx, struct shunt_slot *sl,
+			uint64_t nonce, uint64_t sock_id)
+{
+	int fds[3] = { -1, -1, -1 }, dupfd = -1;
+	struct conn *c;
+
+	if (segment_create(&fds[0], shunt_cfg.ring_size, nonce))
+		goto resource;
+	fds[1] = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); /* the client's wake-up */
+	fds[2] = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); /* ours */
+	dupfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (fds[1] < 0 || fds[2] < 0 || dupfd < 0)
+		goto resource;
+	if (send_accept(sock_id, idx, nonce, fds)) {
+		slot_cas(sl, SLOT_CLAIMED, SLOT_FAILED);
+		s->reason = SHUNT_R_HANDSHAKE;
+		goto out;
+	}
+	if (!server_wait_confirm(fds[0], fd)) {
+		s->reason = SHUNT_R_HANDSHAKE;
+		goto out;
+	}
+	if (conn_attach(&c, fds[0], fds[2], fds[1], 1, dupfd, nonce)) {
+		/* The client is already committed and the stream cannot carry on
+		 * safely: reset it, as TCP would on a fatal local error. */
+		real.shutdown(fd, SHUT_RDWR);
+		s->reason = SHUNT_R_RESOURCE;
+		goto out;
+	}
+	s->conn = c;
+	s->kind = SK_SHM;
+	s->reason = SHUNT_R_NONE;
+	return 0;
+resource:
+	slot_cas(sl, SLOT_CLAIMED, SLOT_FAILED);
+	s->reason = SHUNT_R_RESOURCE;
+out:
+	close_fds(fds, 3);
+	if (dupfd >= 0)
+		real.close(dupfd);
+	return 0;
+}
+
+int rdv_accept(int listen_fd, int fd, struct sk *s)
+{
+	struct shunt_tuple t;
+	struct portreg *p;
+	struct shunt_slot *sl;
+	uint64_t start, nonce, sock_id, netns;
+	unsigned idx = 0;
+	int busy;
+
+	(void)listen_fd;
+	s->is_client = 0;
+	s->reason = SHUNT_R_POLICY;
+	if (!shunt_active || shunt_cfg.disabled)
+		return 0;
+	s->reason = SHUNT_R_PEER_NOT_SHUNT;
+	if (sock_tuple(fd, &t.server, &t.client))
+		return 0;
+	if (!shunt_config_port_allowed(&shunt_cfg, t.server.port)) {
+		s->reason = SHUNT_R_POLICY;
+		return 0;
+	}
+	p = reg_get(t.server.port, 1);
+	if (!p)
+		return 0;
+	start = shunt_now_ns();
+	for (;;) {
+		sl = find_offer(p, &t, &busy, &idx);
+		if (sl && claim(sl, &t, &nonce, &sock_id, &netns))
+			break;
+		if (!sl && (!busy || shunt_now_ns() - start > SERVER_CONNECTING_WAIT_NS))
+			return 0;
+		sched_yield();
+	}
+	if (is_loopback(&t.server) && netns != shunt_netns_ino()) {
+		slot_cas(sl, SLOT_CLAIMED, SLOT_FAILED);
+		s->reason = SHUNT_R_NETNS;
+		return 0;
+	}
+	return server_build(s, fd, idx, sl, nonce, sock_id);
+}

@@ -1,0 +1,125 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * shim.h - the shim's internal objects.
+ *
+ * struct sk mirrors a kernel open file description: dup'd fds and fork'd
+ * copies share it, exactly as they share the O_NONBLOCK flag.  A socket that
+ * shunt accelerated owns a struct conn (the attached segment).  Internal
+ * functions return 0/-errno; only interpose.c touches errno.
+ */
+#ifndef SHUNT_SHIM_H
+#define SHUNT_SHIM_H
+#define _GNU_SOURCE
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include "shunt/wire.h"
+#include "../common/config.h"
+#include "../transport/shm/ring.h"
+
+enum sk_kind {
+	SK_TCP = 1,    /* a TCP socket shunt knows; plain (see reason) until accelerated */
+	SK_LISTEN = 2, /* a TCP listener */
+	SK_SHM = 3,    /* an accelerated connection */
+	SK_EPOLL = 4,  /* an epoll instance that may hold accelerated fds */
+};
+
+struct conn {
+	struct shunt_seg_hdr *seg;
+	size_t seg_len;
+	struct ring tx, rx;
+	int memfd, efd_mine, efd_peer;
+	int side;                 /* 0 client, 1 server */
+	int tcp_fd;               /* one fd of the kernel socket (for probes) */
+	_Atomic int shut_wr;      /* we did shutdown(SHUT_WR) */
+	_Atomic int shut_rd;      /* we did shutdown(SHUT_RD) */
+	_Atomic int peer_eof;     /* the kernel socket saw FIN */
+	_Atomic int peer_err;     /* the kernel socket saw an error (positive errno) */
+	_Atomic int64_t spin_ns;  /* adaptive spin budget */
+	_Atomic uint64_t last_probe_ns;
+};
+
+struct sk {
+	_Atomic int refs;
+	int kind;                 /* enum sk_kind */
+	int domain;
+	int reason;               /* enum shunt_reason while plain */
+	int is_client;
+	_Atomic int nonblock;
+	struct conn *conn;        /* SK_SHM */
+	struct epset *ep;         /* SK_EPOLL */
+	struct shunt_stat_rec *stat;
+};
+
+/* global state */
+extern struct shunt_config shunt_cfg;
+extern int shunt_active;      /* 0: pure pass-through (init failed or disabled) */
+void shunt_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+uint64_t shunt_now_ns(void);
+uint64_t shunt_random64(void);
+uint64_t shunt_netns_ino(void);
+
+/* fdtab.c */
+struct sk *fdtab_get(int fd);          /* takes a reference, or NULL */
+void fdtab_set(int fd, struct sk *s);  /* installs (takes over one reference) */
+struct sk *fdtab_take(int fd);         /* removes, returns the reference it held */
+struct sk *sk_new(int kind, int domain);
+void sk_put(struct sk *s);
+static inline struct sk *sk_ref(struct sk *s) { __atomic_add_fetch(&s->refs, 1, __ATOMIC_RELAXED); return s; }
+void fdtab_each(void (*fn)(int fd, struct sk *s, void *arg), void *arg);
+/* shunt's own descriptors: moved out of the application's low numbers and
+ * protected from the application's close() (daemons close "all" fds). */
+int fd_hide(int fd);
+int fdtab_is_internal(int fd);
+void fd_close_internal(int fd);
+
+/* conn.c: the accelerated data path */
+int conn_attach(struct conn **out, int memfd, int efd_mine, int efd_peer, int side, int tcp_fd,
+		uint64_t nonce);
+void conn_free(struct conn *c);
+ssize_t conn_send(struct sk *s, const struct iovec *iov, int iovcnt, int flags);
+ssize_t conn_recv(struct sk *s, const struct iovec *iov, int iovcnt, int flags);
+int conn_shutdown(struct sk *s, int how);
+unsigned conn_events(struct conn *c);            /* POLL* mask, no system call */
+void conn_refresh(struct conn *c);               /* inspect the kernel socket (FIN/RST) */
+void conn_arm(struct conn *c, unsigned want);    /* ask the peer to signal efd_mine */
+void conn_drain(struct conn *c);                 /* consume efd_mine's counter */
+void conn_kick_self(struct conn *c);
+size_t conn_nread(struct conn *c);
+
+/* rendezvous.c */
+int rdv_listen(int fd, struct sk *s);
+int rdv_connect(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len);
+int rdv_accept(int listen_fd, int fd, struct sk *s);
+void rdv_atfork_child(void);
+int shunt_addr_from_sockaddr(struct shunt_addr *a, const struct sockaddr *sa);
+int segment_create(int *memfd, uint32_t ring_size, uint64_t nonce);
+
+/* stats.c */
+struct shunt_stat_rec *stats_alloc(int fd, struct sk *s);
+void stats_free(struct shunt_stat_rec *r);
+void stats_update(struct sk *s, int fd);
+void stats_atfork_child(void);
+int stats_init(void);
+
+/* epoll.c / poll.c */
+struct epset;
+int ep_create(int epfd);
+int ep_ctl(struct sk *eps, int epfd, int op, int fd, struct epoll_event *ev);
+int ep_wait(struct sk *eps, int epfd, struct epoll_event *evs, int max, int timeout_ms,
+	    const sigset_t *mask);
+void ep_free(struct epset *ep);
+void ep_forget_fd(int fd);
+int shim_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t *mask);
+int shim_select(int nfds, fd_set *r, fd_set *w, fd_set *e, int timeout_ms, const sigset_t *mask);
+
+/* exec.c */
+/* exec wrappers live in exec.c */
+void exec_inherit(void);
+
+#endif

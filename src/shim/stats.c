@@ -1,0 +1,117 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * stats.c - this process's connection table, published for `shunt ss`.
+ *
+ * One file per process, $SHUNT_DIR/s<id>, mapped shared.  The process holds a
+ * shared flock on it for its life: `shunt ss` tells a live process from a
+ * dead one by trying an exclusive lock, and removes what the dead left
+ * behind (this file and the process's c<id> socket).
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+#include "shim.h"
+#include "real.h"
+
+static struct shunt_stats_file *sf;
+static int sf_fd = -1;
+static char sf_path[PATH_MAX];
+static pthread_mutex_t sf_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int stats_init(void)
+{
+	uint64_t id = shunt_random64();
+	struct shunt_stats_file *m;
+	int fd;
+
+	snprintf(sf_path, sizeof sf_path, "%s/s%016llx", shunt_cfg.dir, (unsigned long long)id);
+	fd = open(sf_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -1;
+	if (ftruncate(fd, sizeof *m) || flock(fd, LOCK_SH))
+		goto fail;
+	m = mmap(NULL, sizeof *m, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (m == MAP_FAILED)
+		goto fail;
+	m->magic = SHUNT_STATS_MAGIC;
+	m->version = SHUNT_WIRE_VERSION;
+	m->pid = (uint32_t)getpid();
+	m->nrecs = SHUNT_STATS_RECS;
+	prctl(PR_GET_NAME, m->comm);
+	sf = m;
+	sf_fd = fd_hide(fd);
+	return 0;
+fail:
+	real.close(fd);
+	unlink(sf_path);
+	return -1;
+}
+
+void stats_atfork_child(void)
+{
+	/* The parent's file stays mapped (inherited sockets still count into
+	 * their records, as the file description is shared) but is no longer
+	 * ours to allocate from; closing our copy of the fd leaves the
+	 * parent's lock in place. */
+	if (sf_fd >= 0)
+		fd_close_internal(sf_fd);
+	sf = NULL;
+	sf_fd = -1;
+	pthread_mutex_init(&sf_lock, NULL);
+	stats_init();
+}
+
+static void fill(struct shunt_stat_rec *r, int fd, struct sk *s)
+{
+	struct sockaddr_storage a, b;
+	socklen_t la = sizeof a, lb = sizeof b;
+
+	r->fd = fd;
+	r->mode = (uint8_t)(s->kind == SK_SHM ? SHUNT_M_SHM : s->kind == SK_LISTEN ? SHUNT_M_LISTEN : SHUNT_M_TCP);
+	r->reason = (uint8_t)(s->kind == SK_SHM ? SHUNT_R_NONE : s->reason);
+	r->is_client = (uint8_t)s->is_client;
+	memset(&r->tuple, 0, sizeof r->tuple);
+	if (!getsockname(fd, (void *)&a, &la))
+		shunt_addr_from_sockaddr(s->is_client ? &r->tuple.client : &r->tuple.server, (void *)&a);
+	if (!getpeername(fd, (void *)&b, &lb))
+		shunt_addr_from_sockaddr(s->is_client ? &r->tuple.server : &r->tuple.client, (void *)&b);
+}
+
+struct shunt_stat_rec *stats_alloc(int fd, struct sk *s)
+{
+	struct shunt_stat_rec *r = NULL;
+
+	pthread_mutex_lock(&sf_lock);
+	for (unsigned i = 0; sf && i < SHUNT_STATS_RECS; i++) {
+		if (!sf->rec[i].used) {
+			r = &sf->rec[i];
+			r->tx = r->rx = 0;
+			fill(r, fd, s);
+			__atomic_store_n(&r->used, 1, __ATOMIC_RELEASE);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&sf_lock);
+	return r;
+}
+
+void stats_update(struct sk *s, int fd)
+{
+	if (s->stat)
+		fill(s->stat, fd, s);
+	else
+		s->stat = stats_alloc(fd, s);
+}
+
+void stats_free(struct shunt_stat_rec *r)
+{
+	/* A record of the parent's file (inherited by fork) is not ours. */
+	if (!sf || r < sf->rec || r >= sf->rec + SHUNT_STATS_RECS)
+		return;
+	__atomic_store_n(&r->used, 0, __ATOMIC_RELEASE);
+}

@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: MIT */
+/* ring.c - the byte ring (see ring.h for the ordering contract). */
+#define _GNU_SOURCE
+#include <string.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include "ring.h"
+
+/* Copy between a linear buffer and the ring at a free-running position,
+ * splitting at the wrap (at most two memcpy, like SMC's two RDMA writes). */
+static void ring_copy(struct ring *r, uint64_t pos, uint8_t *buf, size_t n, int to_ring)
+{
+	size_t off = pos & (r->size - 1);
+	size_t first = r->size - off < n ? r->size - off : n;
+
+	if (to_ring) {
+		memcpy(r->data + off, buf, first);
+		memcpy(r->data, buf + first, n - first);
+	} else {
+		memcpy(buf, r->data + off, first);
+		memcpy(buf + first, r->data, n - first);
+	}
+}
+
+static size_t iov_walk(struct ring *r, uint64_t pos, const struct iovec *iov, int iovcnt,
+		       size_t n, int to_ring)
+{
+	size_t done = 0;
+
+	for (int i = 0; i < iovcnt && done < n; i++) {
+		size_t take = iov[i].iov_len < n - done ? iov[i].iov_len : n - done;
+		ring_copy(r, pos + done, iov[i].iov_base, take, to_ring);
+		done += take;
+	}
+	return done;
+}
+
+size_t ring_writev(struct ring *r, const struct iovec *iov, int iovcnt, size_t max)
+{
+	uint64_t prod = __atomic_load_n(&r->ctl->prod, __ATOMIC_RELAXED);
+	uint64_t space = ring_space(r);
+	size_t n = max < space ? max : space;
+
+	if (!n)
+		return 0;
+	n = iov_walk(r, prod, iov, iovcnt, n, 1);
+	__atomic_store_n(&r->ctl->prod, prod + n, __ATOMIC_RELEASE);
+	return n;
+}
+
+size_t ring_readv(struct ring *r, const struct iovec *iov, int iovcnt, size_t max, int peek)
+{
+	uint64_t cons = __atomic_load_n(&r->ctl->cons, __ATOMIC_RELAXED);
+	uint64_t used = ring_used(r);
+	size_t n = max < used ? max : used;
+
+	if (!n)
+		return 0;
+	n = iov_walk(r, cons, iov, iovcnt, n, 0);
+	if (!peek)
+		__atomic_store_n(&r->ctl->cons, cons + n, __ATOMIC_RELEASE);
+	return n;
+}
+
+void ring_consume(struct ring *r, size_t n)
+{
+	__atomic_fetch_add(&r->ctl->cons, n, __ATOMIC_RELEASE);
+}
+
+/* A three-state futex mutex (0 free, 1 locked, 2 locked with waiters),
+ * usable across processes because the word lives in the shared segment. */
+static long futex(_Atomic uint32_t *w, int op, uint32_t val)
+{
+	return syscall(SYS_futex, w, op, val, NULL, NULL, 0);
+}
+
+void shunt_lock(_Atomic uint32_t *l)
+{
+	uint32_t c = 0;
+
+	if (__atomic_compare_exchange_n(l, &c, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+		return;
+	if (c != 2)
+		c = __atomic_exchange_n(l, 2, __ATOMIC_ACQUIRE);
+	while (c != 0) {
+		futex(l, FUTEX_WAIT, 2);
+		c = __atomic_exchange_n(l, 2, __ATOMIC_ACQUIRE);
+	}
+}
+
+void shunt_unlock(_Atomic uint32_t *l)
+{
+	if (__atomic_exchange_n(l, 0, __ATOMIC_RELEASE) == 2)
+		futex(l, FUTEX_WAKE, 1);
+}
