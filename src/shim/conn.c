@@ -27,7 +27,6 @@
 
 #define PROBE_INTERVAL_NS 100000000ull /* writer blocked on a gone peer: probe */
 #define REFRESH_INTERVAL_NS 1000000ull /* non-blocking reader: look for FIN */
-#define SPIN_FLOOR_NS 0
 
 static void efd_signal(int efd)
 {
@@ -79,8 +78,10 @@ void conn_arm(struct conn *c, unsigned want)
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 }
 
+/* Map a segment and take ownership of the four descriptors (on success
+ * only).  nonce, when given, must match the header's. */
 int conn_attach(struct conn **out, int memfd, int efd_mine, int efd_peer, int side, int tcp_fd,
-		uint64_t nonce)
+		const uint64_t *nonce)
 {
 	struct shunt_seg_hdr *h;
 	struct conn *c;
@@ -90,19 +91,18 @@ int conn_attach(struct conn **out, int memfd, int efd_mine, int efd_peer, int si
 
 	if (fstat(memfd, &st))
 		return -errno;
-	h = mmap(NULL, SHUNT_SEG_HDR_SIZE, PROT_READ, MAP_SHARED, memfd, 0);
-	if (h == MAP_FAILED)
-		return -errno;
-	rs = h->ring_size;
-	if (shunt_seg_hdr_check(h, nonce, (size_t)st.st_size)) {
-		munmap(h, SHUNT_SEG_HDR_SIZE);
+	len = (size_t)st.st_size;
+	if (len < SHUNT_SEG_HDR_SIZE + 2 * 4096 || len > SHUNT_SEG_HDR_SIZE + (2ull << 30))
 		return -EPROTO;
-	}
-	munmap(h, SHUNT_SEG_HDR_SIZE);
-	len = SHUNT_SEG_HDR_SIZE + 2 * (size_t)rs;
 	h = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
 	if (h == MAP_FAILED)
 		return -errno;
+	rs = h->ring_size;
+	if (shunt_seg_hdr_check(h, nonce ? *nonce : h->nonce, len) ||
+	    len != SHUNT_SEG_HDR_SIZE + 2 * (size_t)rs) {
+		munmap(h, len);
+		return -EPROTO;
+	}
 	c = calloc(1, sizeof *c);
 	if (!c) {
 		munmap(h, len);
@@ -218,6 +218,8 @@ static int signals_restart(void)
 	return 1;
 }
 
+/* Spin longer when spinning pays (the data came while we spun, or soon
+ * after we went to sleep), shorter when it does not (long idle gaps). */
 static void adapt_spin(struct conn *c, int hit)
 {
 	int64_t max = shunt_cfg.spin_ns, b = c->spin_ns;
@@ -225,7 +227,7 @@ static void adapt_spin(struct conn *c, int hit)
 	if (max <= 0)
 		return;
 	b = hit ? (b * 2 + 1000 < max ? b * 2 + 1000 : max) : b / 2;
-	c->spin_ns = b < SPIN_FLOOR_NS ? SPIN_FLOOR_NS : b;
+	c->spin_ns = b;
 }
 
 /* Spin, then sleep until want (POLLIN/POLLOUT) may be satisfied.
@@ -259,6 +261,9 @@ static int conn_wait(struct conn *c, unsigned want, int *deadline_ms)
 		tmo = 100;
 	now = shunt_now_ns();
 	r = real.poll(p, (c->peer_eof || c->peer_err) ? 1 : 2, tmo);
+	/* Woken sooner than the spin limit: spinning would have caught it. */
+	if (r > 0 && shunt_now_ns() - now < (uint64_t)(shunt_cfg.spin_ns > 0 ? shunt_cfg.spin_ns : 0))
+		adapt_spin(c, 1);
 	if (*deadline_ms >= 0) {
 		*deadline_ms -= (int)((shunt_now_ns() - now) / 1000000);
 		if (*deadline_ms <= 0 && r == 0)

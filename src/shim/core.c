@@ -18,6 +18,13 @@ extern char **environ;
 struct shunt_config shunt_cfg;
 int shunt_active;
 static uint64_t netns_ino;
+static uint64_t proc_id;
+
+/* Names this process's files in SHUNT_DIR (s<id> stats, c<id> socket). */
+uint64_t shunt_proc_id(void)
+{
+	return proc_id;
+}
 
 uint64_t shunt_now_ns(void)
 {
@@ -70,6 +77,7 @@ static void read_netns(void)
 static void atfork_child(void)
 {
 	read_netns();
+	proc_id = shunt_random64();
 	rdv_atfork_child();
 	stats_atfork_child();
 }
@@ -92,6 +100,7 @@ __attribute__((constructor)) static void shunt_init(void)
 		shunt_cfg.log = !quiet;
 	}
 	read_netns();
+	proc_id = shunt_random64();
 	if (mkdir(shunt_cfg.dir, 0700) && errno != EEXIST) {
 		shunt_log("cannot create %s: %s; shunt is off", shunt_cfg.dir, strerror(errno));
 		errno = e;

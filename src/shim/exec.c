@@ -19,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 #include "shim.h"
 #include "real.h"
@@ -246,21 +245,14 @@ EXPORT int execle(const char *path, const char *arg, ...)
 
 static int adopt(int fd, int memfd, int mine, int peer, int side)
 {
-	struct shunt_seg_hdr *h;
 	struct conn *c;
 	struct sk *s;
-	uint64_t nonce;
 	int dupfd;
 
-	h = mmap(NULL, SHUNT_SEG_HDR_SIZE, PROT_READ, MAP_SHARED, memfd, 0);
-	if (h == MAP_FAILED)
-		return -EBADF;
-	nonce = h->nonce;
-	munmap(h, SHUNT_SEG_HDR_SIZE);
 	dupfd = R(fcntl)(fd, F_DUPFD_CLOEXEC, 0);
 	if (dupfd < 0)
 		return -errno;
-	if (conn_attach(&c, memfd, mine, peer, side, dupfd, nonce)) {
+	if (conn_attach(&c, memfd, mine, peer, side, dupfd, NULL)) {
 		real.close(dupfd);
 		return -EPROTO;
 	}

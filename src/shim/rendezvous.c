@@ -332,7 +332,7 @@ static int csock_get(uint64_t *id)
 		r = -errno;
 		goto out;
 	}
-	csock_id = shunt_random64();
+	csock_id = shunt_proc_id();
 	path_of(sun.sun_path, sizeof sun.sun_path, 'c', csock_id);
 	if (real.bind(fd, (void *)&sun, sizeof sun)) {
 		r = -errno;
@@ -535,7 +535,7 @@ static int client_attach(struct sk *s, int fd, uint64_t nonce, int fds[3])
 	struct conn *c;
 	int dupfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
 
-	if (dupfd < 0 || conn_attach(&c, fds[0], fds[1], fds[2], 0, dupfd, nonce)) {
+	if (dupfd < 0 || conn_attach(&c, fds[0], fds[1], fds[2], 0, dupfd, &nonce)) {
 		decline_segment(fds[0]);
 		if (dupfd >= 0)
 			real.close(dupfd);
@@ -603,26 +603,23 @@ int rdv_connect(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len
 
 /* ---- server side ---- */
 
+/* A fresh segment: the header is written with pwrite, so nothing is mapped
+ * (and faulted) twice; conn_attach maps it once. */
 int segment_create(int *memfd, uint32_t ring_size, uint64_t nonce)
 {
 	size_t len = SHUNT_SEG_HDR_SIZE + 2 * (size_t)ring_size;
-	struct shunt_seg_hdr *h;
+	struct shunt_seg_hdr h;
 	int fd = memfd_create("shunt-seg", MFD_CLOEXEC);
 
 	if (fd < 0)
 		return -errno;
-	if (ftruncate(fd, (off_t)len))
-		goto fail;
-	h = mmap(NULL, SHUNT_SEG_HDR_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (h == MAP_FAILED)
-		goto fail;
-	shunt_seg_hdr_init(h, ring_size, nonce);
-	munmap(h, SHUNT_SEG_HDR_SIZE);
+	shunt_seg_hdr_init(&h, ring_size, nonce);
+	if (ftruncate(fd, (off_t)len) || pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h) {
+		real.close(fd);
+		return -ENOMEM;
+	}
 	*memfd = fd;
 	return 0;
-fail:
-	real.close(fd);
-	return -ENOMEM;
 }
 
 static int send_accept(uint64_t sock_id, unsigned slot, uint64_t nonce, const int fds[3])
@@ -690,68 +687,55 @@ static int claim(struct shunt_slot *sl, const struct shunt_tuple *t, uint64_t *n
 	return 1;
 }
 
-static int server_wait_confirm(int memfd, int tcp_fd)
+static int server_wait_confirm(struct conn *c, int tcp_fd)
 {
-	struct shunt_seg_hdr *h = mmap(NULL, SHUNT_SEG_HDR_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED,
-				       memfd, 0);
+	_Atomic uint32_t *confirm = &c->seg->confirm;
 	uint64_t start = shunt_now_ns();
-	uint32_t v = 0;
-	int spins = 0;
+	uint32_t v, zero = 0;
 
-	if (h == MAP_FAILED)
-		return 0;
-	for (;;) {
-		v = __atomic_load_n(&h->confirm, __ATOMIC_ACQUIRE);
-		if (v)
-			break;
-		if (shunt_now_ns() - start > CONFIRM_WAIT_NS || (spins > 1000 && tcp_has_input(tcp_fd))) {
-			uint32_t zero = 0;
-			if (__atomic_compare_exchange_n(&h->confirm, &zero, 2, 0, __ATOMIC_ACQ_REL,
+	/* The client is inside connect(), a few microseconds from answering:
+	 * spin briefly, then yield (it may need this very CPU). */
+	for (unsigned i = 0; !(v = __atomic_load_n(confirm, __ATOMIC_ACQUIRE)); i++) {
+		if (i < 256) {
+			__builtin_ia32_pause();
+			continue;
+		}
+		if ((i & 1023) == 0 && (shunt_now_ns() - start > CONFIRM_WAIT_NS || tcp_has_input(tcp_fd))) {
+			if (__atomic_compare_exchange_n(confirm, &zero, 2, 0, __ATOMIC_ACQ_REL,
 							__ATOMIC_ACQUIRE))
-				v = 2;
-			else
-				v = zero;
+				return 0;
+			v = zero;
 			break;
 		}
-		if (++spins < 200)
-			__builtin_ia32_pause();
-		else if (spins < 2000)
-			sched_yield();
-		else
-			nanosleep(&(struct timespec){ 0, 20000 }, NULL);
+		sched_yield();
 	}
-	munmap(h, SHUNT_SEG_HDR_SIZE);
 	return v == 1;
 }
 
 static int server_build(struct sk *s, int fd, unsigned idx, struct shunt_slot *sl,
 			uint64_t nonce, uint64_t sock_id)
 {
-	int fds[3] = { -1, -1, -1 }, dupfd = -1;
+	int memfd = -1, efd_c = -1, efd_s = -1, dupfd = -1;
 	struct conn *c;
 
-	if (segment_create(&fds[0], shunt_cfg.ring_size, nonce))
+	if (segment_create(&memfd, shunt_cfg.ring_size, nonce))
 		goto resource;
-	fds[1] = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); /* the client's wake-up */
-	fds[2] = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); /* ours */
+	efd_c = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); /* the client's wake-up */
+	efd_s = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); /* ours */
 	dupfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-	if (fds[1] < 0 || fds[2] < 0 || dupfd < 0)
+	if (efd_c < 0 || efd_s < 0 || dupfd < 0 ||
+	    conn_attach(&c, memfd, efd_s, efd_c, 1, dupfd, &nonce))
 		goto resource;
-	if (send_accept(sock_id, idx, nonce, fds)) {
+	if (send_accept(sock_id, idx, nonce, (int[3]){ c->memfd, c->efd_peer, c->efd_mine })) {
 		slot_cas(sl, SLOT_CLAIMED, SLOT_FAILED);
 		s->reason = SHUNT_R_HANDSHAKE;
-		goto out;
+		conn_free(c);
+		return 0;
 	}
-	if (!server_wait_confirm(fds[0], fd)) {
+	if (!server_wait_confirm(c, fd)) {
 		s->reason = SHUNT_R_HANDSHAKE;
-		goto out;
-	}
-	if (conn_attach(&c, fds[0], fds[2], fds[1], 1, dupfd, nonce)) {
-		/* The client is already committed and the stream cannot carry on
-		 * safely: reset it, as TCP would on a fatal local error. */
-		real.shutdown(fd, SHUT_RDWR);
-		s->reason = SHUNT_R_RESOURCE;
-		goto out;
+		conn_free(c);
+		return 0;
 	}
 	s->conn = c;
 	s->kind = SK_SHM;
@@ -760,10 +744,7 @@ static int server_build(struct sk *s, int fd, unsigned idx, struct shunt_slot *s
 resource:
 	slot_cas(sl, SLOT_CLAIMED, SLOT_FAILED);
 	s->reason = SHUNT_R_RESOURCE;
-out:
-	close_fds(fds, 3);
-	if (dupfd >= 0)
-		real.close(dupfd);
+	close_fds((int[4]){ memfd, efd_c, efd_s, dupfd }, 4);
 	return 0;
 }
 
@@ -806,4 +787,15 @@ int rdv_accept(int listen_fd, int fd, struct sk *s)
 		return 0;
 	}
 	return server_build(s, fd, idx, sl, nonce, sock_id);
+}
+
+/* A clean exit removes this process's socket; `shunt ss` reaps the rest. */
+__attribute__((destructor)) static void rdv_exit(void)
+{
+	char path[PATH_MAX];
+
+	if (csock >= 0 && csock_pid == getpid()) {
+		path_of(path, sizeof path, 'c', csock_id);
+		unlink(path);
+	}
 }

@@ -63,6 +63,7 @@ void shunt_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 uint64_t shunt_now_ns(void);
 uint64_t shunt_random64(void);
 uint64_t shunt_netns_ino(void);
+uint64_t shunt_proc_id(void);
 
 /* fdtab.c */
 struct sk *fdtab_get(int fd);          /* takes a reference, or NULL */
@@ -80,7 +81,7 @@ void fd_close_internal(int fd);
 
 /* conn.c: the accelerated data path */
 int conn_attach(struct conn **out, int memfd, int efd_mine, int efd_peer, int side, int tcp_fd,
-		uint64_t nonce);
+		const uint64_t *nonce);
 void conn_free(struct conn *c);
 ssize_t conn_send(struct sk *s, const struct iovec *iov, int iovcnt, int flags);
 ssize_t conn_recv(struct sk *s, const struct iovec *iov, int iovcnt, int flags);

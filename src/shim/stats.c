@@ -25,7 +25,7 @@ static pthread_mutex_t sf_lock = PTHREAD_MUTEX_INITIALIZER;
 
 int stats_init(void)
 {
-	uint64_t id = shunt_random64();
+	uint64_t id = shunt_proc_id();
 	struct shunt_stats_file *m;
 	int fd;
 
@@ -114,4 +114,10 @@ void stats_free(struct shunt_stat_rec *r)
 	if (!sf || r < sf->rec || r >= sf->rec + SHUNT_STATS_RECS)
 		return;
 	__atomic_store_n(&r->used, 0, __ATOMIC_RELEASE);
+}
+
+__attribute__((destructor)) static void stats_exit(void)
+{
+	if (sf && sf->pid == (uint32_t)getpid())
+		unlink(sf_path);
 }

@@ -1,0 +1,451 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bench.c - `shunt bench`: shunt against its baselines, in one run.
+ *
+ * Each measurement runs in a fresh worker process (`shunt bench-worker`),
+ * with libshunt.so preloaded for the shunt rows and not for the baselines,
+ * so every row of a table was measured minutes apart on the same machine.
+ * Ratios are what to read: this machine class is noisy.  Latencies are
+ * medians of per-round-trip samples; throughput is bytes over wall time.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "tool.h"
+
+static double now(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static void die(const char *what)
+{
+	fprintf(stderr, "bench-worker: %s: %s\n", what, strerror(errno));
+	exit(1);
+}
+
+static void xfer(int fd, char *b, size_t n, int rd)
+{
+	size_t o = 0;
+
+	while (o < n) {
+		ssize_t r = rd ? read(fd, b + o, n - o) : write(fd, b + o, n - o);
+		if (r <= 0)
+			die(rd ? "read" : "write");
+		o += (size_t)r;
+	}
+}
+
+static int tcp_listener(struct sockaddr_in *a)
+{
+	int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+	socklen_t al = sizeof *a;
+
+	memset(a, 0, sizeof *a);
+	a->sin_family = AF_INET;
+	a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	if (bind(l, (void *)a, sizeof *a) || listen(l, 128) || getsockname(l, (void *)a, &al))
+		die("listen");
+	return l;
+}
+
+static void nodelay(int fd)
+{
+	int one = 1;
+
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+/* A connected pair: fds[0] parent's, fds[1] child's (after fork). */
+static pid_t pair_fork(const char *kind, int fds[2])
+{
+	struct sockaddr_in a;
+	pid_t p;
+
+	if (!strcmp(kind, "unix")) {
+		if (socketpair(AF_UNIX, SOCK_STREAM, 0, fds))
+			die("socketpair");
+		return fork();
+	}
+	int l = tcp_listener(&a);
+	p = fork();
+	if (!p) {
+		fds[1] = accept(l, NULL, NULL);
+		if (fds[1] < 0)
+			die("accept");
+		nodelay(fds[1]);
+		close(l);
+		fds[0] = -1;
+		return 0;
+	}
+	close(l);
+	fds[0] = socket(AF_INET, SOCK_STREAM, 0);
+	if (connect(fds[0], (void *)&a, sizeof a))
+		die("connect");
+	nodelay(fds[0]);
+	fds[1] = -1;
+	return p;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof *v, cmp_d);
+	return v[n / 2];
+}
+
+static void w_pingpong(const char *kind, size_t msg, int iters)
+{
+	int fds[2], warm = iters / 10 + 100;
+	char *b = calloc(1, msg);
+	double *s = calloc((size_t)iters, sizeof *s);
+	pid_t p = pair_fork(kind, fds);
+
+	if (!p) {
+		for (int i = 0; i < iters + warm; i++) {
+			xfer(fds[1], b, msg, 1);
+			xfer(fds[1], b, msg, 0);
+		}
+		_exit(0);
+	}
+	for (int i = 0; i < warm; i++) {
+		xfer(fds[0], b, msg, 0);
+		xfer(fds[0], b, msg, 1);
+	}
+	for (int i = 0; i < iters; i++) {
+		double t = now();
+		xfer(fds[0], b, msg, 0);
+		xfer(fds[0], b, msg, 1);
+		s[i] = now() - t;
+	}
+	waitpid(p, NULL, 0);
+	printf("%.3f\n", median(s, iters) * 1e6);
+}
+
+static void w_stream(const char *kind, size_t msg, size_t total)
+{
+	int fds[2];
+	char *b = calloc(1, msg);
+	pid_t p = pair_fork(kind, fds);
+	double t;
+
+	if (!p) {
+		size_t got = 0;
+		while (got < total) {
+			ssize_t r = read(fds[1], b, msg);
+			if (r <= 0)
+				_exit(1);
+			got += (size_t)r;
+		}
+		xfer(fds[1], b, 1, 0);
+		_exit(0);
+	}
+	t = now();
+	for (size_t s = 0; s < total; s += msg)
+		xfer(fds[0], b, msg, 0);
+	xfer(fds[0], b, 1, 1);
+	t = now() - t;
+	waitpid(p, NULL, 0);
+	printf("%.3f\n", (double)total / t / 1e9);
+}
+
+/* Connection setup plus the first byte each way, median per connection. */
+static void w_setup(int n)
+{
+	struct sockaddr_in a;
+	int l = tcp_listener(&a);
+	double *s = calloc((size_t)n, sizeof *s);
+	char c = 'x';
+	pid_t p = fork();
+
+	if (!p) {
+		for (int i = 0; i < n + 20; i++) {
+			int fd = accept(l, NULL, NULL);
+			if (fd < 0)
+				die("accept");
+			xfer(fd, &c, 1, 1);
+			xfer(fd, &c, 1, 0);
+			close(fd);
+		}
+		_exit(0);
+	}
+	for (int i = 0; i < n + 20; i++) {
+		double t = now();
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
+		if (connect(fd, (void *)&a, sizeof a))
+			die("connect");
+		xfer(fd, &c, 1, 0);
+		xfer(fd, &c, 1, 1);
+		if (i >= 20)
+			s[i - 20] = now() - t;
+		close(fd);
+	}
+	waitpid(p, NULL, 0);
+	printf("%.3f\n", median(s, n) * 1e6);
+}
+
+/* The physical limit: two processes, one shared cache line, spinning. */
+static void w_rawshm(size_t msg, int iters)
+{
+	struct shm { _Atomic uint32_t turn; char pad[60]; char data[65536]; } *m;
+	char *b = calloc(1, msg);
+	double *s = calloc((size_t)iters, sizeof *s);
+	int warm = iters / 10 + 100;
+	pid_t p;
+
+	m = mmap(NULL, sizeof *m, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED || msg > sizeof m->data)
+		die("mmap");
+	p = fork();
+	if (!p) {
+		for (int i = 0; i < iters + warm; i++) {
+			while (__atomic_load_n(&m->turn, __ATOMIC_ACQUIRE) != 1)
+				__builtin_ia32_pause();
+			memcpy(b, m->data, msg);
+			memcpy(m->data, b, msg);
+			__atomic_store_n(&m->turn, 0, __ATOMIC_RELEASE);
+		}
+		_exit(0);
+	}
+	for (int i = 0; i < iters + warm; i++) {
+		double t = now();
+		memcpy(m->data, b, msg);
+		__atomic_store_n(&m->turn, 1, __ATOMIC_RELEASE);
+		while (__atomic_load_n(&m->turn, __ATOMIC_ACQUIRE) != 0)
+			__builtin_ia32_pause();
+		memcpy(b, m->data, msg);
+		if (i >= warm)
+			s[i - warm] = now() - t;
+	}
+	waitpid(p, NULL, 0);
+	printf("%.3f\n", median(s, iters) * 1e6);
+}
+
+static void w_memcpy(size_t chunk, size_t total)
+{
+	char *a = malloc(chunk), *b = malloc(chunk);
+	double t;
+
+	memset(a, 1, chunk);
+	memset(b, 2, chunk);
+	t = now();
+	for (size_t s = 0; s < total; s += chunk) {
+		memcpy(b, a, chunk);
+		__asm__ volatile("" ::"r"(b) : "memory");
+	}
+	t = now() - t;
+	printf("%.3f\n", (double)total / t / 1e9);
+}
+
+int cmd_bench_worker(int argc, char **argv)
+{
+	if (argc < 2)
+		return 2;
+	if (!strcmp(argv[1], "pingpong") && argc == 5)
+		w_pingpong(argv[2], strtoul(argv[3], NULL, 10), atoi(argv[4]));
+	else if (!strcmp(argv[1], "stream") && argc == 5)
+		w_stream(argv[2], strtoul(argv[3], NULL, 10), strtoull(argv[4], NULL, 10));
+	else if (!strcmp(argv[1], "setup") && argc == 3)
+		w_setup(atoi(argv[2]));
+	else if (!strcmp(argv[1], "rawshm") && argc == 4)
+		w_rawshm(strtoul(argv[2], NULL, 10), atoi(argv[3]));
+	else if (!strcmp(argv[1], "memcpy") && argc == 4)
+		w_memcpy(strtoul(argv[2], NULL, 10), strtoull(argv[3], NULL, 10));
+	else
+		return 2;
+	return 0;
+}
+
+/* ---- the driver ---- */
+
+enum variant { V_TCP, V_UNIX, V_BUSY, V_NOSPIN, V_DEFAULT, V_RAW };
+static const char *vname[] = { "tcp-loopback", "unix-socket", "shunt-busy-poll",
+			       "shunt-no-spin", "shunt-default", "raw-shm" };
+
+/* Run one worker; returns its single number, or -1. */
+static double run_worker(enum variant v, const char *args)
+{
+	char cmd[PATH_MAX * 2], lib[PATH_MAX];
+	const char *env = "";
+	double x = -1;
+	FILE *f;
+
+	snprintf(lib, sizeof lib, "%s/libshunt.so", tool_dir());
+	if (v == V_BUSY)
+		env = "SHUNT_SPIN_US=-1";
+	else if (v == V_NOSPIN)
+		env = "SHUNT_SPIN_US=0";
+	if (v == V_BUSY || v == V_NOSPIN || v == V_DEFAULT)
+		snprintf(cmd, sizeof cmd, "env %s LD_PRELOAD=%s %s/shunt bench-worker %s", env, lib,
+			 tool_dir(), args);
+	else
+		snprintf(cmd, sizeof cmd, "env -u LD_PRELOAD %s/shunt bench-worker %s", tool_dir(), args);
+	f = popen(cmd, "r");
+	if (!f)
+		return -1;
+	if (fscanf(f, "%lf", &x) != 1)
+		x = -1;
+	pclose(f);
+	return x;
+}
+
+struct row {
+	char test[32];
+	char variant[24];
+	double value;
+	char unit[8];
+	double vs_tcp; /* ratio in the good direction: >1 means better than TCP */
+};
+
+static struct row rows[128];
+static int nrows;
+
+static void add(const char *test, enum variant v, double value, const char *unit, double tcp)
+{
+	struct row *r = &rows[nrows++];
+	int lower_better = !strcmp(unit, "us");
+
+	snprintf(r->test, sizeof r->test, "%s", test);
+	snprintf(r->variant, sizeof r->variant, "%s", vname[v]);
+	r->value = value;
+	snprintf(r->unit, sizeof r->unit, "%s", unit);
+	r->vs_tcp = value <= 0 || tcp <= 0 ? 0 : lower_better ? tcp / value : value / tcp;
+	printf("  %-22s %-16s %10.2f %-5s  %6.2fx vs tcp\n", test, vname[v], value, unit, r->vs_tcp);
+	fflush(stdout);
+}
+
+static void latency(const char *kind_test, size_t msg, int iters, int with_raw)
+{
+	char args[128], test[32];
+	double tcp;
+
+	snprintf(test, sizeof test, "rtt-%zuB", msg);
+	snprintf(args, sizeof args, "pingpong tcp %zu %d", msg, iters);
+	tcp = run_worker(V_TCP, args);
+	add(test, V_TCP, tcp, "us", tcp);
+	snprintf(args, sizeof args, "pingpong unix %zu %d", msg, iters);
+	add(test, V_UNIX, run_worker(V_UNIX, args), "us", tcp);
+	snprintf(args, sizeof args, "pingpong tcp %zu %d", msg, iters);
+	add(test, V_BUSY, run_worker(V_BUSY, args), "us", tcp);
+	add(test, V_NOSPIN, run_worker(V_NOSPIN, args), "us", tcp);
+	add(test, V_DEFAULT, run_worker(V_DEFAULT, args), "us", tcp);
+	if (with_raw) {
+		snprintf(args, sizeof args, "rawshm %zu %d", msg, iters);
+		add(test, V_RAW, run_worker(V_RAW, args), "us", tcp);
+	}
+	(void)kind_test;
+}
+
+static void throughput(size_t msg, size_t total)
+{
+	char args[128], test[32];
+	double tcp;
+
+	snprintf(test, sizeof test, "stream-%zuKiB", msg / 1024);
+	snprintf(args, sizeof args, "stream tcp %zu %zu", msg, total);
+	tcp = run_worker(V_TCP, args);
+	add(test, V_TCP, tcp, "GB/s", tcp);
+	snprintf(args, sizeof args, "stream unix %zu %zu", msg, total);
+	add(test, V_UNIX, run_worker(V_UNIX, args), "GB/s", tcp);
+	snprintf(args, sizeof args, "stream tcp %zu %zu", msg, total);
+	add(test, V_BUSY, run_worker(V_BUSY, args), "GB/s", tcp);
+	add(test, V_NOSPIN, run_worker(V_NOSPIN, args), "GB/s", tcp);
+	add(test, V_DEFAULT, run_worker(V_DEFAULT, args), "GB/s", tcp);
+	snprintf(args, sizeof args, "memcpy %zu %zu", msg, total * 4);
+	add(test, V_RAW, run_worker(V_RAW, args), "GB/s", tcp);
+}
+
+static void setup(int n)
+{
+	char args[64];
+	double tcp;
+
+	snprintf(args, sizeof args, "setup %d", n);
+	tcp = run_worker(V_TCP, args);
+	add("setup+first-byte", V_TCP, tcp, "us", tcp);
+	add("setup+first-byte", V_BUSY, run_worker(V_BUSY, args), "us", tcp);
+	add("setup+first-byte", V_NOSPIN, run_worker(V_NOSPIN, args), "us", tcp);
+	add("setup+first-byte", V_DEFAULT, run_worker(V_DEFAULT, args), "us", tcp);
+}
+
+static void write_results(const char *dir)
+{
+	char path[PATH_MAX];
+	FILE *f;
+	time_t t = time(NULL);
+	char host[64] = "";
+
+	mkdir(dir, 0755);
+	snprintf(path, sizeof path, "%s/results.tsv", dir);
+	f = fopen(path, "w");
+	if (!f)
+		return;
+	fprintf(f, "test\tvariant\tvalue\tunit\tvs_tcp\n");
+	for (int i = 0; i < nrows; i++)
+		fprintf(f, "%s\t%s\t%.3f\t%s\t%.3f\n", rows[i].test, rows[i].variant, rows[i].value,
+			rows[i].unit, rows[i].vs_tcp);
+	fclose(f);
+	snprintf(path, sizeof path, "%s/results.md", dir);
+	f = fopen(path, "w");
+	if (!f)
+		return;
+	gethostname(host, sizeof host - 1);
+	fprintf(f, "Measured by `build/shunt bench` on %s, %ld online CPUs, %s",
+		host, sysconf(_SC_NPROCESSORS_ONLN), ctime(&t));
+	fprintf(f, "\n| test | variant | value | unit | vs TCP loopback |\n|---|---|---:|---|---:|\n");
+	for (int i = 0; i < nrows; i++)
+		fprintf(f, "| %s | %s | %.2f | %s | %.2fx |\n", rows[i].test, rows[i].variant,
+			rows[i].value, rows[i].unit, rows[i].vs_tcp);
+	fclose(f);
+	printf("results written to %s/results.md and results.tsv\n", dir);
+}
+
+int cmd_bench(int argc, char **argv)
+{
+	const char *out = NULL;
+	int quick = 0, iters;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--quick"))
+			quick = 1;
+		else if (!strcmp(argv[i], "--out") && i + 1 < argc)
+			out = argv[++i];
+		else {
+			fprintf(stderr, "usage: shunt bench [--quick] [--out DIR]\n");
+			return 2;
+		}
+	}
+	iters = quick ? 2000 : 20000;
+	printf("shunt bench: medians; 'vs tcp' > 1 means better than TCP loopback\n");
+	latency("rtt", 64, iters, 1);
+	latency("rtt", 1024, iters, 1);
+	latency("rtt", 16384, iters / 2, 1);
+	throughput(65536, quick ? (256u << 20) : (2048u << 20));
+	setup(quick ? 200 : 2000);
+	if (out)
+		write_results(out);
+	return 0;
+}

@@ -1,0 +1,141 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ss.c - `shunt ss`: every shunt connection of every live process on this
+ * host (sharing SHUNT_DIR), its mode and, when plain, why.  Files left by
+ * dead processes are removed on the way.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "tool.h"
+#include "shunt/wire.h"
+
+static void fmt_addr(char *buf, size_t n, const struct shunt_addr *a)
+{
+	static const uint8_t v4pfx[12] = { [10] = 0xff, [11] = 0xff };
+	char ip[INET6_ADDRSTRLEN];
+
+	if (!memcmp(a->ip, v4pfx, 12)) {
+		inet_ntop(AF_INET, a->ip + 12, ip, sizeof ip);
+		snprintf(buf, n, "%s:%u", ip, a->port);
+	} else {
+		inet_ntop(AF_INET6, a->ip, ip, sizeof ip);
+		snprintf(buf, n, "[%s]:%u", ip, a->port);
+	}
+}
+
+/* A dead process's files: the lock is free.  Remove them. */
+static int reap_if_dead(const char *dir, const char *name, int fd)
+{
+	char path[PATH_MAX];
+
+	if (flock(fd, LOCK_EX | LOCK_NB))
+		return 0;
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	unlink(path);
+	snprintf(path, sizeof path, "%s/c%s", dir, name + 1);
+	unlink(path);
+	return 1;
+}
+
+struct opts {
+	int json;
+	int pid;
+	int first;
+};
+
+static void print_rec(struct opts *o, const struct shunt_stats_file *f, const struct shunt_stat_rec *r)
+{
+	char local[64], peer[64];
+	const struct shunt_addr *l = r->is_client ? &r->tuple.client : &r->tuple.server;
+	const struct shunt_addr *p = r->is_client ? &r->tuple.server : &r->tuple.client;
+	char comm[17] = { 0 };
+
+	memcpy(comm, f->comm, 16);
+	fmt_addr(local, sizeof local, l);
+	fmt_addr(peer, sizeof peer, p);
+	if (r->mode == SHUNT_M_LISTEN)
+		strcpy(peer, "*");
+	if (o->json) {
+		printf("%s\n  {\"pid\": %u, \"comm\": \"%s\", \"fd\": %d, \"role\": \"%s\", \"mode\": \"%s\", "
+		       "\"local\": \"%s\", \"peer\": \"%s\", \"tx\": %llu, \"rx\": %llu, "
+		       "\"reason\": \"%s\", \"reason_code\": %u}",
+		       o->first ? "" : ",", f->pid, comm, r->fd,
+		       r->mode == SHUNT_M_LISTEN ? "listen" : r->is_client ? "client" : "server",
+		       shunt_mode_str(r->mode), local, peer, (unsigned long long)r->tx,
+		       (unsigned long long)r->rx, shunt_reason_str(r->reason), r->reason);
+	} else {
+		printf("%-7u %-15s %-5d %-7s %-6s %-24s %-24s %12llu %12llu  %s\n", f->pid, comm,
+		       r->fd, r->mode == SHUNT_M_LISTEN ? "listen" : r->is_client ? "client" : "server",
+		       shunt_mode_str(r->mode), local, peer, (unsigned long long)r->tx,
+		       (unsigned long long)r->rx, r->mode == SHUNT_M_SHM ? "-" : shunt_reason_str(r->reason));
+	}
+	o->first = 0;
+}
+
+static void show_file(struct opts *o, const char *dir, const char *name)
+{
+	char path[PATH_MAX];
+	struct shunt_stats_file *f;
+	struct stat st;
+	int fd;
+
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	if (reap_if_dead(dir, name, fd) || fstat(fd, &st) || (size_t)st.st_size < sizeof *f)
+		goto out;
+	f = mmap(NULL, sizeof *f, PROT_READ, MAP_SHARED, fd, 0);
+	if (f == MAP_FAILED)
+		goto out;
+	if (f->magic == SHUNT_STATS_MAGIC && f->version == SHUNT_WIRE_VERSION &&
+	    (!o->pid || (int)f->pid == o->pid))
+		for (unsigned i = 0; i < SHUNT_STATS_RECS; i++)
+			if (__atomic_load_n(&f->rec[i].used, __ATOMIC_ACQUIRE))
+				print_rec(o, f, &f->rec[i]);
+	munmap(f, sizeof *f);
+out:
+	close(fd);
+}
+
+int cmd_ss(int argc, char **argv)
+{
+	struct opts o = { .first = 1 };
+	const char *dir = tool_shunt_dir();
+	struct dirent *de;
+	DIR *d;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--json"))
+			o.json = 1;
+		else if (!strcmp(argv[i], "-p") && i + 1 < argc)
+			o.pid = atoi(argv[++i]);
+		else {
+			fprintf(stderr, "usage: shunt ss [--json] [-p PID]\n");
+			return 2;
+		}
+	}
+	if (o.json)
+		printf("[");
+	else
+		printf("%-7s %-15s %-5s %-7s %-6s %-24s %-24s %12s %12s  %s\n", "PID", "COMM", "FD",
+		       "ROLE", "MODE", "LOCAL", "PEER", "TX", "RX", "FALLBACK");
+	d = opendir(dir);
+	while (d && (de = readdir(d)))
+		if (de->d_name[0] == 's' && strlen(de->d_name) == 17)
+			show_file(&o, dir, de->d_name);
+	if (d)
+		closedir(d);
+	if (o.json)
+		printf("\n]\n");
+	return 0;
+}
