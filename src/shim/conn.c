@@ -230,9 +230,12 @@ static void adapt_spin(struct conn *c, int hit)
 	c->spin_ns = b;
 }
 
+static int write_deadlock(struct conn *c);
+
 /* Spin, then sleep until want (POLLIN/POLLOUT) may be satisfied.
- * Returns 0 to re-check, -EAGAIN on SO_*TIMEO expiry, -EINTR on a signal. */
-static int conn_wait(struct conn *c, unsigned want, int *deadline_ms)
+ * Returns 0 to re-check, -EAGAIN on SO_*TIMEO expiry, -EINTR on a signal,
+ * -EDEADLK when short_ok and the peer is blocked writing to us too. */
+static int conn_wait(struct conn *c, unsigned want, int *deadline_ms, int short_ok)
 {
 	uint64_t start = shunt_now_ns(), now;
 	struct pollfd p[2];
@@ -251,6 +254,10 @@ static int conn_wait(struct conn *c, unsigned want, int *deadline_ms)
 	conn_arm(c, want);
 	if (ready_for(c, want))
 		return 0;
+	/* Checked after arming: of two writers arming at once, at least one
+	 * sees the other's flag (both are seq_cst), so they never both sleep. */
+	if (short_ok && (want & POLLOUT) && write_deadlock(c))
+		return -EDEADLK;
 	adapt_spin(c, 0);
 	p[0] = (struct pollfd){ .fd = c->efd_mine, .events = POLLIN };
 	p[1] = (struct pollfd){ .fd = c->tcp_fd, .events = POLLIN | POLLRDHUP };
@@ -317,7 +324,7 @@ static void iov_skip(struct iovec **iov, int *cnt, size_t n)
 
 static int wait_or_fail(struct sk *s, unsigned want, int *deadline, size_t done)
 {
-	int r = conn_wait(s->conn, want, deadline);
+	int r = conn_wait(s->conn, want, deadline, done > 0);
 
 	if (r == -EINTR && !done && *deadline < 0 && signals_restart())
 		r = 0;
@@ -359,13 +366,13 @@ ssize_t conn_send(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 		}
 		if (!len || nonblock)
 			break;
-		if (c->peer_err || (total && write_deadlock(c)))
+		if (c->peer_err)
 			break;
 		if (deadline == -2)
 			deadline = sock_timeout_ms(c->tcp_fd, SO_SNDTIMEO);
 		r = wait_or_fail(s, POLLOUT, &deadline, total);
 		if (r)
-			break;
+			break; /* with total > 0 the error is dropped: a short write */
 	}
 	shunt_unlock(&c->tx.ctl->wlock);
 	if (total) {

@@ -168,7 +168,7 @@ int fd_hide(int fd)
 		hide_base = !getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur >= 2048 &&
 				    rl.rlim_cur != RLIM_INFINITY ? (int)(rl.rlim_cur / 2) : 0;
 	if (hide_base && fd < hide_base) {
-		n = fcntl(fd, F_DUPFD_CLOEXEC, hide_base);
+		n = real.fcntl(fd, F_DUPFD_CLOEXEC, hide_base);
 		if (n >= 0) {
 			real.close(fd);
 			fd = n;

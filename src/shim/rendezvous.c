@@ -533,7 +533,7 @@ static int client_attach(struct sk *s, int fd, uint64_t nonce, int fds[3])
 {
 	uint32_t pending = 0;
 	struct conn *c;
-	int dupfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	int dupfd = real.fcntl(fd, F_DUPFD_CLOEXEC, 0);
 
 	if (dupfd < 0 || conn_attach(&c, fds[0], fds[1], fds[2], 0, dupfd, &nonce)) {
 		decline_segment(fds[0]);
@@ -722,7 +722,7 @@ static int server_build(struct sk *s, int fd, unsigned idx, struct shunt_slot *s
 		goto resource;
 	efd_c = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); /* the client's wake-up */
 	efd_s = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); /* ours */
-	dupfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	dupfd = real.fcntl(fd, F_DUPFD_CLOEXEC, 0);
 	if (efd_c < 0 || efd_s < 0 || dupfd < 0 ||
 	    conn_attach(&c, memfd, efd_s, efd_c, 1, dupfd, &nonce))
 		goto resource;

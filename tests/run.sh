@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# tests/run.sh - run every test program with a timeout; name failures; end
+# with "N passed, N failed".  Behaviour tests run twice: on plain kernel TCP
+# (the reference) and under shunt with SHUNT_EXPECT=shm (accelerated, same
+# behaviour).  Set TESTS="name ..." to run a subset.
+set -u
+BUILD=${BUILD:-build}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+LIB="$ROOT/$BUILD/libshunt.so"
+TIMEOUT=${TEST_TIMEOUT:-120}
+pass=0 fail=0 skip=0 failed=()
+export SHUNT_DIR=${SHUNT_DIR:-$(mktemp -d /tmp/shunt-test.XXXXXX)}
+
+run_one() { # name mode cmd...
+	local name=$1 mode=$2; shift 2
+	local log; log=$(mktemp)
+	local t0=$SECONDS
+	timeout -k 5 "$TIMEOUT" "$@" >"$log" 2>&1
+	local rc=$?
+	if [ $rc -eq 0 ]; then
+		pass=$((pass + 1)); printf 'ok    %-22s %-6s %3ss\n' "$name" "$mode" $((SECONDS - t0))
+	elif [ $rc -eq 77 ]; then
+		skip=$((skip + 1)); printf 'skip  %-22s %-6s %s\n' "$name" "$mode" "$(tail -1 "$log")"
+	else
+		fail=$((fail + 1)); failed+=("$name/$mode")
+		printf 'FAIL  %-22s %-6s rc=%d\n' "$name" "$mode" "$rc"; sed 's/^/      | /' "$log" | tail -20
+	fi
+	rm -f "$log"
+}
+
+want() { [ -z "${TESTS:-}" ] || [[ " $TESTS " == *" $1 "* ]]; }
+
+for t in "$ROOT/$BUILD"/tests/unit/*; do
+	[ -x "$t" ] || continue; n=$(basename "$t"); want "$n" || continue
+	run_one "$n" unit "$t"
+done
+for t in "$ROOT/$BUILD"/tests/behave/*; do
+	[ -x "$t" ] || continue; n=$(basename "$t"); want "$n" || continue
+	run_one "$n" tcp env -u LD_PRELOAD "$t"
+	run_one "$n" shunt env LD_PRELOAD="$LIB" SHUNT_EXPECT=shm "$t"
+done
+if [ -z "${SKIP_INTEGRATION:-}" ]; then
+	for t in "$ROOT"/tests/integration/*.sh; do
+		n=$(basename "$t" .sh); want "$n" || continue
+		run_one "$n" integ env BUILD="$BUILD" bash "$t"
+	done
+fi
+
+# Nothing may be left behind by processes that exited.
+"$ROOT/$BUILD/shunt" ss >/dev/null 2>&1
+left=$(find "$SHUNT_DIR" -name 's*' -o -name 'c*' 2>/dev/null | grep -v '^'"$SHUNT_DIR"'$' | wc -l)
+if [ "$left" -ne 0 ]; then
+	fail=$((fail + 1)); failed+=("leftovers"); echo "FAIL  leftovers: $(ls "$SHUNT_DIR")"
+else
+	pass=$((pass + 1)); echo "ok    no-leftovers"
+fi
+rm -rf "$SHUNT_DIR"
+[ ${#failed[@]} -eq 0 ] || echo "failed: ${failed[*]}"
+echo "$pass passed, $fail failed, $skip skipped"
+[ "$fail" -eq 0 ]
