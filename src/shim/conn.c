@@ -420,8 +420,13 @@ ssize_t conn_recv(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 				break;
 			continue;
 		}
-		if (rx_eof(c) || c->peer_err)
+		/* EOF only if the ring is still empty after seeing the flag:
+		 * the writer sets it after its last byte. */
+		if (rx_eof(c) || c->peer_err) {
+			if (ring_used(&c->rx))
+				continue;
 			break;
+		}
 		if (nonblock) {
 			if (shunt_now_ns() - c->last_probe_ns > REFRESH_INTERVAL_NS) {
 				conn_refresh(c);

@@ -4,15 +4,18 @@
  *
  * An accelerated socket is ready when its rings say so, which the kernel
  * cannot see.  So its registration does not go into the application's epoll
- * set: our eventfd (and the TCP socket, for FIN/RST) go into a hidden inner
- * epoll set, and the inner set sits in the application's set under a random
- * 64-bit tag.  When the tag fires, epoll_wait expands it: each accelerated
- * fd's readiness is computed from the rings, filtered by the application's
- * mask and reported with the application's data.  Level-triggered: the
- * eventfd is left signalled while the socket is ready, so the kernel keeps
- * reporting it; it is drained (and the peer asked to signal again) only when
- * the socket is not ready for what the application wants.  Edge-triggered:
- * drained and re-armed on each report.  Plain fds are untouched.
+ * set as is: our eventfd and the TCP socket (for FIN/RST) go in instead,
+ * edge-triggered, with a tagged data word (bit 63 set, so it can never equal
+ * a user-space pointer or a small integer) naming the application's fd.
+ * epoll_wait translates: a tagged event makes us compute the socket's
+ * readiness from the rings, filter it by the application's mask and report
+ * it with the application's data.  The peer signals the eventfd only after
+ * we asked (rd_want/wr_want), so a busy socket costs no wake-ups.
+ *
+ * Level-triggered semantics come from a check list: a socket reported
+ * level-triggered is evaluated again at the next epoll_wait, before the
+ * kernel is asked to sleep, and reported again while still ready - what the
+ * kernel does with its own ready list.  Plain fds pass through untouched.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -23,11 +26,20 @@
 #include "epoll_int.h"
 #include "real.h"
 
+#define FD_BITS 24
 static uint64_t tag;
 static struct epset *all_sets;
 static pthread_mutex_t sets_lock = PTHREAD_MUTEX_INITIALIZER;
 
-#define TOKEN(fd, is_tcp) (((uint64_t)(unsigned)(fd) << 1) | (is_tcp))
+static uint64_t token(int fd, int is_tcp)
+{
+	return tag | ((uint64_t)(unsigned)fd << 1) | (uint64_t)is_tcp;
+}
+
+static int is_token(uint64_t v)
+{
+	return (v & ~((1ull << (FD_BITS + 1)) - 1)) == tag;
+}
 
 int ep_create(int epfd)
 {
@@ -40,17 +52,35 @@ int ep_create(int epfd)
 		return -ENOMEM;
 	}
 	pthread_mutex_init(&ep->lock, NULL);
-	ep->inner = -1;
 	ep->epfd = epfd;
 	s->ep = ep;
 	pthread_mutex_lock(&sets_lock);
 	if (!tag)
-		tag = shunt_random64() | 1;
+		tag = (shunt_random64() | (1ull << 63)) & ~((1ull << (FD_BITS + 1)) - 1);
 	ep->next = all_sets;
 	all_sets = ep;
 	pthread_mutex_unlock(&sets_lock);
 	fdtab_set(epfd, s);
 	return 0;
+}
+
+static void unqueue(struct epset *ep, struct epreg *r)
+{
+	for (struct epreg **pp = &ep->check; *pp; pp = &(*pp)->next_check)
+		if (*pp == r) {
+			*pp = r->next_check;
+			break;
+		}
+	r->queued = 0;
+}
+
+static void enqueue(struct epset *ep, struct epreg *r)
+{
+	if (r->queued)
+		return;
+	r->queued = 1;
+	r->next_check = ep->check;
+	ep->check = r;
 }
 
 static void reg_drop(struct epset *ep, int fd)
@@ -59,9 +89,11 @@ static void reg_drop(struct epset *ep, int fd)
 
 	if (!r)
 		return;
-	real.epoll_ctl(ep->inner, EPOLL_CTL_DEL, r->s->conn->efd_mine, NULL);
+	if (r->queued)
+		unqueue(ep, r);
+	real.epoll_ctl(ep->epfd, EPOLL_CTL_DEL, r->s->conn->efd_mine, NULL);
 	if (r->tcp_on)
-		real.epoll_ctl(ep->inner, EPOLL_CTL_DEL, r->s->conn->tcp_fd, NULL);
+		real.epoll_ctl(ep->epfd, EPOLL_CTL_DEL, r->s->conn->tcp_fd, NULL);
 	sk_put(r->s);
 	free(r);
 	ep->regs[fd] = NULL;
@@ -76,10 +108,12 @@ void ep_free(struct epset *ep)
 			break;
 		}
 	pthread_mutex_unlock(&sets_lock);
+	/* The epoll fd itself is closed: its registrations died with it. */
 	for (int fd = 0; fd < ep->cap; fd++)
-		reg_drop(ep, fd);
-	if (ep->inner >= 0)
-		real.close(ep->inner);
+		if (ep->regs[fd]) {
+			sk_put(ep->regs[fd]->s);
+			free(ep->regs[fd]);
+		}
 	free(ep->regs);
 	free(ep);
 }
@@ -96,24 +130,6 @@ void ep_forget_fd(int fd)
 	pthread_mutex_unlock(&sets_lock);
 }
 
-static int ensure_inner(struct epset *ep)
-{
-	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = tag };
-
-	if (ep->inner >= 0)
-		return 0;
-	ep->inner = real.epoll_create1(EPOLL_CLOEXEC);
-	if (ep->inner < 0)
-		return -errno;
-	if (real.epoll_ctl(ep->epfd, EPOLL_CTL_ADD, ep->inner, &ev)) {
-		int e = -errno;
-		real.close(ep->inner);
-		ep->inner = -1;
-		return e;
-	}
-	return 0;
-}
-
 static int ensure_cap(struct epset *ep, int fd)
 {
 	int cap = ep->cap ? ep->cap : 64;
@@ -121,6 +137,8 @@ static int ensure_cap(struct epset *ep, int fd)
 
 	if (fd < ep->cap)
 		return 0;
+	if (fd >= (1 << FD_BITS))
+		return -EINVAL;
 	while (cap <= fd)
 		cap *= 2;
 	n = realloc(ep->regs, (size_t)cap * sizeof *n);
@@ -134,28 +152,32 @@ static int ensure_cap(struct epset *ep, int fd)
 
 static int reg_add(struct epset *ep, int fd, struct sk *s, struct epoll_event *ev)
 {
-	struct epoll_event in = { .events = EPOLLIN, .data.u64 = TOKEN(fd, 0) };
+	struct epoll_event in = { .events = EPOLLIN | EPOLLET, .data.u64 = token(fd, 0) };
 	struct epreg *r;
 	int err;
 
 	if (fd < ep->cap && ep->regs[fd])
 		return -EEXIST;
-	if ((err = ensure_inner(ep)) || (err = ensure_cap(ep, fd)))
+	if ((err = ensure_cap(ep, fd)))
 		return err;
 	r = calloc(1, sizeof *r);
 	if (!r)
 		return -ENOMEM;
-	if (real.epoll_ctl(ep->inner, EPOLL_CTL_ADD, s->conn->efd_mine, &in)) {
+	if (real.epoll_ctl(ep->epfd, EPOLL_CTL_ADD, s->conn->efd_mine, &in)) {
+		err = -errno;
 		free(r);
-		return -errno;
+		return err == -EEXIST ? -EEXIST : err;
 	}
-	in = (struct epoll_event){ .events = EPOLLIN | EPOLLRDHUP, .data.u64 = TOKEN(fd, 1) };
-	r->tcp_on = !real.epoll_ctl(ep->inner, EPOLL_CTL_ADD, s->conn->tcp_fd, &in);
+	in = (struct epoll_event){ .events = EPOLLIN | EPOLLRDHUP | EPOLLET, .data.u64 = token(fd, 1) };
+	r->tcp_on = !(s->conn->peer_eof || s->conn->peer_err) &&
+		    !real.epoll_ctl(ep->epfd, EPOLL_CTL_ADD, s->conn->tcp_fd, &in);
+	r->fd = fd;
 	r->s = sk_ref(s);
 	r->events = ev->events;
 	r->data = ev->data;
 	r->active = 1;
 	ep->regs[fd] = r;
+	enqueue(ep, r);
 	return 0;
 }
 
@@ -163,6 +185,7 @@ int ep_ctl(struct sk *eps, int epfd, int op, int fd, struct epoll_event *ev)
 {
 	struct epset *ep = eps->ep;
 	struct sk *s = fdtab_get(fd);
+	struct epreg *r;
 	int err = 0;
 
 	if (!s || s->kind != SK_SHM) {
@@ -175,21 +198,23 @@ int ep_ctl(struct sk *eps, int epfd, int op, int fd, struct epoll_event *ev)
 		return -EFAULT;
 	}
 	pthread_mutex_lock(&ep->lock);
+	r = fd < ep->cap ? ep->regs[fd] : NULL;
 	switch (op) {
 	case EPOLL_CTL_ADD:
 		err = reg_add(ep, fd, s, ev);
 		break;
 	case EPOLL_CTL_MOD:
-		if (fd >= ep->cap || !ep->regs[fd]) {
+		if (!r) {
 			err = -ENOENT;
 			break;
 		}
-		ep->regs[fd]->events = ev->events;
-		ep->regs[fd]->data = ev->data;
-		ep->regs[fd]->active = 1;
+		r->events = ev->events;
+		r->data = ev->data;
+		r->active = 1;
+		enqueue(ep, r);
 		break;
 	case EPOLL_CTL_DEL:
-		if (fd >= ep->cap || !ep->regs[fd])
+		if (!r)
 			err = -ENOENT;
 		else
 			reg_drop(ep, fd);
@@ -198,9 +223,6 @@ int ep_ctl(struct sk *eps, int epfd, int op, int fd, struct epoll_event *ev)
 		err = -EINVAL;
 	}
 	pthread_mutex_unlock(&ep->lock);
-	/* Make the next epoll_wait evaluate this socket. */
-	if (!err && op != EPOLL_CTL_DEL)
-		conn_kick_self(s->conn);
 	sk_put(s);
 	return err;
 }
@@ -222,70 +244,83 @@ static unsigned interest(uint32_t events)
 	return (events & EPOLLIN ? POLLIN : 0) | (events & EPOLLOUT ? POLLOUT : 0);
 }
 
-/* Translate one fired accelerated registration; returns 1 if reported. */
-static int eval_reg(struct epreg *r, struct epoll_event *out)
+static uint32_t ready_events(struct epreg *r)
 {
-	struct conn *c = r->s->conn;
-	uint32_t want, ev;
+	return poll_to_epoll(conn_events(r->s->conn)) & (r->events | EPOLLERR | EPOLLHUP);
+}
 
-	if (!r->active) {
-		conn_drain(c);
+/* Evaluate one registration; fill *out and return 1 if it is to be reported.
+ * Whatever is not ready is armed, so the peer signals when it becomes so. */
+static int eval_reg(struct epset *ep, struct epreg *r, struct epoll_event *out)
+{
+	uint32_t ev;
+
+	if (!r->active || r->round == ep->round)
 		return 0;
-	}
-	want = r->events | EPOLLERR | EPOLLHUP;
-	ev = poll_to_epoll(conn_events(c)) & want;
+	ev = ready_events(r);
 	if (!ev) {
-		conn_drain(c);
-		conn_arm(c, interest(r->events));
-		if (poll_to_epoll(conn_events(c)) & want)
-			conn_kick_self(c);
-		return 0;
+		conn_arm(r->s->conn, interest(r->events));
+		ev = ready_events(r); /* it may have come while arming */
+		if (!ev)
+			return 0;
 	}
-	if (r->events & (EPOLLET | EPOLLONESHOT)) {
-		conn_drain(c);
-		conn_arm(c, interest(r->events));
-	}
+	r->round = ep->round;
 	if (r->events & EPOLLONESHOT)
 		r->active = 0;
+	else if (r->events & EPOLLET)
+		conn_arm(r->s->conn, interest(r->events)); /* the next arrival is the next edge */
+	else
+		enqueue(ep, r); /* level: look again next time */
 	out->events = ev;
 	out->data = r->data;
 	return 1;
 }
 
-static int expand(struct epset *ep, struct epoll_event *evs, int n, int max)
+/* Level-triggered reports and fresh registrations, before sleeping. */
+static int run_checks(struct epset *ep, struct epoll_event *evs, int n, int max)
 {
-	struct epoll_event in[256];
-	int room = max - n, m;
+	struct epreg *list = ep->check, *r, *next;
 
-	if (room > (int)(sizeof in / sizeof in[0]))
-		room = (int)(sizeof in / sizeof in[0]);
-	if (room <= 0)
-		return n;
-	m = real.epoll_wait(ep->inner, in, room, 0);
-	pthread_mutex_lock(&ep->lock);
-	ep->round++;
-	for (int i = 0; i < m && n < max; i++) {
-		int fd = (int)(in[i].data.u64 >> 1), is_tcp = (int)(in[i].data.u64 & 1);
-		struct epreg *r = fd < ep->cap ? ep->regs[fd] : NULL;
-		if (!r)
+	ep->check = NULL;
+	for (r = list; r; r = next) {
+		next = r->next_check;
+		r->queued = 0;
+		if (n < max)
+			n += eval_reg(ep, r, &evs[n]);
+		else
+			enqueue(ep, r);
+	}
+	return n;
+}
+
+/* Translate the kernel's events in place: plain ones stay, tagged ones are
+ * replaced by the application's event for that socket (or dropped). */
+static int translate(struct epset *ep, struct epoll_event *evs, int k, int n)
+{
+	const int base = n; /* the kernel's events start here; we compact behind */
+
+	for (int i = 0; i < k; i++) {
+		struct epoll_event e = evs[base + i];
+		struct epreg *r;
+		int fd;
+
+		if (!is_token(e.data.u64)) {
+			evs[n++] = e;
 			continue;
-		/* FIN/RST is latched in the conn once seen; stop watching the
-		 * socket (it would stay readable forever) and let the eventfd,
-		 * left signalled while the socket is ready, carry it. */
-		if (is_tcp && r->tcp_on) {
+		}
+		fd = (int)((e.data.u64 >> 1) & ((1u << FD_BITS) - 1));
+		r = fd < ep->cap ? ep->regs[fd] : NULL;
+		if (!r)
+			continue; /* stale: the socket was removed */
+		if (e.data.u64 & 1) {
 			conn_refresh(r->s->conn);
 			if (r->s->conn->peer_eof || r->s->conn->peer_err) {
-				real.epoll_ctl(ep->inner, EPOLL_CTL_DEL, r->s->conn->tcp_fd, NULL);
+				real.epoll_ctl(ep->epfd, EPOLL_CTL_DEL, r->s->conn->tcp_fd, NULL);
 				r->tcp_on = 0;
-				conn_kick_self(r->s->conn);
 			}
 		}
-		if (r->round == ep->round)
-			continue;
-		r->round = ep->round;
-		n += eval_reg(r, &evs[n]);
+		n += eval_reg(ep, r, &evs[n]);
 	}
-	pthread_mutex_unlock(&ep->lock);
 	return n;
 }
 
@@ -295,18 +330,21 @@ int ep_wait(struct sk *eps, int epfd, struct epoll_event *evs, int max, int time
 	struct epset *ep = eps->ep;
 	uint64_t deadline = timeout_ms > 0 ? shunt_now_ns() + (uint64_t)timeout_ms * 1000000ull : 0;
 
+	if (max <= 0)
+		return real.epoll_pwait(epfd, evs, max, timeout_ms, mask) < 0 ? -errno : 0;
 	for (;;) {
-		int n = real.epoll_pwait(epfd, evs, max, timeout_ms, mask), k = 0;
-		if (n <= 0 || ep->inner < 0)
-			return n < 0 ? -errno : n;
-		for (int i = 0; i < n; i++)
-			if (evs[i].data.u64 == tag)
-				k = 1;
-			else if (k)
-				evs[i - 1] = evs[i];
-		if (!k)
-			return n;
-		n = expand(ep, evs, n - 1, max);
+		int n, k;
+
+		pthread_mutex_lock(&ep->lock);
+		ep->round++;
+		n = run_checks(ep, evs, 0, max);
+		pthread_mutex_unlock(&ep->lock);
+		k = real.epoll_pwait(epfd, evs + n, max - n, n ? 0 : timeout_ms, mask);
+		if (k < 0)
+			return n ? n : -errno;
+		pthread_mutex_lock(&ep->lock);
+		n = translate(ep, evs, k, n);
+		pthread_mutex_unlock(&ep->lock);
 		if (n || !timeout_ms)
 			return n;
 		if (timeout_ms > 0) {

@@ -6,21 +6,25 @@
 #include "shim.h"
 
 struct epreg {
+	int fd;
 	uint32_t events;       /* what the application asked for */
 	epoll_data_t data;     /* what the application gets back */
 	int active;            /* 0 after an EPOLLONESHOT report */
-	uint64_t round;        /* de-duplicates efd and TCP tokens in one wait */
-	int tcp_on;            /* TCP socket still watched in the inner set */
+	int queued;            /* on the set's check list */
+	uint64_t round;        /* reported once per epoll_wait */
+	int tcp_on;            /* TCP socket still registered (for FIN/RST) */
 	struct sk *s;
+	struct epreg *next_check;
 };
 
 struct epset {
 	pthread_mutex_t lock;
-	int inner;             /* inner epoll fd holding our eventfds, or -1 */
 	int epfd;
 	struct epreg **regs;   /* indexed by application fd */
 	int cap;
 	uint64_t round;
+	struct epreg *check;   /* to evaluate before sleeping: level-triggered
+				* reports still ready, fresh ADD/MOD */
 	struct epset *next;    /* all sets of this process */
 };
 #endif

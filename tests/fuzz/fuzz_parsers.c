@@ -1,0 +1,53 @@
+/* Description: libFuzzer harness for everything shunt parses from other
+ * processes or the environment: the accept message, the segment header and
+ * the configuration.  The first input byte selects the parser. */
+#define _GNU_SOURCE
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include "../../src/common/config.h"
+#include "../../src/common/msg.h"
+
+static void fuzz_config(const uint8_t *d, size_t n)
+{
+	char buf[512], *env[8] = { 0 }, *save = NULL, *tok;
+	struct shunt_config c;
+	const char *bad;
+	int k = 0;
+
+	if (n >= sizeof buf)
+		n = sizeof buf - 1;
+	memcpy(buf, d, n);
+	buf[n] = 0;
+	for (tok = strtok_r(buf, "\n", &save); tok && k < 7; tok = strtok_r(NULL, "\n", &save))
+		env[k++] = tok;
+	shunt_config_parse(&c, env, &bad);
+	if (c.dir[0] != '/' || c.ring_size < 4096 || (c.ring_size & (c.ring_size - 1)))
+		abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
+{
+	struct shunt_accept_msg m;
+	struct shunt_seg_hdr h;
+
+	if (!n)
+		return 0;
+	switch (d[0] % 3) {
+	case 0:
+		if (!shunt_accept_msg_check(d + 1, n - 1, 3, 0, &m) &&
+		    (m.ring_size < 4096 || m.slot >= SHUNT_REG_SLOTS))
+			abort();
+		break;
+	case 1:
+		if (n - 1 >= sizeof h) {
+			memcpy(&h, d + 1, sizeof h);
+			shunt_seg_hdr_check(&h, h.nonce, n);
+		}
+		break;
+	case 2:
+		fuzz_config(d + 1, n - 1);
+		break;
+	}
+	return 0;
+}

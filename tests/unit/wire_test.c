@@ -1,0 +1,74 @@
+/* Description: every parser of cross-process input rejects what it must
+ * (wrong magic, version, sizes, fd counts, truncation) and accepts exactly
+ * the well-formed case; the config parser keeps defaults on bad values. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "../../src/common/config.h"
+#include "../../src/common/msg.h"
+
+#define CHECK(c) do { if (!(c)) { fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, #c); exit(1); } } while (0)
+
+static void accept_msg(void)
+{
+	struct shunt_accept_msg m = { .magic = SHUNT_MSG_MAGIC, .version = SHUNT_WIRE_VERSION,
+				      .nfds = 3, .nonce = 42, .ring_size = 65536, .slot = 3 }, out, bad;
+
+	CHECK(shunt_accept_msg_check(&m, sizeof m, 3, 0, &out) == 0 && out.nonce == 42);
+	CHECK(shunt_accept_msg_check(&m, sizeof m - 1, 3, 0, &out) == -EPROTO);
+	CHECK(shunt_accept_msg_check(&m, sizeof m, 2, 0, &out) == -EPROTO);
+	CHECK(shunt_accept_msg_check(&m, sizeof m, 3, 1, &out) == -EPROTO);
+	bad = m; bad.magic ^= 1;
+	CHECK(shunt_accept_msg_check(&bad, sizeof bad, 3, 0, &out) == -EPROTO);
+	bad = m; bad.version = 99;
+	CHECK(shunt_accept_msg_check(&bad, sizeof bad, 3, 0, &out) == -EPROTO);
+	bad = m; bad.ring_size = 65537;
+	CHECK(shunt_accept_msg_check(&bad, sizeof bad, 3, 0, &out) == -EPROTO);
+	bad = m; bad.ring_size = 1024;
+	CHECK(shunt_accept_msg_check(&bad, sizeof bad, 3, 0, &out) == -EPROTO);
+	bad = m; bad.slot = SHUNT_REG_SLOTS;
+	CHECK(shunt_accept_msg_check(&bad, sizeof bad, 3, 0, &out) == -EPROTO);
+}
+
+static void seg_hdr(void)
+{
+	struct shunt_seg_hdr h;
+	size_t full = SHUNT_SEG_HDR_SIZE + 2 * 65536;
+
+	shunt_seg_hdr_init(&h, 65536, 7);
+	CHECK(shunt_seg_hdr_check(&h, 7, full) == 0);
+	CHECK(shunt_seg_hdr_check(&h, 8, full) == -EPROTO);      /* someone else's */
+	CHECK(shunt_seg_hdr_check(&h, 7, full - 1) == -EPROTO);  /* would SIGBUS */
+	h.ring_size = 3 << 12;
+	CHECK(shunt_seg_hdr_check(&h, 7, full) == -EPROTO);
+}
+
+static void config(void)
+{
+	struct shunt_config c;
+	const char *bad = NULL;
+	char *good[] = { "SHUNT_RING_KB=100", "SHUNT_SPIN_US=-1", "SHUNT_PORTS=80,6379",
+			 "SHUNT_ACCEPT_WAIT_MS=5", "SHUNT_DIR=/tmp/x", NULL };
+	char *badenv[] = { "SHUNT_RING_KB=abc", "SHUNT_SPIN_US=99999999999", "SHUNT_PORTS=1,,0",
+			   "SHUNT_DIR=relative", NULL };
+
+	CHECK(shunt_config_parse(&c, good, &bad) == 0);
+	CHECK(c.ring_size == 128 * 1024 && c.spin_ns == -1 && c.nports == 2 && c.accept_wait_ms == 5);
+	CHECK(!strcmp(c.dir, "/tmp/x"));
+	CHECK(shunt_config_port_allowed(&c, 6379) && !shunt_config_port_allowed(&c, 22));
+	CHECK(shunt_config_parse(&c, badenv, &bad) == -EINVAL && bad);
+	CHECK(c.ring_size == 256 * 1024 && c.spin_ns == 20000 && c.nports == 0);
+	CHECK(c.dir[0] == '/' && strcmp(c.dir, "relative"));
+	CHECK(shunt_config_port_allowed(&c, 22));
+}
+
+int main(void)
+{
+	accept_msg();
+	seg_hdr();
+	config();
+	printf("wire: ok\n");
+	return 0;
+}
