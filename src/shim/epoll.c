@@ -156,8 +156,19 @@ static int reg_add(struct epset *ep, int fd, struct sk *s, struct epoll_event *e
 	struct epreg *r;
 	int err;
 
-	if (fd < ep->cap && ep->regs[fd])
+	r = fd < ep->cap ? ep->regs[fd] : NULL;
+	if (r && r->present)
 		return -EEXIST;
+	if (r && r->s == s) { /* re-added after a DEL: reuse the kernel side */
+		r->present = 1;
+		r->events = ev->events;
+		r->data = ev->data;
+		r->active = 1;
+		enqueue(ep, r);
+		return 0;
+	}
+	if (r)
+		reg_drop(ep, fd); /* another socket now has this number */
 	if ((err = ensure_cap(ep, fd)))
 		return err;
 	r = calloc(1, sizeof *r);
@@ -172,6 +183,7 @@ static int reg_add(struct epset *ep, int fd, struct sk *s, struct epoll_event *e
 	r->tcp_on = !(s->conn->peer_eof || s->conn->peer_err) &&
 		    !real.epoll_ctl(ep->epfd, EPOLL_CTL_ADD, s->conn->tcp_fd, &in);
 	r->fd = fd;
+	r->present = 1;
 	r->s = sk_ref(s);
 	r->events = ev->events;
 	r->data = ev->data;
@@ -204,7 +216,7 @@ int ep_ctl(struct sk *eps, int epfd, int op, int fd, struct epoll_event *ev)
 		err = reg_add(ep, fd, s, ev);
 		break;
 	case EPOLL_CTL_MOD:
-		if (!r) {
+		if (!r || !r->present) {
 			err = -ENOENT;
 			break;
 		}
@@ -214,10 +226,14 @@ int ep_ctl(struct sk *eps, int epfd, int op, int fd, struct epoll_event *ev)
 		enqueue(ep, r);
 		break;
 	case EPOLL_CTL_DEL:
-		if (!r)
+		if (!r || !r->present) {
 			err = -ENOENT;
-		else
-			reg_drop(ep, fd);
+			break;
+		}
+		r->present = 0;
+		r->active = 0;
+		if (r->queued)
+			unqueue(ep, r);
 		break;
 	default:
 		err = -EINVAL;

@@ -7,6 +7,9 @@
 
 struct epreg {
 	int fd;
+	int present;           /* the application's registration exists; after
+				* EPOLL_CTL_DEL our kernel registrations stay
+				* (event loops delete and re-add per request) */
 	uint32_t events;       /* what the application asked for */
 	epoll_data_t data;     /* what the application gets back */
 	int active;            /* 0 after an EPOLLONESHOT report */
