@@ -36,13 +36,12 @@ tests: all $(UNIT) $(BEHAVE)
 test: tests
 	BUILD=$(BUILD) tests/run.sh
 
-test-integration: all
-	BUILD=$(BUILD) tests/integration/programs.sh
-
-check: test test-integration
 
 bench: all
 	$(BUILD)/shunt bench
+
+demo: all
+	scripts/demo.sh
 
 # Sanitizer build of the library and tests (ASan+UBSan); run with `make asan-test`.
 asan:
@@ -56,4 +55,4 @@ fuzz:
 clean:
 	rm -rf build build-asan build-fuzz
 
-.PHONY: all tests test test-integration check bench asan asan-test fuzz clean
+.PHONY: all tests test test-integration check bench demo asan asan-test fuzz clean

@@ -7,6 +7,13 @@ set -u
 BUILD=${BUILD:-build}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 LIB="$ROOT/$BUILD/libshunt.so"
+if [ -n "${SHUNT_ASAN:-}" ]; then
+	# An instrumented preload library needs the ASan runtime loaded first.
+	LIB="$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so):$LIB"
+	export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1}
+	export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+	SKIP_INTEGRATION=1
+fi
 TIMEOUT=${TEST_TIMEOUT:-120}
 pass=0 fail=0 skip=0 failed=()
 export SHUNT_DIR=${SHUNT_DIR:-$(mktemp -d /tmp/shunt-test.XXXXXX)}

@@ -209,7 +209,11 @@ static int signals_restart(void)
 	struct sigaction sa;
 
 	for (int sig = 1; sig < NSIG; sig++) {
-		if (sig == SIGKILL || sig == SIGSTOP || sigaction(sig, NULL, &sa))
+		/* Faults are synchronous: they never interrupt a sleep (and
+		 * sanitizers install handlers for them without SA_RESTART). */
+		if (sig == SIGKILL || sig == SIGSTOP || sig == SIGSEGV || sig == SIGBUS ||
+		    sig == SIGILL || sig == SIGFPE || sig == SIGTRAP || sig == SIGSYS ||
+		    sigaction(sig, NULL, &sa))
 			continue;
 		if (sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN &&
 		    !(sa.sa_flags & SA_RESTART))

@@ -19,6 +19,25 @@ struct shunt_config shunt_cfg;
 int shunt_active;
 static uint64_t netns_ino;
 static uint64_t proc_id;
+static mode_t file_mode = 0600;
+
+/* SHUNT_DIR is the trust domain: files we create there are as open as the
+ * directory itself (0600 in a private one, 0660 if it is group-writable,
+ * 0666 if world-writable), so several users share acceleration exactly when
+ * an operator made a directory they can all write. */
+mode_t shunt_file_mode(void)
+{
+	return file_mode;
+}
+
+static void read_dir_mode(void)
+{
+	struct stat st;
+
+	if (stat(shunt_cfg.dir, &st))
+		return;
+	file_mode = (st.st_mode & S_IWOTH) ? 0666 : (st.st_mode & S_IWGRP) ? 0660 : 0600;
+}
 
 /* Names this process's files in SHUNT_DIR (s<id> stats, c<id> socket). */
 uint64_t shunt_proc_id(void)
@@ -106,6 +125,7 @@ __attribute__((constructor)) static void shunt_init(void)
 		errno = e;
 		return;
 	}
+	read_dir_mode();
 	pthread_atfork(NULL, NULL, atfork_child);
 	shunt_active = 1;
 	stats_init();

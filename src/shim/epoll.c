@@ -150,6 +150,12 @@ static int ensure_cap(struct epset *ep, int fd)
 	return 0;
 }
 
+static void reset_edges(struct epreg *r)
+{
+	r->seen_prod = r->seen_cons = UINT64_MAX;
+	r->seen_ev = 0;
+}
+
 static int reg_add(struct epset *ep, int fd, struct sk *s, struct epoll_event *ev)
 {
 	struct epoll_event in = { .events = EPOLLIN | EPOLLET, .data.u64 = token(fd, 0) };
@@ -160,6 +166,7 @@ static int reg_add(struct epset *ep, int fd, struct sk *s, struct epoll_event *e
 	if (r && r->present)
 		return -EEXIST;
 	if (r && r->s == s) { /* re-added after a DEL: reuse the kernel side */
+		reset_edges(r);
 		r->present = 1;
 		r->events = ev->events;
 		r->data = ev->data;
@@ -182,6 +189,7 @@ static int reg_add(struct epset *ep, int fd, struct sk *s, struct epoll_event *e
 	in = (struct epoll_event){ .events = EPOLLIN | EPOLLRDHUP | EPOLLET, .data.u64 = token(fd, 1) };
 	r->tcp_on = !(s->conn->peer_eof || s->conn->peer_err) &&
 		    !real.epoll_ctl(ep->epfd, EPOLL_CTL_ADD, s->conn->tcp_fd, &in);
+	reset_edges(r);
 	r->fd = fd;
 	r->present = 1;
 	r->s = sk_ref(s);
@@ -223,6 +231,7 @@ int ep_ctl(struct sk *eps, int epfd, int op, int fd, struct epoll_event *ev)
 		r->events = ev->events;
 		r->data = ev->data;
 		r->active = 1;
+		reset_edges(r);
 		enqueue(ep, r);
 		break;
 	case EPOLL_CTL_DEL:
@@ -265,6 +274,22 @@ static uint32_t ready_events(struct epreg *r)
 	return poll_to_epoll(conn_events(r->s->conn)) & (r->events | EPOLLERR | EPOLLHUP);
 }
 
+/* An edge: bytes arrived, space freed or the state changed since the last
+ * report.  Without this a wake-up that lost the race with our own check
+ * would report the same bytes twice. */
+static int is_new_edge(struct epreg *r, uint32_t ev)
+{
+	struct conn *c = r->s->conn;
+	uint64_t p = __atomic_load_n(&c->rx.ctl->prod, __ATOMIC_ACQUIRE);
+	uint64_t k = __atomic_load_n(&c->tx.ctl->cons, __ATOMIC_ACQUIRE);
+	int fresh = p != r->seen_prod || k != r->seen_cons || ev != r->seen_ev;
+
+	r->seen_prod = p;
+	r->seen_cons = k;
+	r->seen_ev = ev;
+	return fresh;
+}
+
 /* Evaluate one registration; fill *out and return 1 if it is to be reported.
  * Whatever is not ready is armed, so the peer signals when it becomes so. */
 static int eval_reg(struct epset *ep, struct epreg *r, struct epoll_event *out)
@@ -279,6 +304,10 @@ static int eval_reg(struct epset *ep, struct epreg *r, struct epoll_event *out)
 		ev = ready_events(r); /* it may have come while arming */
 		if (!ev)
 			return 0;
+	}
+	if ((r->events & EPOLLET) && !is_new_edge(r, ev)) {
+		conn_arm(r->s->conn, interest(r->events));
+		return 0;
 	}
 	r->round = ep->round;
 	if (r->events & EPOLLONESHOT)

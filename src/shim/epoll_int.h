@@ -16,6 +16,10 @@ struct epreg {
 	int queued;            /* on the set's check list */
 	uint64_t round;        /* reported once per epoll_wait */
 	int tcp_on;            /* TCP socket still registered (for FIN/RST) */
+	/* Edge-triggered: what the last report saw, so a late wake-up for
+	 * bytes already reported is not reported twice. */
+	uint64_t seen_prod, seen_cons;
+	unsigned seen_ev;
 	struct sk *s;
 	struct epreg *next_check;
 };

@@ -146,6 +146,7 @@ static int reg_create(const char *path, uint16_t port)
 	fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
+	fchmod(fd, shunt_file_mode()); /* not subject to the umask */
 	if (ftruncate(fd, sizeof *r)) {
 		err = -errno;
 		goto out;
@@ -339,6 +340,7 @@ static int csock_get(uint64_t *id)
 		real.close(fd);
 		goto out;
 	}
+	chmod(sun.sun_path, shunt_file_mode());
 	csock = fd_hide(fd);
 	csock_pid = getpid();
 out:

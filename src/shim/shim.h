@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/epoll.h>
+#include <sys/types.h>
 #include <sys/select.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -64,6 +65,7 @@ uint64_t shunt_now_ns(void);
 uint64_t shunt_random64(void);
 uint64_t shunt_netns_ino(void);
 uint64_t shunt_proc_id(void);
+mode_t shunt_file_mode(void);
 
 /* fdtab.c */
 struct sk *fdtab_get(int fd);          /* takes a reference, or NULL */

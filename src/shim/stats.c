@@ -14,6 +14,7 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "shim.h"
 #include "real.h"
@@ -33,6 +34,7 @@ int stats_init(void)
 	fd = open(sf_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -1;
+	fchmod(fd, shunt_file_mode() & 0644); /* readable by whoever shares the directory */
 	if (ftruncate(fd, sizeof *m) || flock(fd, LOCK_SH))
 		goto fail;
 	m = mmap(NULL, sizeof *m, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -52,6 +54,28 @@ fail:
 	return -1;
 }
 
+static int mine(const struct shunt_stat_rec *r)
+{
+	return sf && r >= sf->rec && r < sf->rec + SHUNT_STATS_RECS;
+}
+
+/* The child holds the inherited sockets too: list them under its own pid
+ * (a socket shared by two processes shows once for each, as in ss -p). */
+static void adopt_inherited(int fd, struct sk *s, void *arg)
+{
+	struct shunt_stat_rec *old = s->stat, *r;
+
+	(void)arg;
+	if (!old || mine(old))
+		return;
+	r = stats_alloc(fd, s);
+	if (r) {
+		r->tx = old->tx;
+		r->rx = old->rx;
+	}
+	s->stat = r;
+}
+
 void stats_atfork_child(void)
 {
 	/* The parent's file stays mapped (inherited sockets still count into
@@ -64,6 +88,7 @@ void stats_atfork_child(void)
 	sf_fd = -1;
 	pthread_mutex_init(&sf_lock, NULL);
 	stats_init();
+	fdtab_each(adopt_inherited, NULL);
 }
 
 static void fill(struct shunt_stat_rec *r, int fd, struct sk *s)
@@ -111,7 +136,7 @@ void stats_update(struct sk *s, int fd)
 void stats_free(struct shunt_stat_rec *r)
 {
 	/* A record of the parent's file (inherited by fork) is not ours. */
-	if (!sf || r < sf->rec || r >= sf->rec + SHUNT_STATS_RECS)
+	if (!mine(r))
 		return;
 	__atomic_store_n(&r->used, 0, __ATOMIC_RELEASE);
 }

@@ -76,7 +76,7 @@ static void print_rec(struct opts *o, const struct shunt_stats_file *f, const st
 		printf("%-7u %-15s %-5d %-7s %-6s %-24s %-24s %12llu %12llu  %s\n", f->pid, comm,
 		       r->fd, r->mode == SHUNT_M_LISTEN ? "listen" : r->is_client ? "client" : "server",
 		       shunt_mode_str(r->mode), local, peer, (unsigned long long)r->tx,
-		       (unsigned long long)r->rx, r->mode == SHUNT_M_SHM ? "-" : shunt_reason_str(r->reason));
+		       (unsigned long long)r->rx, r->mode != SHUNT_M_TCP ? "-" : shunt_reason_str(r->reason));
 	}
 	o->first = 0;
 }

@@ -1,0 +1,71 @@
+# tests/integration/lib.sh - shared helpers for the real-program tests.
+# Each test runs unmodified Debian programs with shunt on both sides and on
+# one side only, checks the data, and checks from shunt's own decision log
+# (SHUNT_LOG=1) that connections were accelerated - or plain, with the
+# reason peer-not-shunt, when one side runs without shunt.
+set -u
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BUILD=${BUILD:-build}
+SHUNT="$ROOT/$BUILD/shunt"
+export SHUNT_DIR; SHUNT_DIR=$(mktemp -d /tmp/shunt-integ.XXXXXX)
+WORK=$(mktemp -d /tmp/shunt-work.XXXXXX)
+PIDS=()
+
+cleanup() {
+	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
+	[ -z "${KEEP:-}" ] || { echo "kept $WORK"; return; }
+	rm -rf "$WORK" "$SHUNT_DIR"
+}
+trap cleanup EXIT
+
+die() { echo "FAIL: $*" >&2; exit 1; }
+need() { command -v "$1" >/dev/null 2>&1 || { echo "skip: $1 is not installed"; exit 77; }; }
+
+free_port() {
+	local p
+	for _ in $(seq 50); do
+		p=$((20000 + RANDOM % 12000)) # below the ephemeral range
+		ss -Htln "sport = :$p" | grep -q . || { echo "$p"; return; }
+	done
+	die "no free port"
+}
+
+wait_port() { # port
+	for _ in $(seq 100); do
+		ss -Htln "sport = :$1" | grep -q . && return 0
+		sleep 0.05
+	done
+	die "nothing listens on port $1"
+}
+
+# bg LOG CMD... : start in the background, remember the pid.
+bg() {
+	local log=$1; shift
+	"$@" >"$log" 2>&1 &
+	PIDS+=($!)
+}
+
+shunted() { SHUNT_LOG=1 "$SHUNT" run -- "$@"; }
+
+count() { grep -c -- "$1" "$2" 2>/dev/null || true; }
+
+# expect_accel LOG MIN: at least MIN accelerated accepts/connects, no plain ones.
+expect_accel() {
+	local n plain
+	n=$(count ': shm' "$1"); n2=$(count 'accelerated (shm)' "$1"); n=$((n + n2))
+	plain=$(grep -E '(accept|connect) fd [0-9]+: tcp' "$1" | head -3)
+	[ "$n" -ge "$2" ] || die "$1: $n accelerated connections, expected >= $2"
+	[ -z "$plain" ] || die "$1: plain connections where shm was expected: $plain"
+	echo "  $(basename "$1"): $n accelerated"
+}
+
+# expect_plain LOG: connections seen, all plain because the peer is not shunt.
+expect_plain() {
+	local n shm
+	n=$(count 'tcp, peer-not-shunt' "$1")
+	shm=$(count 'shm' "$1")
+	[ "$n" -ge 1 ] || die "$1: no plain (peer-not-shunt) decision logged"
+	[ "$shm" -eq 0 ] || die "$1: $shm accelerated connections with a plain peer"
+	echo "  $(basename "$1"): $n plain (peer-not-shunt)"
+}

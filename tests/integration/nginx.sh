@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Description: nginx (master + 2 workers, epoll, sendfile) serving files to
+# curl and wrk, unmodified: bodies are byte-identical and connections are
+# accelerated with shunt on both sides, plain with shunt on one side.
+. "$(dirname "$0")/lib.sh"
+need nginx; need curl
+
+P=$(free_port)
+# nginx's workers drop to www-data: share a world-writable rendezvous
+# directory (the trust domain, docs/configuration.md) and readable files.
+export SHUNT_DIR="$WORK/shared"
+mkdir -p "$WORK/www" "$WORK/tmp" "$SHUNT_DIR"
+chmod 1777 "$SHUNT_DIR"
+chmod 755 "$WORK"
+head -c 3000000 /dev/urandom > "$WORK/www/big.bin"
+echo hello > "$WORK/www/index.html"
+sum=$(sha256sum < "$WORK/www/big.bin")
+cat > "$WORK/nginx.conf" <<CONF
+daemon off;
+master_process on;
+worker_processes 2;
+pid $WORK/nginx.pid;
+error_log $WORK/error.log;
+events { worker_connections 256; }
+http {
+	access_log off;
+	sendfile on;
+	client_body_temp_path $WORK/tmp; proxy_temp_path $WORK/tmp; fastcgi_temp_path $WORK/tmp;
+	uwsgi_temp_path $WORK/tmp; scgi_temp_path $WORK/tmp;
+	server { listen 127.0.0.1:$P; root $WORK/www; }
+}
+CONF
+bg "$WORK/srv.log" env SHUNT_LOG=1 "$SHUNT" run -- nginx -c "$WORK/nginx.conf" -p "$WORK"
+wait_port "$P"
+
+for i in $(seq 10); do
+	got=$(shunted curl -s "http://127.0.0.1:$P/big.bin" 2>>"$WORK/cli.log" | sha256sum)
+	[ "$got" = "$sum" ] || die "curl under shunt: body differs (round $i)"
+done
+if command -v wrk >/dev/null; then
+	shunted wrk -t1 -c10 -d2 "http://127.0.0.1:$P/index.html" >"$WORK/wrk.txt" 2>>"$WORK/cli.log"
+	grep -q 'Requests/sec' "$WORK/wrk.txt" || die "wrk failed: $(cat "$WORK/wrk.txt")"
+	! grep -q 'Non-2xx' "$WORK/wrk.txt" || die "wrk saw errors"
+fi
+# nginx points its stderr at error_log: shunt's decisions land there.
+expect_accel "$WORK/error.log" 10
+expect_accel "$WORK/cli.log" 10
+
+got=$(curl -s "http://127.0.0.1:$P/big.bin" | sha256sum)
+[ "$got" = "$sum" ] || die "plain curl: body differs"
+grep 'accept fd' "$WORK/error.log" | tail -n 1 > "$WORK/srv-plain.log"
+expect_plain "$WORK/srv-plain.log"
+echo "nginx: ok"
