@@ -45,7 +45,7 @@
 #include "real.h"
 #include "../common/msg.h"
 
-#define SERVER_CONNECTING_WAIT_NS 2000000ull   /* server waits for CONNECTING slots */
+#define SERVER_CONNECTING_WAIT_NS 20000000ull  /* server waits for CONNECTING slots to its address */
 #define CONNECTING_FRESH_NS 50000000ull        /* older CONNECTING slots are ignored */
 #define STALE_SLOT_NS 30000000000ull           /* abandoned by a dead process: reaped */
 #define CONFIRM_WAIT_NS 1000000000ull          /* server waits for the client's attach */
@@ -439,7 +439,8 @@ static void slot_reap_if_stale(struct shunt_slot *sl, uint64_t now)
 					    __ATOMIC_RELAXED);
 }
 
-static struct shunt_slot *slot_reserve(struct portreg *p, uint64_t sock_id, uint64_t *nonce)
+static struct shunt_slot *slot_reserve(struct portreg *p, uint64_t sock_id, uint64_t *nonce,
+				       const struct shunt_addr *dst)
 {
 	unsigned start = (unsigned)(shunt_random64() % SHUNT_REG_SLOTS);
 	uint64_t now = shunt_now_ns();
@@ -457,6 +458,10 @@ static struct shunt_slot *slot_reserve(struct portreg *p, uint64_t sock_id, uint
 		sl->nonce = *nonce;
 		sl->sock_id = sock_id;
 		sl->netns = shunt_netns_ino();
+		/* The destination is known before the SYN; the client's own
+		 * address and port only once connect() returns. */
+		memset(&sl->tuple.client, 0, sizeof sl->tuple.client);
+		sl->tuple.server = *dst;
 		return sl;
 	}
 	return NULL;
@@ -576,7 +581,7 @@ int rdv_connect(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len
 	if (!p || !reg_live(p) || !reg_may_match(p, &dst))
 		return sys(real.connect(fd, addr, len));
 	s->reason = SHUNT_R_RESOURCE;
-	if (csock_get(&sock_id) || !(sl = slot_reserve(p, sock_id, &nonce)))
+	if (csock_get(&sock_id) || !(sl = slot_reserve(p, sock_id, &nonce, &dst)))
 		return sys(real.connect(fd, addr, len));
 
 	ret = sys(real.connect(fd, addr, len));
@@ -661,7 +666,12 @@ static struct shunt_slot *find_offer(struct portreg *p, const struct shunt_tuple
 	for (unsigned i = 0; i < SHUNT_REG_SLOTS; i++) {
 		struct shunt_slot *sl = &p->r->slots[i];
 		uint32_t st = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE);
-		if (st == SLOT_CONNECTING && now - sl->stamp_ns < CONNECTING_FRESH_NS)
+		/* A client between reserving and publishing, dialling this very
+		 * address: it may be the one we accepted (a plain client never
+		 * reserves, so it never waits for this). */
+		if (st == SLOT_CONNECTING && now - sl->stamp_ns < CONNECTING_FRESH_NS &&
+		    sl->tuple.server.port == t->server.port &&
+		    !memcmp(sl->tuple.server.ip, t->server.ip, 16))
 			*busy = 1;
 		if (st == SLOT_OFFERED && tuple_eq(&sl->tuple, t)) {
 			*idx = i;
