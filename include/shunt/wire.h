@@ -105,7 +105,26 @@ struct shunt_registry {
 	struct shunt_slot slots[SHUNT_REG_SLOTS];
 };
 
-/* ---- 2. the segment: header, then ring 0 (client->server), ring 1 ---- */
+/* ---- 2. the arena and its segments ----
+ * The first connection between two processes creates an arena (a memfd of
+ * SHUNT_ARENA_SLOTS segments) that both map once; later connections between
+ * them take a free segment of it: no new mapping, no page faults, no memfd.
+ * This is SMC's link group and buffer pool, for shared memory. */
+#define SHUNT_ARENA_MAGIC 0x53484152u /* "SHAR" */
+#define SHUNT_ARENA_SLOTS 32
+#define SHUNT_ARENA_HDR_SIZE 4096u
+struct shunt_arena_hdr {
+	uint32_t magic;
+	uint32_t version;
+	uint64_t id;            /* random, names the arena in accept messages */
+	uint64_t proc[2];       /* [0] client, [1] server: process ids of SHUNT_DIR (s<id>) */
+	uint32_t nslots;        /* SHUNT_ARENA_SLOTS */
+	uint32_t ring_size;     /* bytes per direction in every segment */
+	uint8_t pad[24];
+};
+_Static_assert(sizeof(struct shunt_arena_hdr) == 64, "arena header layout");
+
+/* ---- segment: header, then ring 0 (client->server), ring 1 ---- */
 #define SHUNT_SEG_MAGIC 0x53485347u /* "SHSG" */
 #define SHUNT_CACHELINE 64
 
@@ -134,23 +153,30 @@ struct shunt_seg_hdr {
 	uint32_t hdr_size;           /* offset of ring 0's data */
 	uint64_t nonce;              /* equals the offer's nonce */
 	_Atomic uint32_t confirm;    /* 0 pending, 1 client attached, 2 declined (CAS once) */
-	uint8_t pad[36];
+	_Atomic uint32_t in_use;     /* arena slot: 1 from allocation until both owners are 0 */
+	_Atomic uint32_t owner[2];   /* processes holding the connection: [0] client, [1] server */
+	uint8_t pad[24];
 	struct shunt_ring_ctl ring[2];
 };
 _Static_assert(sizeof(struct shunt_seg_hdr) == 320, "segment header layout");
 #define SHUNT_SEG_HDR_SIZE 4096u /* data starts page aligned */
 
-/* ---- 3. the accept message (server -> client, with 3 fds) ---- */
+/* ---- 3. the accept message (server -> client, with 0 to 3 fds) ---- */
 #define SHUNT_MSG_MAGIC 0x53484d41u /* "SHMA" */
+#define SHUNT_MSG_F_ARENA 1u /* an arena memfd is attached (first fd): a new arena */
+#define SHUNT_MSG_F_EFDS 2u  /* the segment's two eventfds are attached (client's, server's) */
 struct shunt_accept_msg {
 	uint32_t magic;
 	uint16_t version;
-	uint16_t nfds;       /* must be 3: segment memfd, client efd, server efd */
-	uint64_t nonce;      /* the offer it answers */
-	uint32_t ring_size;  /* must match the segment header */
+	uint16_t nfds;       /* descriptors attached, as the flags say */
+	uint64_t nonce;      /* the offer it answers; also in the segment header */
+	uint32_t ring_size;  /* must match the arena */
 	uint32_t slot;       /* index of the offer slot */
+	uint64_t arena;      /* arena id */
+	uint32_t seg;        /* segment index in the arena */
+	uint32_t flags;      /* SHUNT_MSG_F_* */
 };
-_Static_assert(sizeof(struct shunt_accept_msg) == 24, "accept message layout");
+_Static_assert(sizeof(struct shunt_accept_msg) == 40, "accept message layout");
 
 /* ---- 4. per-process stats, read by `shunt ss` ---- */
 #define SHUNT_STATS_MAGIC 0x53485354u /* "SHST" */

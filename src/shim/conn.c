@@ -24,6 +24,7 @@
 #include "shim.h"
 #include "real.h"
 #include "../common/msg.h"
+#include "arena.h"
 
 #define PROBE_INTERVAL_NS 100000000ull /* writer blocked on a gone peer: probe */
 #define REFRESH_INTERVAL_NS 1000000ull /* non-blocking reader: look for FIN */
@@ -78,39 +79,26 @@ void conn_arm(struct conn *c, unsigned want)
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 }
 
-/* Map a segment and take ownership of the four descriptors (on success
- * only).  nonce, when given, must match the header's. */
-int conn_attach(struct conn **out, int memfd, int efd_mine, int efd_peer, int side, int tcp_fd,
-		const uint64_t *nonce)
+/* Attach to segment `seg` of arena `a`; take ownership of the three
+ * descriptors (on success only).  nonce, when given, must match. */
+int conn_attach(struct conn **out, struct arena *a, unsigned seg, int efd_mine, int efd_peer,
+		int side, int tcp_fd, const uint64_t *nonce)
 {
 	struct shunt_seg_hdr *h;
 	struct conn *c;
-	struct stat st;
-	size_t len;
-	uint32_t rs;
+	uint32_t rs = a->ring_size;
 
-	if (fstat(memfd, &st))
-		return -errno;
-	len = (size_t)st.st_size;
-	if (len < SHUNT_SEG_HDR_SIZE + 2 * 4096 || len > SHUNT_SEG_HDR_SIZE + (2ull << 30))
+	if (seg >= SHUNT_ARENA_SLOTS)
 		return -EPROTO;
-	h = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
-	if (h == MAP_FAILED)
-		return -errno;
-	rs = h->ring_size;
-	if (shunt_seg_hdr_check(h, nonce ? *nonce : h->nonce, len) ||
-	    len != SHUNT_SEG_HDR_SIZE + 2 * (size_t)rs) {
-		munmap(h, len);
+	h = arena_seg(a, seg);
+	if (shunt_seg_hdr_check(h, nonce ? *nonce : h->nonce, rs))
 		return -EPROTO;
-	}
 	c = calloc(1, sizeof *c);
-	if (!c) {
-		munmap(h, len);
+	if (!c)
 		return -ENOMEM;
-	}
 	c->seg = h;
-	c->seg_len = len;
-	c->memfd = fd_hide(memfd);
+	c->arena = a;
+	c->segno = seg;
 	c->efd_mine = fd_hide(efd_mine);
 	c->efd_peer = fd_hide(efd_peer);
 	c->side = side;
@@ -123,10 +111,18 @@ int conn_attach(struct conn **out, int memfd, int efd_mine, int efd_peer, int si
 	return 0;
 }
 
+/* The arena keeps the memory; the segment returns to its pool when both
+ * sides have let go. */
 void conn_free(struct conn *c)
 {
-	munmap(c->seg, c->seg_len);
-	fd_close_internal(c->memfd);
+	arena_drop_owner(c->arena, c->segno, c->side);
+	conn_discard(c);
+}
+
+/* Free our state without dropping an owner (someone dropped it for us). */
+void conn_discard(struct conn *c)
+{
+	arena_put(c->arena);
 	fd_close_internal(c->efd_mine);
 	fd_close_internal(c->efd_peer);
 	fd_close_internal(c->tcp_fd);

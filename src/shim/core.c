@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include "shim.h"
 #include "real.h"
+#include "arena.h"
 
 extern char **environ;
 struct shunt_config shunt_cfg;
@@ -93,8 +94,23 @@ static void read_netns(void)
 	netns_ino = stat("/proc/self/ns/net", &st) ? 0 : (uint64_t)st.st_ino;
 }
 
+/* The child holds every inherited connection too: one more owner each. */
+static void hold_inherited(int fd, struct sk *s, void *gen)
+{
+	struct conn *c = s->conn;
+
+	(void)fd;
+	if (s->kind != SK_SHM || !c || c->fork_gen == *(uint64_t *)gen)
+		return;
+	c->fork_gen = *(uint64_t *)gen;
+	arena_hold_more(c->arena, c->segno, c->side);
+}
+
 static void atfork_child(void)
 {
+	uint64_t gen = shunt_random64() | 1;
+
+	fdtab_each(hold_inherited, &gen);
 	read_netns();
 	proc_id = shunt_random64();
 	rdv_atfork_child();

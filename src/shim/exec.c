@@ -22,6 +22,7 @@
 #include <unistd.h>
 #include "shim.h"
 #include "real.h"
+#include "arena.h"
 
 #define EXPORT __attribute__((visibility("default")))
 #define R(name) (real.name ? real.name : (real_init(), real.name))
@@ -55,8 +56,8 @@ static void collect(int fd, struct sk *s, void *arg)
 	f = R(fcntl)(fd, F_GETFD);
 	if (f < 0 || (f & FD_CLOEXEC))
 		return;
-	n = snprintf(item, sizeof item, "%d,%d,%d,%d,%d;", fd, c->memfd, c->efd_mine, c->efd_peer,
-		     c->side);
+	n = snprintf(item, sizeof item, "%d,%d,%llx,%u,%d,%d,%d;", fd, c->arena->memfd,
+		     (unsigned long long)c->arena->id, c->segno, c->side, c->efd_mine, c->efd_peer);
 	if (h->len + (size_t)n + 1 > h->cap) {
 		size_t cap = h->cap ? h->cap * 2 : 256;
 		char *b = realloc(h->buf, cap);
@@ -68,7 +69,7 @@ static void collect(int fd, struct sk *s, void *arg)
 	memcpy(h->buf + h->len, item, (size_t)n + 1);
 	h->len += (size_t)n;
 	h->count++;
-	h->fds[h->nfds++] = c->memfd;
+	h->fds[h->nfds++] = c->arena->memfd;
 	h->fds[h->nfds++] = c->efd_mine;
 	h->fds[h->nfds++] = c->efd_peer;
 }
@@ -243,20 +244,23 @@ EXPORT int execle(const char *path, const char *arg, ...)
 
 /* ---- in the new image ---- */
 
-static int adopt(int fd, int memfd, int mine, int peer, int side)
+static int adopt(int fd, int memfd, uint64_t id, unsigned seg, int side, int mine, int peer)
 {
+	struct arena *a;
 	struct conn *c;
 	struct sk *s;
 	int dupfd;
 
+	/* Several sockets may share the arena: the first adopts its memfd. */
+	if (arena_adopt(id, R(fcntl)(memfd, F_DUPFD_CLOEXEC, 0), side, &a))
+		return -EPROTO;
 	dupfd = R(fcntl)(fd, F_DUPFD_CLOEXEC, 0);
-	if (dupfd < 0)
-		return -errno;
-	if (conn_attach(&c, memfd, mine, peer, side, dupfd, NULL)) {
-		real.close(dupfd);
+	if (dupfd < 0 || conn_attach(&c, a, seg, mine, peer, side, dupfd, NULL)) {
+		if (dupfd >= 0)
+			real.close(dupfd);
+		arena_put(a);
 		return -EPROTO;
 	}
-	set_cloexec(c->memfd, 1);
 	set_cloexec(c->efd_mine, 1);
 	set_cloexec(c->efd_peer, 1);
 	s = sk_new(SK_SHM, AF_INET);
@@ -280,12 +284,28 @@ void exec_inherit(void)
 
 	if (!v || !(copy = strdup(v)))
 		return;
+	int memfds[256], nmem = 0;
+
 	for (item = strtok_r(copy, ";", &save); item; item = strtok_r(NULL, ";", &save)) {
 		int fd, memfd, mine, peer, side;
-		if (sscanf(item, "%d,%d,%d,%d,%d", &fd, &memfd, &mine, &peer, &side) != 5 ||
-		    fd < 0 || memfd < 0 || mine < 0 || peer < 0 || (side != 0 && side != 1) ||
-		    adopt(fd, memfd, mine, peer, side))
+		unsigned long long id;
+		unsigned seg;
+		if (sscanf(item, "%d,%d,%llx,%u,%d,%d,%d", &fd, &memfd, &id, &seg, &side, &mine,
+			   &peer) != 7 || fd < 0 || memfd < 0 || mine < 0 || peer < 0 ||
+		    (side != 0 && side != 1) || adopt(fd, memfd, id, seg, side, mine, peer)) {
 			shunt_log("SHUNT_INHERIT entry '%s' rejected", item);
+			continue;
+		}
+		if (nmem < 256)
+			memfds[nmem++] = memfd;
+	}
+	/* adopt() mapped duplicates: the inherited arena descriptors go. */
+	for (int i = 0; i < nmem; i++) {
+		int dup_seen = 0;
+		for (int j = 0; j < i; j++)
+			dup_seen |= memfds[j] == memfds[i];
+		if (!dup_seen)
+			real.close(memfds[i]);
 	}
 	free(copy);
 	unsetenv("SHUNT_INHERIT");

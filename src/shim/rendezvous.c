@@ -44,6 +44,7 @@
 #include "shim.h"
 #include "real.h"
 #include "../common/msg.h"
+#include "arena.h"
 
 #define SERVER_CONNECTING_WAIT_NS 20000000ull  /* server waits for CONNECTING slots to its address */
 #define CONNECTING_FRESH_NS 50000000ull        /* older CONNECTING slots are ignored */
@@ -309,8 +310,8 @@ int rdv_listen(int fd, struct sk *s)
 /* ---- the client's per-process socket and its stash of early messages ---- */
 
 struct got_msg {
-	uint64_t nonce;
-	int fds[3];
+	struct shunt_accept_msg m;
+	int fds[3];   /* as the flags say: [arena memfd], client efd, server efd */
 };
 
 static int csock = -1;
@@ -391,22 +392,22 @@ static void csock_pump(void)
 			close_fds(fds, nfds < 3 ? nfds : 3);
 			continue;
 		}
-		stash[nstash].nonce = m.nonce;
+		stash[nstash].m = m;
 		memcpy(stash[nstash].fds, fds, sizeof fds);
 		nstash++;
 	}
 }
 
-static int stash_take(uint64_t nonce, int fds[3])
+static int stash_take(uint64_t nonce, struct got_msg *out)
 {
 	int found = 0;
 
 	pthread_mutex_lock(&csock_lock);
 	csock_pump();
 	for (int i = 0; i < nstash; i++) {
-		if (stash[i].nonce != nonce)
+		if (stash[i].m.nonce != nonce)
 			continue;
-		memcpy(fds, stash[i].fds, sizeof stash[i].fds);
+		*out = stash[i];
 		stash[i] = stash[--nstash];
 		found = 1;
 		break;
@@ -424,6 +425,7 @@ void rdv_atfork_child(void)
 	for (int i = 0; i < nstash; i++)
 		close_fds(stash[i].fds, 3);
 	nstash = 0;
+	arena_atfork_child();
 	pthread_mutex_init(&csock_lock, NULL);
 	pthread_mutex_init(&reg_lock, NULL);
 }
@@ -498,7 +500,7 @@ static int tcp_has_input(int fd)
 	return real.poll(&p, 1, 0) == 1;
 }
 
-static int client_wait_msg(struct shunt_slot *sl, uint64_t nonce, int tcp_fd, int fds[3])
+static int client_wait_msg(struct shunt_slot *sl, uint64_t nonce, int tcp_fd, struct got_msg *got)
 {
 	uint64_t start = shunt_now_ns(), wait_ns = (uint64_t)shunt_cfg.accept_wait_ms * 1000000ull;
 
@@ -508,7 +510,7 @@ static int client_wait_msg(struct shunt_slot *sl, uint64_t nonce, int tcp_fd, in
 		uint32_t st = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE);
 		uint64_t el = shunt_now_ns() - start;
 
-		if (stash_take(nonce, fds))
+		if (stash_take(nonce, got))
 			return 0;
 		if (st == SLOT_FAILED)
 			return SHUNT_R_HANDSHAKE;
@@ -523,36 +525,37 @@ static int client_wait_msg(struct shunt_slot *sl, uint64_t nonce, int tcp_fd, in
 	}
 }
 
-/* Decline a segment we received but cannot use, so the server stops waiting. */
-static void decline_segment(int memfd)
+/* Attach the segment the accept message names.  If we cannot, decline
+ * through the segment's confirm word when we can reach it (the server then
+ * falls back at once), else the server times out to TCP. */
+static int client_attach(struct sk *s, int fd, uint64_t nonce, struct got_msg *g)
 {
-	struct shunt_seg_hdr *h = mmap(NULL, SHUNT_SEG_HDR_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED,
-				       memfd, 0);
+	int has_arena = !!(g->m.flags & SHUNT_MSG_F_ARENA), *efd = g->fds + has_arena;
 	uint32_t pending = 0;
-
-	if (h == MAP_FAILED)
-		return;
-	__atomic_compare_exchange_n(&h->confirm, &pending, 2, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
-	munmap(h, SHUNT_SEG_HDR_SIZE);
-}
-
-static int client_attach(struct sk *s, int fd, uint64_t nonce, int fds[3])
-{
-	uint32_t pending = 0;
+	struct arena *a;
 	struct conn *c;
-	int dupfd = real.fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	int dupfd;
 
-	if (dupfd < 0 || conn_attach(&c, fds[0], fds[1], fds[2], 0, dupfd, &nonce)) {
-		decline_segment(fds[0]);
+	if (!(g->m.flags & SHUNT_MSG_F_EFDS) ||
+	    arena_client_get(g->m.arena, has_arena ? g->fds[0] : -1, &a)) {
+		close_fds(g->fds + has_arena, 2);
+		return SHUNT_R_HANDSHAKE;
+	}
+	dupfd = real.fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (dupfd < 0 || conn_attach(&c, a, g->m.seg, efd[0], efd[1], 0, dupfd, &nonce)) {
+		if (g->m.seg < SHUNT_ARENA_SLOTS && arena_seg(a, g->m.seg)->nonce == nonce)
+			__atomic_compare_exchange_n(&arena_seg(a, g->m.seg)->confirm, &pending, 2, 0,
+						    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
 		if (dupfd >= 0)
 			real.close(dupfd);
-		close_fds(fds, 3);
+		close_fds(efd, 2);
+		arena_put(a); /* the server drops our owner when it sees the decline */
 		return SHUNT_R_RESOURCE;
 	}
 	if (!__atomic_compare_exchange_n(&c->seg->confirm, &pending, 1, 0, __ATOMIC_ACQ_REL,
 					 __ATOMIC_ACQUIRE)) {
-		conn_free(c); /* closes fds and dupfd */
-		return SHUNT_R_HANDSHAKE; /* the server timed out first */
+		conn_discard(c); /* the server timed out first and dropped our owner */
+		return SHUNT_R_HANDSHAKE;
 	}
 	s->conn = c;
 	s->kind = SK_SHM;
@@ -568,7 +571,8 @@ int rdv_connect(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len
 	struct portreg *p;
 	struct shunt_slot *sl;
 	uint64_t nonce, sock_id;
-	int ret, reason, fds[3];
+	struct got_msg got;
+	int ret, reason;
 
 	s->is_client = 1;
 	if (shunt_addr_from_sockaddr(&dst, addr) || !shunt_active)
@@ -600,53 +604,43 @@ int rdv_connect(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len
 		return ret;
 	}
 	__atomic_store_n(&sl->state, SLOT_OFFERED, __ATOMIC_RELEASE);
-	reason = client_wait_msg(sl, nonce, fd, fds);
+	reason = client_wait_msg(sl, nonce, fd, &got);
 	slot_free(sl);
 	if (!reason)
-		reason = client_attach(s, fd, nonce, fds);
+		reason = client_attach(s, fd, nonce, &got);
 	s->reason = reason;
 	return ret;
 }
 
 /* ---- server side ---- */
 
-/* A fresh segment: the header is written with pwrite, so nothing is mapped
- * (and faulted) twice; conn_attach maps it once. */
-int segment_create(int *memfd, uint32_t ring_size, uint64_t nonce)
-{
-	size_t len = SHUNT_SEG_HDR_SIZE + 2 * (size_t)ring_size;
-	struct shunt_seg_hdr h;
-	int fd = memfd_create("shunt-seg", MFD_CLOEXEC);
-
-	if (fd < 0)
-		return -errno;
-	shunt_seg_hdr_init(&h, ring_size, nonce);
-	if (ftruncate(fd, (off_t)len) || pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h) {
-		real.close(fd);
-		return -ENOMEM;
-	}
-	*memfd = fd;
-	return 0;
-}
-
-static int send_accept(uint64_t sock_id, unsigned slot, uint64_t nonce, const int fds[3])
+static int send_accept(uint64_t sock_id, unsigned slot, uint64_t nonce, struct arena *a,
+		       unsigned seg, int new_arena, const int efds[2])
 {
 	struct shunt_accept_msg m = { .magic = SHUNT_MSG_MAGIC, .version = SHUNT_WIRE_VERSION,
-				      .nfds = 3, .nonce = nonce, .ring_size = shunt_cfg.ring_size,
-				      .slot = slot };
+				      .nonce = nonce, .ring_size = a->ring_size, .slot = slot,
+				      .arena = a->id, .seg = seg,
+				      .flags = SHUNT_MSG_F_EFDS | (new_arena ? SHUNT_MSG_F_ARENA : 0) };
 	union { char buf[CMSG_SPACE(3 * sizeof(int))]; struct cmsghdr align; } u;
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
 	struct iovec iov = { &m, sizeof m };
 	struct msghdr mh = { .msg_name = &sun, .msg_namelen = sizeof sun, .msg_iov = &iov,
-			     .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf };
-	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-	int sfd, r;
+			     .msg_iovlen = 1, .msg_control = u.buf };
+	int fds[3], n = 0, sfd, r;
+	struct cmsghdr *c;
 
-	path_of(sun.sun_path, sizeof sun.sun_path, 'c', sock_id);
+	if (new_arena)
+		fds[n++] = a->memfd;
+	fds[n++] = efds[0];
+	fds[n++] = efds[1];
+	m.nfds = (uint16_t)n;
+	mh.msg_controllen = CMSG_SPACE((size_t)n * sizeof(int));
+	c = CMSG_FIRSTHDR(&mh);
 	c->cmsg_level = SOL_SOCKET;
 	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(3 * sizeof(int));
-	memcpy(CMSG_DATA(c), fds, 3 * sizeof(int));
+	c->cmsg_len = CMSG_LEN((size_t)n * sizeof(int));
+	memcpy(CMSG_DATA(c), fds, (size_t)n * sizeof(int));
+	path_of(sun.sun_path, sizeof sun.sun_path, 'c', sock_id);
 	sfd = real.socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (sfd < 0)
 		return -errno;
@@ -727,36 +721,44 @@ static int server_wait_confirm(struct conn *c, int tcp_fd)
 static int server_build(struct sk *s, int fd, unsigned idx, struct shunt_slot *sl,
 			uint64_t nonce, uint64_t sock_id)
 {
-	int memfd = -1, efd_c = -1, efd_s = -1, dupfd = -1;
+	int efd_c = -1, efd_s = -1, dupfd = -1, new_arena;
+	struct arena *a;
+	unsigned seg;
 	struct conn *c;
 
-	if (segment_create(&memfd, shunt_cfg.ring_size, nonce))
-		goto resource;
+	if (arena_server_take(sock_id, nonce, &a, &seg, &new_arena)) {
+		slot_cas(sl, SLOT_CLAIMED, SLOT_FAILED);
+		s->reason = SHUNT_R_RESOURCE;
+		return 0;
+	}
 	efd_c = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); /* the client's wake-up */
 	efd_s = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); /* ours */
 	dupfd = real.fcntl(fd, F_DUPFD_CLOEXEC, 0);
 	if (efd_c < 0 || efd_s < 0 || dupfd < 0 ||
-	    conn_attach(&c, memfd, efd_s, efd_c, 1, dupfd, &nonce))
-		goto resource;
-	if (send_accept(sock_id, idx, nonce, (int[3]){ c->memfd, c->efd_peer, c->efd_mine })) {
+	    conn_attach(&c, a, seg, efd_s, efd_c, 1, dupfd, &nonce)) {
+		close_fds((int[3]){ efd_c, efd_s, dupfd }, 3);
+		arena_drop_owner(a, seg, 0);
+		arena_release(a, seg, 1);
+		slot_cas(sl, SLOT_CLAIMED, SLOT_FAILED);
+		s->reason = SHUNT_R_RESOURCE;
+		return 0;
+	}
+	if (send_accept(sock_id, idx, nonce, a, seg, new_arena, (int[2]){ c->efd_peer, c->efd_mine })) {
 		slot_cas(sl, SLOT_CLAIMED, SLOT_FAILED);
 		s->reason = SHUNT_R_HANDSHAKE;
+		arena_drop_owner(a, seg, 0);
 		conn_free(c);
 		return 0;
 	}
 	if (!server_wait_confirm(c, fd)) {
 		s->reason = SHUNT_R_HANDSHAKE;
+		arena_drop_owner(a, seg, 0); /* the client never took its share */
 		conn_free(c);
 		return 0;
 	}
 	s->conn = c;
 	s->kind = SK_SHM;
 	s->reason = SHUNT_R_NONE;
-	return 0;
-resource:
-	slot_cas(sl, SLOT_CLAIMED, SLOT_FAILED);
-	s->reason = SHUNT_R_RESOURCE;
-	close_fds((int[4]){ memfd, efd_c, efd_s, dupfd }, 4);
 	return 0;
 }
 

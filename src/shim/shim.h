@@ -30,11 +30,14 @@ enum sk_kind {
 	SK_EPOLL = 4,  /* an epoll instance that may hold accelerated fds */
 };
 
+struct arena;
 struct conn {
 	struct shunt_seg_hdr *seg;
-	size_t seg_len;
+	struct arena *arena;      /* owns the mapping */
+	unsigned segno;           /* index of seg in the arena */
+	uint64_t fork_gen;        /* de-duplicates dup'd fds in the fork hook */
 	struct ring tx, rx;
-	int memfd, efd_mine, efd_peer;
+	int efd_mine, efd_peer;
 	int side;                 /* 0 client, 1 server */
 	int tcp_fd;               /* one fd of the kernel socket (for probes) */
 	_Atomic int shut_wr;      /* we did shutdown(SHUT_WR) */
@@ -82,9 +85,10 @@ int fdtab_is_internal(int fd);
 void fd_close_internal(int fd);
 
 /* conn.c: the accelerated data path */
-int conn_attach(struct conn **out, int memfd, int efd_mine, int efd_peer, int side, int tcp_fd,
-		const uint64_t *nonce);
+int conn_attach(struct conn **out, struct arena *a, unsigned seg, int efd_mine, int efd_peer,
+		int side, int tcp_fd, const uint64_t *nonce);
 void conn_free(struct conn *c);
+void conn_discard(struct conn *c);
 ssize_t conn_send(struct sk *s, const struct iovec *iov, int iovcnt, int flags);
 ssize_t conn_recv(struct sk *s, const struct iovec *iov, int iovcnt, int flags);
 int conn_shutdown(struct sk *s, int how);
@@ -101,7 +105,6 @@ int rdv_connect(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len
 int rdv_accept(int listen_fd, int fd, struct sk *s);
 void rdv_atfork_child(void);
 int shunt_addr_from_sockaddr(struct shunt_addr *a, const struct sockaddr *sa);
-int segment_create(int *memfd, uint32_t ring_size, uint64_t nonce);
 
 /* stats.c */
 struct shunt_stat_rec *stats_alloc(int fd, struct sk *s);

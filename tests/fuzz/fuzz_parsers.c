@@ -33,16 +33,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
 
 	if (!n)
 		return 0;
-	switch (d[0] % 3) {
+	switch (d[0] % 4) {
 	case 0:
-		if (!shunt_accept_msg_check(d + 1, n - 1, 3, 0, &m) &&
-		    (m.ring_size < 4096 || m.slot >= SHUNT_REG_SLOTS))
+		if (!shunt_accept_msg_check(d + 1, n - 1, d[0] >> 6, 0, &m) &&
+		    (m.ring_size < 4096 || m.slot >= SHUNT_REG_SLOTS || m.seg >= SHUNT_ARENA_SLOTS ||
+		     m.nfds != (d[0] >> 6)))
 			abort();
 		break;
 	case 1:
 		if (n - 1 >= sizeof h) {
 			memcpy(&h, d + 1, sizeof h);
-			shunt_seg_hdr_check(&h, h.nonce, n);
+			shunt_seg_hdr_check(&h, h.nonce, h.ring_size);
+		}
+		break;
+	case 3:
+		if (n - 1 >= sizeof(struct shunt_arena_hdr)) {
+			struct shunt_arena_hdr a;
+			memcpy(&a, d + 1, sizeof a);
+			if (!shunt_arena_hdr_check(&a, a.id, n * 4096) &&
+			    shunt_arena_size(a.ring_size) != n * 4096)
+				abort();
 		}
 		break;
 	case 2:

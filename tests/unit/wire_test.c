@@ -14,9 +14,20 @@
 static void accept_msg(void)
 {
 	struct shunt_accept_msg m = { .magic = SHUNT_MSG_MAGIC, .version = SHUNT_WIRE_VERSION,
-				      .nfds = 3, .nonce = 42, .ring_size = 65536, .slot = 3 }, out, bad;
+				      .nfds = 3, .nonce = 42, .ring_size = 65536, .slot = 3,
+				      .arena = 9, .seg = 1,
+				      .flags = SHUNT_MSG_F_ARENA | SHUNT_MSG_F_EFDS }, out, bad;
 
 	CHECK(shunt_accept_msg_check(&m, sizeof m, 3, 0, &out) == 0 && out.nonce == 42);
+	bad = m; bad.flags = SHUNT_MSG_F_EFDS; bad.nfds = 2; /* a known arena: no memfd */
+	CHECK(shunt_accept_msg_check(&bad, sizeof bad, 2, 0, &out) == 0);
+	CHECK(shunt_accept_msg_check(&bad, sizeof bad, 3, 0, &out) == -EPROTO);
+	bad = m; bad.flags |= 4; /* unknown flag */
+	CHECK(shunt_accept_msg_check(&bad, sizeof bad, 3, 0, &out) == -EPROTO);
+	bad = m; bad.seg = SHUNT_ARENA_SLOTS;
+	CHECK(shunt_accept_msg_check(&bad, sizeof bad, 3, 0, &out) == -EPROTO);
+	bad = m; bad.arena = 0;
+	CHECK(shunt_accept_msg_check(&bad, sizeof bad, 3, 0, &out) == -EPROTO);
 	CHECK(shunt_accept_msg_check(&m, sizeof m - 1, 3, 0, &out) == -EPROTO);
 	CHECK(shunt_accept_msg_check(&m, sizeof m, 2, 0, &out) == -EPROTO);
 	CHECK(shunt_accept_msg_check(&m, sizeof m, 3, 1, &out) == -EPROTO);
@@ -35,14 +46,19 @@ static void accept_msg(void)
 static void seg_hdr(void)
 {
 	struct shunt_seg_hdr h;
-	size_t full = SHUNT_SEG_HDR_SIZE + 2 * 65536;
+	struct shunt_arena_hdr a = { .magic = SHUNT_ARENA_MAGIC, .version = SHUNT_WIRE_VERSION,
+				     .id = 5, .nslots = SHUNT_ARENA_SLOTS, .ring_size = 65536 };
+	size_t full = shunt_arena_size(65536);
 
 	shunt_seg_hdr_init(&h, 65536, 7);
-	CHECK(shunt_seg_hdr_check(&h, 7, full) == 0);
-	CHECK(shunt_seg_hdr_check(&h, 8, full) == -EPROTO);      /* someone else's */
-	CHECK(shunt_seg_hdr_check(&h, 7, full - 1) == -EPROTO);  /* would SIGBUS */
-	h.ring_size = 3 << 12;
-	CHECK(shunt_seg_hdr_check(&h, 7, full) == -EPROTO);
+	CHECK(shunt_seg_hdr_check(&h, 7, 65536) == 0);
+	CHECK(shunt_seg_hdr_check(&h, 8, 65536) == -EPROTO);     /* someone else's */
+	CHECK(shunt_seg_hdr_check(&h, 7, 131072) == -EPROTO);    /* not this arena's size */
+	CHECK(shunt_arena_hdr_check(&a, 5, full) == 0);
+	CHECK(shunt_arena_hdr_check(&a, 6, full) == -EPROTO);
+	CHECK(shunt_arena_hdr_check(&a, 5, full - 1) == -EPROTO); /* would SIGBUS */
+	a.ring_size = 3 << 12;
+	CHECK(shunt_arena_hdr_check(&a, 5, full) == -EPROTO);
 }
 
 static void config(void)

@@ -1,0 +1,248 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * arena.c - segment pools shared by one pair of processes.
+ *
+ * On this class of machine a page fault on shared memory costs ~12 us and
+ * unmapping a touched region ~25 us: a fresh segment per connection made
+ * connection setup 5x slower than TCP.  So the first connection between two
+ * processes creates an arena of SHUNT_ARENA_SLOTS segments that both map
+ * once; a later connection takes a free segment (CAS on in_use), whose pages
+ * are already mapped on both sides.  A segment is free when both sides'
+ * owner counts (processes holding the connection: fork adds one) are 0.
+ * An arena lives until neither side uses it and its peer process is gone.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "arena.h"
+#include "shim.h"
+#include "real.h"
+#include "../common/msg.h"
+
+static struct arena *arenas;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+static size_t seg_size(uint32_t rs)
+{
+	return SHUNT_SEG_HDR_SIZE + 2 * (size_t)rs;
+}
+
+struct shunt_seg_hdr *arena_seg(struct arena *a, unsigned seg)
+{
+	return (struct shunt_seg_hdr *)((char *)a->hdr + SHUNT_ARENA_HDR_SIZE + seg * seg_size(a->ring_size));
+}
+
+static int map_arena(int memfd, uint64_t id, int side, uint64_t peer, struct arena **out)
+{
+	struct stat st;
+	struct arena *a;
+	void *m;
+
+	if (fstat(memfd, &st))
+		return -errno;
+	if ((size_t)st.st_size < SHUNT_ARENA_HDR_SIZE)
+		return -EPROTO;
+	m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+	if (m == MAP_FAILED)
+		return -errno;
+	if (shunt_arena_hdr_check(m, id, (size_t)st.st_size) || !(a = calloc(1, sizeof *a))) {
+		munmap(m, (size_t)st.st_size);
+		return -EPROTO;
+	}
+	a->id = id;
+	a->side = side;
+	a->memfd = fd_hide(memfd);
+	a->hdr = m;
+	a->len = (size_t)st.st_size;
+	a->ring_size = a->hdr->ring_size;
+	a->peer = peer ? peer : a->hdr->proc[!side];
+	a->next = arenas;
+	arenas = a;
+	*out = a;
+	return 0;
+}
+
+static int create_arena(uint64_t peer, struct arena **out)
+{
+	uint32_t rs = shunt_cfg.ring_size;
+	struct shunt_arena_hdr h = { .magic = SHUNT_ARENA_MAGIC, .version = SHUNT_WIRE_VERSION,
+				     .id = shunt_random64() | 1, .nslots = SHUNT_ARENA_SLOTS,
+				     .ring_size = rs, .proc = { peer, shunt_proc_id() } };
+	int fd = memfd_create("shunt-arena", MFD_CLOEXEC), r;
+
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, (off_t)shunt_arena_size(rs)) || pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h) {
+		real.close(fd);
+		return -ENOMEM;
+	}
+	r = map_arena(fd, h.id, 1, peer, out);
+	if (r)
+		real.close(fd);
+	return r;
+}
+
+static int take_seg(struct arena *a, unsigned *seg)
+{
+	for (unsigned i = 0; i < SHUNT_ARENA_SLOTS; i++) {
+		struct shunt_seg_hdr *h = arena_seg(a, i);
+		uint32_t zero = 0;
+		if (!__atomic_compare_exchange_n(&h->in_use, &zero, 1, 0, __ATOMIC_ACQ_REL,
+						 __ATOMIC_RELAXED))
+			continue;
+		*seg = i;
+		return 0;
+	}
+	return -ENOSPC;
+}
+
+/* A segment handed out again starts empty: cursors, flags and locks at 0. */
+static void init_seg(struct arena *a, unsigned seg, uint64_t nonce)
+{
+	struct shunt_seg_hdr *h = arena_seg(a, seg);
+
+	memset(h->ring, 0, sizeof h->ring);
+	h->magic = SHUNT_SEG_MAGIC;
+	h->version = SHUNT_WIRE_VERSION;
+	h->ring_size = a->ring_size;
+	h->hdr_size = SHUNT_SEG_HDR_SIZE;
+	h->nonce = nonce;
+	__atomic_store_n(&h->owner[0], 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&h->owner[1], 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&h->confirm, 0, __ATOMIC_RELEASE);
+}
+
+int arena_server_take(uint64_t peer, uint64_t nonce, struct arena **out, unsigned *seg, int *created)
+{
+	struct arena *a;
+	int r = 0;
+
+	*created = 0;
+	pthread_mutex_lock(&lock);
+	for (a = arenas; a; a = a->next)
+		if (a->side == 1 && a->peer == peer && a->ring_size == shunt_cfg.ring_size &&
+		    !take_seg(a, seg))
+			break;
+	if (!a) {
+		r = create_arena(peer, &a);
+		if (!r)
+			r = take_seg(a, seg);
+		*created = !r;
+	}
+	if (!r) {
+		init_seg(a, *seg, nonce);
+		a->held++;
+		*out = a;
+	}
+	pthread_mutex_unlock(&lock);
+	return r;
+}
+
+static struct arena *find(uint64_t id, int side)
+{
+	for (struct arena *a = arenas; a; a = a->next)
+		if (a->id == id && a->side == side)
+			return a;
+	return NULL;
+}
+
+static int get_or_map(uint64_t id, int memfd, int side, struct arena **out)
+{
+	struct arena *a;
+	int r = 0;
+
+	pthread_mutex_lock(&lock);
+	a = find(id, side);
+	if (a) {
+		if (memfd >= 0)
+			real.close(memfd); /* already mapped (an exec'd sibling, a resend) */
+	} else if (memfd < 0) {
+		r = -EPROTO;
+	} else {
+		r = map_arena(memfd, id, side, 0, &a);
+		if (r)
+			real.close(memfd);
+	}
+	if (!r) {
+		a->held++;
+		*out = a;
+	}
+	pthread_mutex_unlock(&lock);
+	return r;
+}
+
+int arena_client_get(uint64_t id, int memfd, struct arena **out)
+{
+	return get_or_map(id, memfd, 0, out);
+}
+
+int arena_adopt(uint64_t id, int memfd, int side, struct arena **out)
+{
+	return get_or_map(id, memfd, side, out);
+}
+
+static int proc_alive(uint64_t id)
+{
+	char path[PATH_MAX];
+	int fd, alive;
+
+	snprintf(path, sizeof path, "%s/s%016llx", shunt_cfg.dir, (unsigned long long)id);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno != ENOENT;
+	alive = flock(fd, LOCK_EX | LOCK_NB) != 0;
+	real.close(fd);
+	return alive;
+}
+
+void arena_drop_owner(struct arena *a, unsigned seg, int side)
+{
+	struct shunt_seg_hdr *h = arena_seg(a, seg);
+
+	/* Of two sides dropping their last owner at once, at least one sees
+	 * the other's 0 (seq_cst), and the CAS frees the segment once. */
+	if (__atomic_sub_fetch(&h->owner[side], 1, __ATOMIC_SEQ_CST) == 0 &&
+	    __atomic_load_n(&h->owner[!side], __ATOMIC_SEQ_CST) == 0) {
+		uint32_t one = 1;
+		__atomic_compare_exchange_n(&h->in_use, &one, 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+	}
+}
+
+void arena_release(struct arena *a, unsigned seg, int side)
+{
+	arena_drop_owner(a, seg, side);
+	arena_put(a);
+}
+
+void arena_put(struct arena *a)
+{
+	pthread_mutex_lock(&lock);
+	if (--a->held == 0 && !proc_alive(a->peer)) {
+		for (struct arena **pp = &arenas; *pp; pp = &(*pp)->next)
+			if (*pp == a) {
+				*pp = a->next;
+				break;
+			}
+		munmap(a->hdr, a->len);
+		fd_close_internal(a->memfd);
+		free(a);
+	}
+	pthread_mutex_unlock(&lock);
+}
+
+void arena_atfork_child(void)
+{
+	pthread_mutex_init(&lock, NULL);
+}
+
+void arena_hold_more(struct arena *a, unsigned seg, int side)
+{
+	__atomic_add_fetch(&arena_seg(a, seg)->owner[side], 1, __ATOMIC_SEQ_CST);
+}
