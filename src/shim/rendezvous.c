@@ -51,6 +51,7 @@
 #define STALE_SLOT_NS 30000000000ull           /* abandoned by a dead process: reaped */
 #define CONFIRM_WAIT_NS 1000000000ull          /* server waits for the client's attach */
 #define CLAIMED_WAIT_NS 5000000000ull          /* client waits for a claimed message */
+#define SPIN_MSG_NS 50000ull                   /* client spins this long before sleeping */
 
 struct portreg {
 	struct shunt_registry *r;
@@ -520,7 +521,13 @@ static int client_wait_msg(struct shunt_slot *sl, uint64_t nonce, int tcp_fd, st
 		if (st == SLOT_CLAIMED && (el >= CLAIMED_WAIT_NS || tcp_has_input(tcp_fd)) &&
 		    slot_cas(sl, SLOT_CLAIMED, SLOT_FAILED))
 			return SHUNT_R_HANDSHAKE;
-		/* Short sleeps: another thread may pump our message into the stash. */
+		/* The server is usually microseconds away: spin on the slot
+		 * first, then sleep in short steps (another thread may pump
+		 * our message into the stash). */
+		if (el < SPIN_MSG_NS && st == SLOT_OFFERED) {
+			__builtin_ia32_pause();
+			continue;
+		}
 		real.poll(p, 2, 1);
 	}
 }
@@ -571,6 +578,7 @@ int rdv_connect(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len
 	struct portreg *p;
 	struct shunt_slot *sl;
 	uint64_t nonce, sock_id;
+	struct shunt_tuple tu;
 	struct got_msg got;
 	int ret, reason;
 
@@ -598,11 +606,16 @@ int rdv_connect(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len
 		slot_free(sl);
 		return ret;
 	}
-	if (sock_tuple(fd, &sl->tuple.client, &sl->tuple.server)) {
+	/* Build the tuple aside: a server scanning CONNECTING slots reads
+	 * tuple.server meanwhile and must never see it half rewritten. */
+	if (sock_tuple(fd, &tu.client, &tu.server)) {
 		s->reason = SHUNT_R_HANDSHAKE;
 		slot_free(sl);
 		return ret;
 	}
+	sl->tuple.client = tu.client;
+	if (memcmp(&sl->tuple.server, &tu.server, sizeof tu.server))
+		sl->tuple.server = tu.server;
 	__atomic_store_n(&sl->state, SLOT_OFFERED, __ATOMIC_RELEASE);
 	reason = client_wait_msg(sl, nonce, fd, &got);
 	slot_free(sl);
@@ -613,6 +626,26 @@ int rdv_connect(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len
 }
 
 /* ---- server side ---- */
+
+/* One unbound datagram socket per process sends every accept message. */
+static int sender_socket(void)
+{
+	static int sfd = -1;
+	static pid_t owner;
+	int fd;
+
+	if (sfd >= 0 && owner == getpid())
+		return sfd;
+	fd = real.socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	fd = fd_hide(fd);
+	if (__atomic_compare_exchange_n(&sfd, &(int){ sfd }, fd, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+		owner = getpid();
+	else
+		fd_close_internal(fd);
+	return sfd;
+}
 
 static int send_accept(uint64_t sock_id, unsigned slot, uint64_t nonce, struct arena *a,
 		       unsigned seg, int new_arena, const int efds[2])
@@ -641,11 +674,10 @@ static int send_accept(uint64_t sock_id, unsigned slot, uint64_t nonce, struct a
 	c->cmsg_len = CMSG_LEN((size_t)n * sizeof(int));
 	memcpy(CMSG_DATA(c), fds, (size_t)n * sizeof(int));
 	path_of(sun.sun_path, sizeof sun.sun_path, 'c', sock_id);
-	sfd = real.socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	sfd = sender_socket();
 	if (sfd < 0)
-		return -errno;
+		return sfd;
 	r = real.sendmsg(sfd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)sizeof m ? 0 : -EPIPE;
-	real.close(sfd);
 	return r;
 }
 
