@@ -155,7 +155,8 @@ struct shunt_seg_hdr {
 	_Atomic uint32_t confirm;    /* 0 pending, 1 client attached, 2 declined (CAS once) */
 	_Atomic uint32_t in_use;     /* arena slot: 1 from allocation until both owners are 0 */
 	_Atomic uint32_t owner[2];   /* processes holding the connection: [0] client, [1] server */
-	uint8_t pad[24];
+	_Atomic uint32_t efd_gen;    /* generation of the segment's eventfd pair (see arena.c) */
+	uint8_t pad[20];
 	struct shunt_ring_ctl ring[2];
 };
 _Static_assert(sizeof(struct shunt_seg_hdr) == 320, "segment header layout");
@@ -164,7 +165,7 @@ _Static_assert(sizeof(struct shunt_seg_hdr) == 320, "segment header layout");
 /* ---- 3. the accept message (server -> client, with 0 to 3 fds) ---- */
 #define SHUNT_MSG_MAGIC 0x53484d41u /* "SHMA" */
 #define SHUNT_MSG_F_ARENA 1u /* an arena memfd is attached (first fd): a new arena */
-#define SHUNT_MSG_F_EFDS 2u  /* the segment's two eventfds are attached (client's, server's) */
+#define SHUNT_MSG_F_EFDS 2u  /* a new eventfd pair for the segment is attached (client's, server's) */
 struct shunt_accept_msg {
 	uint32_t magic;
 	uint16_t version;
@@ -175,8 +176,10 @@ struct shunt_accept_msg {
 	uint64_t arena;      /* arena id */
 	uint32_t seg;        /* segment index in the arena */
 	uint32_t flags;      /* SHUNT_MSG_F_* */
+	uint32_t efd_gen;    /* the eventfd pair to use: attached, or the one of that generation */
+	uint32_t pad;
 };
-_Static_assert(sizeof(struct shunt_accept_msg) == 40, "accept message layout");
+_Static_assert(sizeof(struct shunt_accept_msg) == 48, "accept message layout");
 
 /* ---- 4. per-process stats, read by `shunt ss` ---- */
 #define SHUNT_STATS_MAGIC 0x53485354u /* "SHST" */

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -56,6 +57,7 @@ static int map_arena(int memfd, uint64_t id, int side, uint64_t peer, struct are
 		munmap(m, (size_t)st.st_size);
 		return -EPROTO;
 	}
+	memset(a->efd, -1, sizeof a->efd);
 	a->id = id;
 	a->side = side;
 	a->memfd = fd_hide(memfd);
@@ -232,9 +234,68 @@ void arena_put(struct arena *a)
 			}
 		munmap(a->hdr, a->len);
 		fd_close_internal(a->memfd);
+		for (unsigned i = 0; i < SHUNT_ARENA_SLOTS; i++) {
+			fd_close_internal(a->efd[i][0]);
+			fd_close_internal(a->efd[i][1]);
+		}
 		free(a);
 	}
 	pthread_mutex_unlock(&lock);
+}
+
+static void set_pair(struct arena *a, unsigned seg, uint32_t gen, int c, int sv)
+{
+	fd_close_internal(a->efd[seg][0]);
+	fd_close_internal(a->efd[seg][1]);
+	a->efd[seg][0] = fd_hide(c);
+	a->efd[seg][1] = fd_hide(sv);
+	a->efd_gen[seg] = gen;
+}
+
+int arena_server_efds(struct arena *a, unsigned seg, int *fresh, uint32_t *gen)
+{
+	struct shunt_seg_hdr *h = arena_seg(a, seg);
+	uint32_t g = __atomic_load_n(&h->efd_gen, __ATOMIC_ACQUIRE);
+	int c, sv;
+
+	*fresh = 0;
+	*gen = g;
+	if (g && a->efd_gen[seg] == g && a->efd[seg][0] >= 0)
+		return 0;
+	c = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	sv = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (c < 0 || sv < 0) {
+		if (c >= 0)
+			real.close(c);
+		if (sv >= 0)
+			real.close(sv);
+		return -EMFILE;
+	}
+	/* We own the segment (in_use): nobody else bumps the generation now. */
+	g = g + 1 ? g + 1 : 1;
+	__atomic_store_n(&h->efd_gen, g, __ATOMIC_RELEASE);
+	set_pair(a, seg, g, c, sv);
+	*fresh = 1;
+	*gen = g;
+	return 0;
+}
+
+int arena_set_efds(struct arena *a, unsigned seg, uint32_t gen, int *fds)
+{
+	if (seg >= SHUNT_ARENA_SLOTS)
+		goto bad;
+	if (fds) {
+		set_pair(a, seg, gen, fds[0], fds[1]);
+		return 0;
+	}
+	if (a->efd_gen[seg] == gen && a->efd[seg][0] >= 0)
+		return 0;
+bad:
+	if (fds) {
+		real.close(fds[0]);
+		real.close(fds[1]);
+	}
+	return -EPROTO;
 }
 
 void arena_atfork_child(void)

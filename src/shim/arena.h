@@ -14,6 +14,12 @@ struct arena {
 	size_t len;
 	uint32_t ring_size;
 	int held;             /* segments this process holds */
+	/* Each segment's eventfd pair ([0] the client's, [1] the server's),
+	 * kept across connections like the memory.  A process whose copy is
+	 * of an older generation than the segment's (a forked sibling made a
+	 * new pair) makes and sends a new one. */
+	int efd[SHUNT_ARENA_SLOTS][2];
+	uint32_t efd_gen[SHUNT_ARENA_SLOTS];
 	struct arena *next;
 };
 
@@ -29,6 +35,12 @@ struct shunt_seg_hdr *arena_seg(struct arena *a, unsigned seg);
 /* Drop one owner of `side`; the segment is free once both sides are 0.
  * An arena whose peer process is gone and that we no longer use is unmapped. */
 void arena_release(struct arena *a, unsigned seg, int side);
+/* Server: the segment's eventfd pair, made anew (*fresh = 1: to be sent,
+ * with the new generation in *gen) when ours is missing or stale. */
+int arena_server_efds(struct arena *a, unsigned seg, int *fresh, uint32_t *gen);
+/* Client (and exec): adopt the pair sent (fds != NULL) or check ours is of
+ * generation gen.  Consumes fds on success and on failure. */
+int arena_set_efds(struct arena *a, unsigned seg, uint32_t gen, int *fds);
 /* Drop an owner without ending our use of the arena (a declined offer:
  * the server drops the client's pre-charged owner). */
 void arena_drop_owner(struct arena *a, unsigned seg, int side);

@@ -79,16 +79,16 @@ void conn_arm(struct conn *c, unsigned want)
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 }
 
-/* Attach to segment `seg` of arena `a`; take ownership of the three
- * descriptors (on success only).  nonce, when given, must match. */
-int conn_attach(struct conn **out, struct arena *a, unsigned seg, int efd_mine, int efd_peer,
-		int side, int tcp_fd, const uint64_t *nonce)
+/* Attach to segment `seg` of arena `a` (its eventfd pair must be set);
+ * take ownership of tcp_fd (on success only).  nonce, when given, must match. */
+int conn_attach(struct conn **out, struct arena *a, unsigned seg, int side, int tcp_fd,
+		const uint64_t *nonce)
 {
 	struct shunt_seg_hdr *h;
 	struct conn *c;
 	uint32_t rs = a->ring_size;
 
-	if (seg >= SHUNT_ARENA_SLOTS)
+	if (seg >= SHUNT_ARENA_SLOTS || a->efd[seg][0] < 0 || a->efd[seg][1] < 0)
 		return -EPROTO;
 	h = arena_seg(a, seg);
 	if (shunt_seg_hdr_check(h, nonce ? *nonce : h->nonce, rs))
@@ -99,8 +99,8 @@ int conn_attach(struct conn **out, struct arena *a, unsigned seg, int efd_mine, 
 	c->seg = h;
 	c->arena = a;
 	c->segno = seg;
-	c->efd_mine = fd_hide(efd_mine);
-	c->efd_peer = fd_hide(efd_peer);
+	c->efd_mine = a->efd[seg][side];  /* the arena's: not ours to close */
+	c->efd_peer = a->efd[seg][!side];
 	c->side = side;
 	c->tcp_fd = fd_hide(tcp_fd);
 	c->spin_ns = shunt_cfg.spin_ns;
@@ -123,8 +123,6 @@ void conn_free(struct conn *c)
 void conn_discard(struct conn *c)
 {
 	arena_put(c->arena);
-	fd_close_internal(c->efd_mine);
-	fd_close_internal(c->efd_peer);
 	fd_close_internal(c->tcp_fd);
 	free(c);
 }

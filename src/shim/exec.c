@@ -56,8 +56,10 @@ static void collect(int fd, struct sk *s, void *arg)
 	f = R(fcntl)(fd, F_GETFD);
 	if (f < 0 || (f & FD_CLOEXEC))
 		return;
-	n = snprintf(item, sizeof item, "%d,%d,%llx,%u,%d,%d,%d;", fd, c->arena->memfd,
-		     (unsigned long long)c->arena->id, c->segno, c->side, c->efd_mine, c->efd_peer);
+	n = snprintf(item, sizeof item, "%d,%d,%llx,%u,%d,%d,%d,%u;", fd, c->arena->memfd,
+		     (unsigned long long)c->arena->id, c->segno, c->side,
+		     c->arena->efd[c->segno][0], c->arena->efd[c->segno][1],
+		     c->arena->efd_gen[c->segno]);
 	if (h->len + (size_t)n + 1 > h->cap) {
 		size_t cap = h->cap ? h->cap * 2 : 256;
 		char *b = realloc(h->buf, cap);
@@ -70,8 +72,8 @@ static void collect(int fd, struct sk *s, void *arg)
 	h->len += (size_t)n;
 	h->count++;
 	h->fds[h->nfds++] = c->arena->memfd;
-	h->fds[h->nfds++] = c->efd_mine;
-	h->fds[h->nfds++] = c->efd_peer;
+	h->fds[h->nfds++] = c->arena->efd[c->segno][0];
+	h->fds[h->nfds++] = c->arena->efd[c->segno][1];
 }
 
 static const char *self_path(void)
@@ -244,7 +246,8 @@ EXPORT int execle(const char *path, const char *arg, ...)
 
 /* ---- in the new image ---- */
 
-static int adopt(int fd, int memfd, uint64_t id, unsigned seg, int side, int mine, int peer)
+static int adopt(int fd, int memfd, uint64_t id, unsigned seg, int side, const int efd[2],
+		 uint32_t gen)
 {
 	struct arena *a;
 	struct conn *c;
@@ -254,15 +257,15 @@ static int adopt(int fd, int memfd, uint64_t id, unsigned seg, int side, int min
 	/* Several sockets may share the arena: the first adopts its memfd. */
 	if (arena_adopt(id, R(fcntl)(memfd, F_DUPFD_CLOEXEC, 0), side, &a))
 		return -EPROTO;
-	dupfd = R(fcntl)(fd, F_DUPFD_CLOEXEC, 0);
-	if (dupfd < 0 || conn_attach(&c, a, seg, mine, peer, side, dupfd, NULL)) {
-		if (dupfd >= 0)
-			real.close(dupfd);
+	dupfd = fd_dup_hidden(fd);
+	if (dupfd < 0 ||
+	    arena_set_efds(a, seg, gen, (int[2]){ R(fcntl)(efd[0], F_DUPFD_CLOEXEC, 0),
+						  R(fcntl)(efd[1], F_DUPFD_CLOEXEC, 0) }) ||
+	    conn_attach(&c, a, seg, side, dupfd, NULL)) {
+		fd_close_internal(dupfd);
 		arena_put(a);
 		return -EPROTO;
 	}
-	set_cloexec(c->efd_mine, 1);
-	set_cloexec(c->efd_peer, 1);
 	s = sk_new(SK_SHM, AF_INET);
 	if (!s) {
 		conn_free(c);
@@ -284,28 +287,33 @@ void exec_inherit(void)
 
 	if (!v || !(copy = strdup(v)))
 		return;
-	int memfds[256], nmem = 0;
+	int inherited[3 * 256], n = 0;
 
 	for (item = strtok_r(copy, ";", &save); item; item = strtok_r(NULL, ";", &save)) {
-		int fd, memfd, mine, peer, side;
+		int fd, memfd, efd[2], side;
 		unsigned long long id;
-		unsigned seg;
-		if (sscanf(item, "%d,%d,%llx,%u,%d,%d,%d", &fd, &memfd, &id, &seg, &side, &mine,
-			   &peer) != 7 || fd < 0 || memfd < 0 || mine < 0 || peer < 0 ||
-		    (side != 0 && side != 1) || adopt(fd, memfd, id, seg, side, mine, peer)) {
-			shunt_log("SHUNT_INHERIT entry '%s' rejected", item);
+		unsigned seg, gen;
+		if (sscanf(item, "%d,%d,%llx,%u,%d,%d,%d,%u", &fd, &memfd, &id, &seg, &side, &efd[0],
+			   &efd[1], &gen) != 8 || fd < 0 || memfd < 0 || efd[0] < 0 || efd[1] < 0 ||
+		    (side != 0 && side != 1)) {
+			shunt_log("SHUNT_INHERIT entry '%s' malformed: ignored", item);
 			continue;
 		}
-		if (nmem < 256)
-			memfds[nmem++] = memfd;
+		if (adopt(fd, memfd, id, seg, side, efd, gen))
+			shunt_log("SHUNT_INHERIT entry '%s' rejected", item);
+		if (n + 3 <= (int)(sizeof inherited / sizeof inherited[0])) {
+			inherited[n++] = memfd;
+			inherited[n++] = efd[0];
+			inherited[n++] = efd[1];
+		}
 	}
-	/* adopt() mapped duplicates: the inherited arena descriptors go. */
-	for (int i = 0; i < nmem; i++) {
-		int dup_seen = 0;
+	/* adopt() took duplicates: the inherited descriptors themselves go. */
+	for (int i = 0; i < n; i++) {
+		int seen = 0;
 		for (int j = 0; j < i; j++)
-			dup_seen |= memfds[j] == memfds[i];
-		if (!dup_seen)
-			real.close(memfds[i]);
+			seen |= inherited[j] == inherited[i];
+		if (!seen && inherited[i] >= 0)
+			real.close(inherited[i]);
 	}
 	free(copy);
 	unsetenv("SHUNT_INHERIT");

@@ -157,17 +157,35 @@ int fdtab_is_internal(int fd)
 		  (1ull << ((unsigned)fd % 64)));
 }
 
-int fd_hide(int fd)
+static int base(void)
 {
 	struct rlimit rl;
+
+	if (hide_base < 0)
+		hide_base = !getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur >= 2048 &&
+				    rl.rlim_cur != RLIM_INFINITY ? (int)(rl.rlim_cur / 2) : 0;
+	return hide_base;
+}
+
+/* A close-on-exec duplicate of fd among shunt's own descriptors, in one call. */
+int fd_dup_hidden(int fd)
+{
+	int n = real.fcntl(fd, F_DUPFD_CLOEXEC, base());
+
+	if (n < 0 && base())
+		n = real.fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (n >= 0)
+		mark(n, 1);
+	return n;
+}
+
+int fd_hide(int fd)
+{
 	int n;
 
 	if (fd < 0)
 		return fd;
-	if (hide_base < 0)
-		hide_base = !getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur >= 2048 &&
-				    rl.rlim_cur != RLIM_INFINITY ? (int)(rl.rlim_cur / 2) : 0;
-	if (hide_base && fd < hide_base) {
+	if (base() && fd < hide_base) {
 		n = real.fcntl(fd, F_DUPFD_CLOEXEC, hide_base);
 		if (n >= 0) {
 			real.close(fd);

@@ -33,7 +33,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -537,25 +536,25 @@ static int client_wait_msg(struct shunt_slot *sl, uint64_t nonce, int tcp_fd, st
  * falls back at once), else the server times out to TCP. */
 static int client_attach(struct sk *s, int fd, uint64_t nonce, struct got_msg *g)
 {
-	int has_arena = !!(g->m.flags & SHUNT_MSG_F_ARENA), *efd = g->fds + has_arena;
+	int has_arena = !!(g->m.flags & SHUNT_MSG_F_ARENA);
+	int *efds = (g->m.flags & SHUNT_MSG_F_EFDS) ? g->fds + has_arena : NULL;
 	uint32_t pending = 0;
 	struct arena *a;
 	struct conn *c;
 	int dupfd;
 
-	if (!(g->m.flags & SHUNT_MSG_F_EFDS) ||
-	    arena_client_get(g->m.arena, has_arena ? g->fds[0] : -1, &a)) {
-		close_fds(g->fds + has_arena, 2);
+	if (arena_client_get(g->m.arena, has_arena ? g->fds[0] : -1, &a)) {
+		if (efds)
+			close_fds(efds, 2);
 		return SHUNT_R_HANDSHAKE;
 	}
-	dupfd = real.fcntl(fd, F_DUPFD_CLOEXEC, 0);
-	if (dupfd < 0 || conn_attach(&c, a, g->m.seg, efd[0], efd[1], 0, dupfd, &nonce)) {
+	dupfd = fd_dup_hidden(fd);
+	if (arena_set_efds(a, g->m.seg, g->m.efd_gen, efds) || dupfd < 0 ||
+	    conn_attach(&c, a, g->m.seg, 0, dupfd, &nonce)) {
 		if (g->m.seg < SHUNT_ARENA_SLOTS && arena_seg(a, g->m.seg)->nonce == nonce)
 			__atomic_compare_exchange_n(&arena_seg(a, g->m.seg)->confirm, &pending, 2, 0,
 						    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
-		if (dupfd >= 0)
-			real.close(dupfd);
-		close_fds(efd, 2);
+		fd_close_internal(dupfd);
 		arena_put(a); /* the server drops our owner when it sees the decline */
 		return SHUNT_R_RESOURCE;
 	}
@@ -648,12 +647,13 @@ static int sender_socket(void)
 }
 
 static int send_accept(uint64_t sock_id, unsigned slot, uint64_t nonce, struct arena *a,
-		       unsigned seg, int new_arena, const int efds[2])
+		       unsigned seg, int new_arena, int new_efds, uint32_t gen)
 {
 	struct shunt_accept_msg m = { .magic = SHUNT_MSG_MAGIC, .version = SHUNT_WIRE_VERSION,
 				      .nonce = nonce, .ring_size = a->ring_size, .slot = slot,
-				      .arena = a->id, .seg = seg,
-				      .flags = SHUNT_MSG_F_EFDS | (new_arena ? SHUNT_MSG_F_ARENA : 0) };
+				      .arena = a->id, .seg = seg, .efd_gen = gen,
+				      .flags = (new_efds ? SHUNT_MSG_F_EFDS : 0) |
+					       (new_arena ? SHUNT_MSG_F_ARENA : 0) };
 	union { char buf[CMSG_SPACE(3 * sizeof(int))]; struct cmsghdr align; } u;
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
 	struct iovec iov = { &m, sizeof m };
@@ -664,15 +664,21 @@ static int send_accept(uint64_t sock_id, unsigned slot, uint64_t nonce, struct a
 
 	if (new_arena)
 		fds[n++] = a->memfd;
-	fds[n++] = efds[0];
-	fds[n++] = efds[1];
+	if (new_efds) {
+		fds[n++] = a->efd[seg][0];
+		fds[n++] = a->efd[seg][1];
+	}
 	m.nfds = (uint16_t)n;
-	mh.msg_controllen = CMSG_SPACE((size_t)n * sizeof(int));
-	c = CMSG_FIRSTHDR(&mh);
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN((size_t)n * sizeof(int));
-	memcpy(CMSG_DATA(c), fds, (size_t)n * sizeof(int));
+	if (n) {
+		mh.msg_controllen = CMSG_SPACE((size_t)n * sizeof(int));
+		c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN((size_t)n * sizeof(int));
+		memcpy(CMSG_DATA(c), fds, (size_t)n * sizeof(int));
+	} else {
+		mh.msg_control = NULL;
+	}
 	path_of(sun.sun_path, sizeof sun.sun_path, 'c', sock_id);
 	sfd = sender_socket();
 	if (sfd < 0)
@@ -753,8 +759,9 @@ static int server_wait_confirm(struct conn *c, int tcp_fd)
 static int server_build(struct sk *s, int fd, unsigned idx, struct shunt_slot *sl,
 			uint64_t nonce, uint64_t sock_id)
 {
-	int efd_c = -1, efd_s = -1, dupfd = -1, new_arena;
+	int dupfd = -1, new_arena, new_efds;
 	struct arena *a;
+	uint32_t gen;
 	unsigned seg;
 	struct conn *c;
 
@@ -763,19 +770,17 @@ static int server_build(struct sk *s, int fd, unsigned idx, struct shunt_slot *s
 		s->reason = SHUNT_R_RESOURCE;
 		return 0;
 	}
-	efd_c = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); /* the client's wake-up */
-	efd_s = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); /* ours */
-	dupfd = real.fcntl(fd, F_DUPFD_CLOEXEC, 0);
-	if (efd_c < 0 || efd_s < 0 || dupfd < 0 ||
-	    conn_attach(&c, a, seg, efd_s, efd_c, 1, dupfd, &nonce)) {
-		close_fds((int[3]){ efd_c, efd_s, dupfd }, 3);
+	dupfd = fd_dup_hidden(fd);
+	if (dupfd < 0 || arena_server_efds(a, seg, &new_efds, &gen) ||
+	    conn_attach(&c, a, seg, 1, dupfd, &nonce)) {
+		fd_close_internal(dupfd);
 		arena_drop_owner(a, seg, 0);
 		arena_release(a, seg, 1);
 		slot_cas(sl, SLOT_CLAIMED, SLOT_FAILED);
 		s->reason = SHUNT_R_RESOURCE;
 		return 0;
 	}
-	if (send_accept(sock_id, idx, nonce, a, seg, new_arena, (int[2]){ c->efd_peer, c->efd_mine })) {
+	if (send_accept(sock_id, idx, nonce, a, seg, new_arena, new_efds, gen)) {
 		slot_cas(sl, SLOT_CLAIMED, SLOT_FAILED);
 		s->reason = SHUNT_R_HANDSHAKE;
 		arena_drop_owner(a, seg, 0);

@@ -81,12 +81,13 @@ void fdtab_each(void (*fn)(int fd, struct sk *s, void *arg), void *arg);
 /* shunt's own descriptors: moved out of the application's low numbers and
  * protected from the application's close() (daemons close "all" fds). */
 int fd_hide(int fd);
+int fd_dup_hidden(int fd);
 int fdtab_is_internal(int fd);
 void fd_close_internal(int fd);
 
 /* conn.c: the accelerated data path */
-int conn_attach(struct conn **out, struct arena *a, unsigned seg, int efd_mine, int efd_peer,
-		int side, int tcp_fd, const uint64_t *nonce);
+int conn_attach(struct conn **out, struct arena *a, unsigned seg, int side, int tcp_fd,
+		const uint64_t *nonce);
 void conn_free(struct conn *c);
 void conn_discard(struct conn *c);
 ssize_t conn_send(struct sk *s, const struct iovec *iov, int iovcnt, int flags);

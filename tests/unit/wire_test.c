@@ -15,7 +15,7 @@ static void accept_msg(void)
 {
 	struct shunt_accept_msg m = { .magic = SHUNT_MSG_MAGIC, .version = SHUNT_WIRE_VERSION,
 				      .nfds = 3, .nonce = 42, .ring_size = 65536, .slot = 3,
-				      .arena = 9, .seg = 1,
+				      .arena = 9, .seg = 1, .efd_gen = 1,
 				      .flags = SHUNT_MSG_F_ARENA | SHUNT_MSG_F_EFDS }, out, bad;
 
 	CHECK(shunt_accept_msg_check(&m, sizeof m, 3, 0, &out) == 0 && out.nonce == 42);
