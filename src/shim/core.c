@@ -20,6 +20,32 @@ struct shunt_config shunt_cfg;
 int shunt_active;
 static uint64_t netns_ino;
 static uint64_t proc_id;
+static pid_t my_pid;
+static _Atomic unsigned rand_epoch = 1;
+static __thread uint64_t rand_state;
+static __thread unsigned rand_seen;
+
+/* getpid() without a system call; refreshed in the fork hook. */
+pid_t shunt_pid(void)
+{
+	return my_pid;
+}
+
+/* A fast per-thread generator for nonces and probe orders (reseeded from
+ * the kernel per thread and after fork, so no two processes share it). */
+uint64_t shunt_fast_random(void)
+{
+	unsigned e = __atomic_load_n(&rand_epoch, __ATOMIC_RELAXED);
+
+	if (rand_seen != e || !rand_state) {
+		rand_state = shunt_random64() | 1;
+		rand_seen = e;
+	}
+	rand_state ^= rand_state << 13;
+	rand_state ^= rand_state >> 7;
+	rand_state ^= rand_state << 17;
+	return rand_state * 0x2545F4914F6CDD1Dull;
+}
 static mode_t file_mode = 0600;
 
 /* SHUNT_DIR is the trust domain: files we create there are as open as the
@@ -110,6 +136,8 @@ static void atfork_child(void)
 {
 	uint64_t gen = shunt_random64() | 1;
 
+	my_pid = getpid();
+	__atomic_add_fetch(&rand_epoch, 1, __ATOMIC_RELAXED);
 	fdtab_each(hold_inherited, &gen);
 	read_netns();
 	proc_id = shunt_random64();
@@ -122,6 +150,7 @@ __attribute__((constructor)) static void shunt_init(void)
 	const char *bad = NULL;
 	int e = errno;
 
+	my_pid = getpid();
 	real_init();
 	if (!real_ready()) {
 		errno = e;

@@ -327,7 +327,7 @@ static int csock_get(uint64_t *id)
 	int fd, r = 0;
 
 	pthread_mutex_lock(&csock_lock);
-	if (csock >= 0 && csock_pid == getpid())
+	if (csock >= 0 && csock_pid == shunt_pid())
 		goto out;
 	fd = real.socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0) {
@@ -343,7 +343,7 @@ static int csock_get(uint64_t *id)
 	}
 	chmod(sun.sun_path, shunt_file_mode());
 	csock = fd_hide(fd);
-	csock_pid = getpid();
+	csock_pid = shunt_pid();
 out:
 	*id = csock_id;
 	pthread_mutex_unlock(&csock_lock);
@@ -444,7 +444,7 @@ static void slot_reap_if_stale(struct shunt_slot *sl, uint64_t now)
 static struct shunt_slot *slot_reserve(struct portreg *p, uint64_t sock_id, uint64_t *nonce,
 				       const struct shunt_addr *dst)
 {
-	unsigned start = (unsigned)(shunt_random64() % SHUNT_REG_SLOTS);
+	unsigned start = (unsigned)(shunt_fast_random() % SHUNT_REG_SLOTS);
 	uint64_t now = shunt_now_ns();
 
 	for (unsigned i = 0; i < SHUNT_REG_SLOTS; i++) {
@@ -454,7 +454,7 @@ static struct shunt_slot *slot_reserve(struct portreg *p, uint64_t sock_id, uint
 		if (!__atomic_compare_exchange_n(&sl->state, &st, SLOT_CONNECTING, 0,
 						 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
 			continue;
-		*nonce = shunt_random64();
+		*nonce = shunt_fast_random();
 		sl->stamp_ns = now;
 		sl->client_pid = (uint32_t)getpid();
 		sl->nonce = *nonce;
@@ -615,6 +615,8 @@ int rdv_connect(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len
 	sl->tuple.client = tu.client;
 	if (memcmp(&sl->tuple.server, &tu.server, sizeof tu.server))
 		sl->tuple.server = tu.server;
+	s->tuple = tu;
+	s->has_tuple = 1;
 	__atomic_store_n(&sl->state, SLOT_OFFERED, __ATOMIC_RELEASE);
 	reason = client_wait_msg(sl, nonce, fd, &got);
 	slot_free(sl);
@@ -633,14 +635,14 @@ static int sender_socket(void)
 	static pid_t owner;
 	int fd;
 
-	if (sfd >= 0 && owner == getpid())
+	if (sfd >= 0 && owner == shunt_pid())
 		return sfd;
 	fd = real.socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
 	fd = fd_hide(fd);
 	if (__atomic_compare_exchange_n(&sfd, &(int){ sfd }, fd, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
-		owner = getpid();
+		owner = shunt_pid();
 	else
 		fd_close_internal(fd);
 	return sfd;
@@ -816,6 +818,8 @@ int rdv_accept(int listen_fd, int fd, struct sk *s)
 	s->reason = SHUNT_R_PEER_NOT_SHUNT;
 	if (sock_tuple(fd, &t.server, &t.client))
 		return 0;
+	s->tuple = t;
+	s->has_tuple = 1;
 	if (!shunt_config_port_allowed(&shunt_cfg, t.server.port)) {
 		s->reason = SHUNT_R_POLICY;
 		return 0;

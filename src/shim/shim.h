@@ -58,6 +58,8 @@ struct sk {
 	struct conn *conn;        /* SK_SHM */
 	struct epset *ep;         /* SK_EPOLL */
 	struct shunt_stat_rec *stat;
+	struct shunt_tuple tuple; /* as the rendezvous saw it (valid if has_tuple) */
+	int has_tuple;
 };
 
 /* global state */
@@ -68,6 +70,8 @@ uint64_t shunt_now_ns(void);
 uint64_t shunt_random64(void);
 uint64_t shunt_netns_ino(void);
 uint64_t shunt_proc_id(void);
+pid_t shunt_pid(void);
+uint64_t shunt_fast_random(void);
 mode_t shunt_file_mode(void);
 
 /* fdtab.c */

@@ -100,6 +100,10 @@ static void fill(struct shunt_stat_rec *r, int fd, struct sk *s)
 	r->mode = (uint8_t)(s->kind == SK_SHM ? SHUNT_M_SHM : s->kind == SK_LISTEN ? SHUNT_M_LISTEN : SHUNT_M_TCP);
 	r->reason = (uint8_t)(s->kind == SK_SHM ? SHUNT_R_NONE : s->reason);
 	r->is_client = (uint8_t)s->is_client;
+	if (s->has_tuple) {
+		r->tuple = s->tuple;
+		return;
+	}
 	memset(&r->tuple, 0, sizeof r->tuple);
 	if (!getsockname(fd, (void *)&a, &la))
 		shunt_addr_from_sockaddr(s->is_client ? &r->tuple.client : &r->tuple.server, (void *)&a);
