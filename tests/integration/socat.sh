@@ -20,7 +20,8 @@ expect_accel "$WORK/cli.log" 1
 PIDS+=($!)
 for _ in $(seq 40); do
 	"$SHUNT" ss --json > "$WORK/ss.json"
-	grep -q '"role": "client", "mode": "shm"' "$WORK/ss.json" && break
+	grep -q '"role": "client", "mode": "shm"' "$WORK/ss.json" &&
+		grep -q '"role": "server", "mode": "shm"' "$WORK/ss.json" && break
 	sleep 0.05
 done
 grep -q '"role": "client", "mode": "shm"' "$WORK/ss.json" || die "shunt ss shows no accelerated client: $(cat "$WORK/ss.json")"
