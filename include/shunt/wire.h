@@ -136,15 +136,20 @@ _Static_assert(sizeof(struct shunt_arena_hdr) == 64, "arena header layout");
  * signals the eventfd only then, so no system call is made while both run.
  */
 struct shunt_ring_ctl {
+	/* line 1: written by the writer on every write, polled by the reader */
 	_Alignas(SHUNT_CACHELINE) _Atomic uint64_t prod; /* bytes ever written */
-	_Atomic uint32_t wr_done;   /* writer did shutdown(SHUT_WR) or close */
-	_Atomic uint32_t wr_want;   /* writer sleeps until space frees */
-	_Atomic uint32_t wlock;     /* serialises writers (threads, forked copies) */
+	_Atomic uint32_t wr_done;   /* writer did shutdown(SHUT_WR) */
+	/* line 2: written by the reader on every read (the writer caches it) */
 	_Alignas(SHUNT_CACHELINE) _Atomic uint64_t cons; /* bytes ever consumed */
+	/* line 3: the writer's own line: its lock, and the reader's rarely
+	 * written "wake me" flag, which the writer reads after every write */
+	_Alignas(SHUNT_CACHELINE) _Atomic uint32_t wlock; /* serialises writers (threads, forks) */
 	_Atomic uint32_t rd_want;   /* reader sleeps until data arrives */
-	_Atomic uint32_t rlock;     /* serialises readers */
+	/* line 4: the mirror for the reader */
+	_Alignas(SHUNT_CACHELINE) _Atomic uint32_t rlock; /* serialises readers */
+	_Atomic uint32_t wr_want;   /* writer sleeps until space frees */
 };
-_Static_assert(sizeof(struct shunt_ring_ctl) == 128, "ring ctl layout");
+_Static_assert(sizeof(struct shunt_ring_ctl) == 256, "ring ctl layout");
 
 struct shunt_seg_hdr {
 	uint32_t magic;
@@ -159,7 +164,7 @@ struct shunt_seg_hdr {
 	uint8_t pad[20];
 	struct shunt_ring_ctl ring[2];
 };
-_Static_assert(sizeof(struct shunt_seg_hdr) == 320, "segment header layout");
+_Static_assert(sizeof(struct shunt_seg_hdr) == 576, "segment header layout");
 #define SHUNT_SEG_HDR_SIZE 4096u /* data starts page aligned */
 
 /* ---- 3. the accept message (server -> client, with 0 to 3 fds) ---- */

@@ -3,13 +3,18 @@
  * fdtab.c - fd number -> struct sk.
  *
  * Two levels of 4096-entry chunks, allocated on first use and never freed, so
- * a lookup is two loads and needs no lock; the lock only serialises writers.
- * A lookup takes a reference; a concurrent close() removes the entry and
- * drops the table's reference, the object dies with the last user.
+ * a lookup is two loads and needs no lock.  A lookup takes a reference; a
+ * concurrent close() removes the entry and drops the table's reference, and
+ * the object is finished with the last user.  struct sk memory is
+ * type-stable (recycled through a free list, never returned to malloc), so
+ * a lookup racing with close may touch a dead or recycled object safely: it
+ * only takes a reference if the count is not zero and then checks that the
+ * table still holds that object (the SLAB_TYPESAFE_BY_RCU pattern).
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
 #include "shim.h"
@@ -22,8 +27,7 @@
 
 static struct sk *_Atomic *chunks[NCHUNKS];
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-/* Guards the window between loading a pointer and taking its reference. */
-static pthread_rwlock_t life = PTHREAD_RWLOCK_INITIALIZER;
+static struct sk *free_sks;
 
 static struct sk *_Atomic *slot(int fd, int create)
 {
@@ -47,19 +51,35 @@ static struct sk *_Atomic *slot(int fd, int create)
 	return c ? &c[lo] : NULL;
 }
 
+static int ref_not_zero(struct sk *s)
+{
+	int r = __atomic_load_n(&s->refs, __ATOMIC_ACQUIRE);
+
+	do {
+		if (r <= 0)
+			return 0;
+	} while (!__atomic_compare_exchange_n(&s->refs, &r, r + 1, 1, __ATOMIC_ACQ_REL,
+					      __ATOMIC_ACQUIRE));
+	return 1;
+}
+
 struct sk *fdtab_get(int fd)
 {
 	struct sk *_Atomic *p = slot(fd, 0);
 	struct sk *s;
 
-	if (!p || !__atomic_load_n(p, __ATOMIC_ACQUIRE))
+	if (!p)
 		return NULL;
-	pthread_rwlock_rdlock(&life);
-	s = __atomic_load_n(p, __ATOMIC_ACQUIRE);
-	if (s)
-		sk_ref(s);
-	pthread_rwlock_unlock(&life);
-	return s;
+	for (;;) {
+		s = __atomic_load_n(p, __ATOMIC_ACQUIRE);
+		if (!s)
+			return NULL;
+		if (!ref_not_zero(s))
+			continue; /* dying: the table no longer holds it, or soon won't */
+		if (__atomic_load_n(p, __ATOMIC_ACQUIRE) == s)
+			return s;
+		sk_put(s); /* closed (and maybe reused) meanwhile */
+	}
 }
 
 void fdtab_set(int fd, struct sk *s)
@@ -71,9 +91,7 @@ void fdtab_set(int fd, struct sk *s)
 		sk_put(s);
 		return;
 	}
-	pthread_rwlock_wrlock(&life);
 	old = __atomic_exchange_n(p, s, __ATOMIC_ACQ_REL);
-	pthread_rwlock_unlock(&life);
 	if (old)
 		sk_put(old);
 }
@@ -81,14 +99,10 @@ void fdtab_set(int fd, struct sk *s)
 struct sk *fdtab_take(int fd)
 {
 	struct sk *_Atomic *p = slot(fd, 0);
-	struct sk *old;
 
 	if (!p || !__atomic_load_n(p, __ATOMIC_ACQUIRE))
 		return NULL;
-	pthread_rwlock_wrlock(&life);
-	old = __atomic_exchange_n(p, NULL, __ATOMIC_ACQ_REL);
-	pthread_rwlock_unlock(&life);
-	return old;
+	return __atomic_exchange_n(p, NULL, __ATOMIC_ACQ_REL);
 }
 
 void fdtab_each(void (*fn)(int fd, struct sk *s, void *arg), void *arg)
@@ -107,14 +121,22 @@ void fdtab_each(void (*fn)(int fd, struct sk *s, void *arg), void *arg)
 
 struct sk *sk_new(int kind, int domain)
 {
-	struct sk *s = calloc(1, sizeof *s);
+	struct sk *s;
 
-	if (!s)
+	pthread_mutex_lock(&lock);
+	s = free_sks;
+	if (s)
+		free_sks = s->next_free;
+	pthread_mutex_unlock(&lock);
+	if (!s && !(s = calloc(1, sizeof *s)))
 		return NULL;
-	s->refs = 1;
+	/* Everything but the count first; the count last, with release, so a
+	 * racing lookup that sees it non-zero sees a whole object. */
+	memset((char *)s + sizeof s->refs, 0, sizeof *s - sizeof s->refs);
 	s->kind = kind;
 	s->domain = domain;
 	s->reason = SHUNT_R_PEER_NOT_SHUNT;
+	__atomic_store_n(&s->refs, 1, __ATOMIC_RELEASE);
 	return s;
 }
 
@@ -128,7 +150,13 @@ void sk_put(struct sk *s)
 		ep_free(s->ep);
 	if (s->stat)
 		stats_free(s->stat);
-	free(s);
+	s->conn = NULL;
+	s->ep = NULL;
+	s->stat = NULL;
+	pthread_mutex_lock(&lock);
+	s->next_free = free_sks;
+	free_sks = s;
+	pthread_mutex_unlock(&lock);
 }
 
 /* ---- shunt's own descriptors ---- */

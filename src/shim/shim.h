@@ -49,7 +49,7 @@ struct conn {
 };
 
 struct sk {
-	_Atomic int refs;
+	_Atomic int refs;         /* first: sk_new clears all that follows */
 	int kind;                 /* enum sk_kind */
 	int domain;
 	int reason;               /* enum shunt_reason while plain */
@@ -60,6 +60,7 @@ struct sk {
 	struct shunt_stat_rec *stat;
 	struct shunt_tuple tuple; /* as the rendezvous saw it (valid if has_tuple) */
 	int has_tuple;
+	struct sk *next_free;     /* on the free list (fdtab.c) */
 };
 
 /* global state */

@@ -39,8 +39,16 @@ static size_t iov_walk(struct ring *r, uint64_t pos, const struct iovec *iov, in
 size_t ring_writev(struct ring *r, const struct iovec *iov, int iovcnt, size_t max)
 {
 	uint64_t prod = __atomic_load_n(&r->ctl->prod, __ATOMIC_RELAXED);
-	uint64_t space = ring_space(r);
-	size_t n = max < space ? max : space;
+	uint64_t space = r->size - (prod - r->cons_seen);
+	size_t n;
+
+	/* The cached cursor can be stale (or from another writer process of
+	 * this side, or older than a reset): refresh it when it is not enough. */
+	if (space < max || prod - r->cons_seen > r->size) {
+		r->cons_seen = __atomic_load_n(&r->ctl->cons, __ATOMIC_ACQUIRE);
+		space = r->size - (prod - r->cons_seen);
+	}
+	n = max < space ? max : space;
 
 	if (!n)
 		return 0;

@@ -20,7 +20,9 @@
 struct ring {
 	struct shunt_ring_ctl *ctl;
 	uint8_t *data;
-	uint32_t size; /* power of two */
+	uint32_t size;      /* power of two */
+	uint64_t cons_seen; /* writer's cached copy of cons: space known without
+			     * touching the reader's cache line (it only grows) */
 };
 
 static inline uint64_t ring_used(const struct ring *r)
