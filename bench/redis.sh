@@ -8,7 +8,7 @@ OUT=$1
 N=${N:-100000}
 export SHUNT_DIR; SHUNT_DIR=$(mktemp -d /tmp/shunt-bench.XXXXXX)
 P=$((20000 + RANDOM % 10000))
-trap 'kill $(jobs -p) 2>/dev/null; wait 2>/dev/null; rm -rf "$SHUNT_DIR"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$SHUNT_DIR"' EXIT
 
 run() { # prefix...
 	"$@" redis-server --port "$P" --save '' --appendonly no >/dev/null 2>&1 &
