@@ -337,45 +337,44 @@ static void add(const char *test, enum variant v, double value, const char *unit
 	fflush(stdout);
 }
 
-static void latency(const char *kind_test, size_t msg, int iters, int with_raw)
+/* One test: TCP loopback first (the baseline of every ratio), then the unix
+ * socket and the three shunt modes on the same worker, then the raw limit. */
+static void compare(const char *test, const char *unit, const char *what, const char *params,
+		    const char *raw)
 {
-	char args[128], test[32];
+	char args[160];
 	double tcp;
 
-	snprintf(test, sizeof test, "rtt-%zuB", msg);
-	snprintf(args, sizeof args, "pingpong tcp %zu %d", msg, iters);
+	snprintf(args, sizeof args, "%s tcp %s", what, params);
 	tcp = run_worker(V_TCP, args);
-	add(test, V_TCP, tcp, "us", tcp);
-	snprintf(args, sizeof args, "pingpong unix %zu %d", msg, iters);
-	add(test, V_UNIX, run_worker(V_UNIX, args), "us", tcp);
-	snprintf(args, sizeof args, "pingpong tcp %zu %d", msg, iters);
-	add(test, V_BUSY, run_worker(V_BUSY, args), "us", tcp);
-	add(test, V_NOSPIN, run_worker(V_NOSPIN, args), "us", tcp);
-	add(test, V_DEFAULT, run_worker(V_DEFAULT, args), "us", tcp);
-	if (with_raw) {
-		snprintf(args, sizeof args, "rawshm %zu %d", msg, iters);
-		add(test, V_RAW, run_worker(V_RAW, args), "us", tcp);
-	}
-	(void)kind_test;
+	add(test, V_TCP, tcp, unit, tcp);
+	snprintf(args, sizeof args, "%s unix %s", what, params);
+	add(test, V_UNIX, run_worker(V_UNIX, args), unit, tcp);
+	snprintf(args, sizeof args, "%s tcp %s", what, params);
+	for (enum variant v = V_BUSY; v <= V_DEFAULT; v++)
+		add(test, v, run_worker(v, args), unit, tcp);
+	if (raw)
+		add(test, V_RAW, run_worker(V_RAW, raw), unit, tcp);
+}
+
+static void latency(size_t msg, int iters)
+{
+	char test[32], params[64], raw[64];
+
+	snprintf(test, sizeof test, "rtt-%zuB", msg);
+	snprintf(params, sizeof params, "%zu %d", msg, iters);
+	snprintf(raw, sizeof raw, "rawshm %zu %d", msg, iters);
+	compare(test, "us", "pingpong", params, raw);
 }
 
 static void throughput(size_t msg, size_t total)
 {
-	char args[128], test[32];
-	double tcp;
+	char test[32], params[64], raw[64];
 
 	snprintf(test, sizeof test, "stream-%zuKiB", msg / 1024);
-	snprintf(args, sizeof args, "stream tcp %zu %zu", msg, total);
-	tcp = run_worker(V_TCP, args);
-	add(test, V_TCP, tcp, "GB/s", tcp);
-	snprintf(args, sizeof args, "stream unix %zu %zu", msg, total);
-	add(test, V_UNIX, run_worker(V_UNIX, args), "GB/s", tcp);
-	snprintf(args, sizeof args, "stream tcp %zu %zu", msg, total);
-	add(test, V_BUSY, run_worker(V_BUSY, args), "GB/s", tcp);
-	add(test, V_NOSPIN, run_worker(V_NOSPIN, args), "GB/s", tcp);
-	add(test, V_DEFAULT, run_worker(V_DEFAULT, args), "GB/s", tcp);
-	snprintf(args, sizeof args, "memcpy %zu %zu", msg, total * 4);
-	add(test, V_RAW, run_worker(V_RAW, args), "GB/s", tcp);
+	snprintf(params, sizeof params, "%zu %zu", msg, total);
+	snprintf(raw, sizeof raw, "memcpy %zu %zu", msg, total * 4);
+	compare(test, "GB/s", "stream", params, raw);
 }
 
 static void setup(int n)
@@ -440,9 +439,9 @@ int cmd_bench(int argc, char **argv)
 	}
 	iters = quick ? 2000 : 20000;
 	printf("shunt bench: medians; 'vs tcp' > 1 means better than TCP loopback\n");
-	latency("rtt", 64, iters, 1);
-	latency("rtt", 1024, iters, 1);
-	latency("rtt", 16384, iters / 2, 1);
+	latency(64, iters);
+	latency(1024, iters);
+	latency(16384, iters / 2);
 	throughput(65536, quick ? (256u << 20) : (2048u << 20));
 	setup(quick ? 200 : 2000);
 	if (out)
