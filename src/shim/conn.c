@@ -52,21 +52,21 @@ void conn_kick_self(struct conn *c)
 	efd_signal(c->efd_mine);
 }
 
-/* The peer reads c->tx: tell it data (or EOF) arrived if it asked. */
+/* The peer reads c->tx: tell it data (or EOF) arrived if it asked.  The
+ * exchange is a full barrier (a locked instruction) that orders our cursor
+ * store before reading the flag - the writer's half of the Dekker pair whose
+ * other half is the sleeper's seq_cst store of the flag before re-checking
+ * the cursor - and it touches a line no one else writes while data flows. */
 static void notify_reader(struct conn *c)
 {
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&c->tx.ctl->rd_want, __ATOMIC_RELAXED) &&
-	    __atomic_exchange_n(&c->tx.ctl->rd_want, 0, __ATOMIC_ACQ_REL))
+	if (__atomic_exchange_n(&c->tx.ctl->rd_want, 0, __ATOMIC_SEQ_CST))
 		efd_signal(c->efd_peer);
 }
 
 /* The peer writes c->rx: tell it space freed if it asked. */
 static void notify_writer(struct conn *c)
 {
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&c->rx.ctl->wr_want, __ATOMIC_RELAXED) &&
-	    __atomic_exchange_n(&c->rx.ctl->wr_want, 0, __ATOMIC_ACQ_REL))
+	if (__atomic_exchange_n(&c->rx.ctl->wr_want, 0, __ATOMIC_SEQ_CST))
 		efd_signal(c->efd_peer);
 }
 
@@ -277,6 +277,10 @@ static int conn_wait(struct conn *c, unsigned want, int *deadline_ms, int short_
 	adapt_spin(c, 0);
 	p[0] = (struct pollfd){ .fd = c->efd_mine, .events = POLLIN };
 	p[1] = (struct pollfd){ .fd = c->tcp_fd, .events = POLLIN | POLLRDHUP };
+	/* SO_RCVTIMEO/SO_SNDTIMEO matter only to a sleeper: look them up
+	 * now, not on every call. */
+	if (*deadline_ms == -2)
+		*deadline_ms = sock_timeout_ms(c->tcp_fd, want & POLLIN ? SO_RCVTIMEO : SO_SNDTIMEO);
 	tmo = *deadline_ms;
 	/* A writer facing a peer that half-closed must learn whether it is
 	 * gone: probe the TCP socket now and then (a gone peer answers RST). */
@@ -384,8 +388,6 @@ ssize_t conn_send(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 			break;
 		if (c->peer_err)
 			break;
-		if (deadline == -2)
-			deadline = sock_timeout_ms(c->tcp_fd, SO_SNDTIMEO);
 		r = wait_or_fail(s, POLLOUT, &deadline, total);
 		if (r)
 			break; /* with total > 0 the error is dropped: a short write */
@@ -455,8 +457,6 @@ ssize_t conn_recv(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 			r = -EAGAIN;
 			break;
 		}
-		if (deadline == -2)
-			deadline = sock_timeout_ms(c->tcp_fd, SO_RCVTIMEO);
 		r = wait_or_fail(s, POLLIN, &deadline, total);
 		if (r)
 			break;
