@@ -196,8 +196,8 @@ static int sock_timeout_ms(int fd, int opt)
 }
 
 /* Would every installed handler be restarted by the kernel (SA_RESTART)?
- * poll() is never restarted, so a blocking read/write built on it decides
- * itself whether EINTR is visible, the way the kernel would for recv(). */
+ * The fallback when the interrupting signal is not known (its handler was
+ * installed behind the shim's back, e.g. by a raw system call). */
 static int signals_restart(void)
 {
 	struct sigaction sa;
@@ -243,7 +243,7 @@ static inline int quick_ready(struct conn *c, unsigned want)
 /* Spin, then sleep until want (POLLIN/POLLOUT) may be satisfied.
  * Returns 0 to re-check, -EAGAIN on SO_*TIMEO expiry, -EINTR on a signal,
  * -EDEADLK when short_ok and the peer is blocked writing to us too. */
-static int conn_wait(struct conn *c, unsigned want, int *deadline_ms, int short_ok)
+static int conn_wait(struct conn *c, unsigned want, int *deadline_ms, int short_ok, uint64_t sig0)
 {
 	uint64_t start = shunt_now_ns(), now;
 	struct pollfd p[2];
@@ -264,12 +264,18 @@ static int conn_wait(struct conn *c, unsigned want, int *deadline_ms, int short_
 			adapt_spin(c, 1);
 			return 0;
 		}
+		/* A handler ran while we spun: the kernel would have failed
+		 * (or restarted) the call, not kept waiting. */
+		if (shunt_signals_seen() != sig0)
+			return -EINTR;
 		if (now - c->last_probe_ns > REFRESH_INTERVAL_NS * 10)
 			conn_refresh(c);
 	}
 	conn_arm(c, want);
 	if (ready_for(c, want))
 		return 0;
+	if (shunt_signals_seen() != sig0)
+		return -EINTR;
 	/* Checked after arming: of two writers arming at once, at least one
 	 * sees the other's flag (both are seq_cst), so they never both sleep. */
 	if (short_ok && (want & POLLOUT) && write_deadlock(c))
@@ -342,12 +348,21 @@ static void iov_skip(struct iovec **iov, int *cnt, size_t n)
 	}
 }
 
-static int wait_or_fail(struct sk *s, unsigned want, int *deadline, size_t done)
+/* EINTR as the kernel decides it for recv/send: restarted when nothing
+ * moved yet, no timeout is set and the handler asked for SA_RESTART. */
+static int wait_or_fail(struct sk *s, unsigned want, int *deadline, size_t done, uint64_t *sig0)
 {
-	int r = conn_wait(s->conn, want, deadline, done > 0);
+	int r = conn_wait(s->conn, want, deadline, done > 0, *sig0), rs;
 
-	if (r == -EINTR && !done && *deadline < 0 && signals_restart())
-		r = 0;
+	if (r != -EINTR)
+		return r;
+	rs = shunt_signal_restarts();
+	if (rs < 0)
+		rs = signals_restart();
+	if (!done && *deadline < 0 && rs) {
+		*sig0 = shunt_signals_seen();
+		return 0;
+	}
 	return r;
 }
 
@@ -366,6 +381,7 @@ ssize_t conn_send(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 	size_t len = iov_total(iov0, iovcnt), total = 0;
 	int nonblock = s->nonblock || (flags & MSG_DONTWAIT);
 	int deadline = -2, r = 0;
+	uint64_t sig0 = shunt_signals_seen();
 	struct iovec copy[IOV_MAX], *iov = copy;
 
 	if (iovcnt < 0 || iovcnt > IOV_MAX)
@@ -388,7 +404,7 @@ ssize_t conn_send(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 			break;
 		if (c->peer_err)
 			break;
-		r = wait_or_fail(s, POLLOUT, &deadline, total);
+		r = wait_or_fail(s, POLLOUT, &deadline, total, &sig0);
 		if (r)
 			break; /* with total > 0 the error is dropped: a short write */
 	}
@@ -416,6 +432,7 @@ ssize_t conn_recv(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 	int nonblock = s->nonblock || (flags & MSG_DONTWAIT);
 	int peek = flags & MSG_PEEK, waitall = (flags & MSG_WAITALL) && !peek;
 	int deadline = -2, r = 0;
+	uint64_t sig0 = shunt_signals_seen();
 	struct iovec copy[IOV_MAX], *iov = copy;
 
 	if (iovcnt < 0 || iovcnt > IOV_MAX)
@@ -457,7 +474,7 @@ ssize_t conn_recv(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 			r = -EAGAIN;
 			break;
 		}
-		r = wait_or_fail(s, POLLIN, &deadline, total);
+		r = wait_or_fail(s, POLLIN, &deadline, total, &sig0);
 		if (r)
 			break;
 	}

@@ -132,6 +132,10 @@ int shim_select(int nfds, fd_set *r, fd_set *w, fd_set *e, int timeout_ms, const
 
 /* exec.c */
 /* exec wrappers live in exec.c */
+
+/* signal.c */
+uint64_t shunt_signals_seen(void);
+int shunt_signal_restarts(void);
 void exec_inherit(void);
 
 #endif

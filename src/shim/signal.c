@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * signal.c - knowing that a signal handler ran.
+ *
+ * A blocking recv() on TCP sleeps in the kernel, which fails it with EINTR
+ * when a handler runs (or restarts it, with SA_RESTART).  shunt's blocking
+ * calls first spin in user space, where a handler runs unseen: a one-shot
+ * alarm() meant to interrupt a read would be lost and the read would block
+ * on.  So the shim wraps the application's handlers of asynchronous signals
+ * with a trampoline that counts deliveries and remembers the last signal;
+ * a blocking call that sees the count move behaves as the kernel would.
+ * Synchronous fault signals (SEGV, BUS, ILL, FPE, TRAP, SYS) are left
+ * alone: they never interrupt a sleep, and runtimes rely on them.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include "shim.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+static int (*real_sigaction)(int, const struct sigaction *, struct sigaction *);
+static struct sigaction app[NSIG];   /* what the application installed */
+static _Atomic int wrapped[NSIG];
+static _Atomic uint64_t delivered;
+static _Atomic int last_sig;
+
+uint64_t shunt_signals_seen(void)
+{
+	return __atomic_load_n(&delivered, __ATOMIC_ACQUIRE);
+}
+
+/* Restart a call interrupted by the last handled signal? (SA_RESTART) */
+int shunt_signal_restarts(void)
+{
+	int sig = __atomic_load_n(&last_sig, __ATOMIC_RELAXED);
+
+	if (sig <= 0 || sig >= NSIG || !wrapped[sig])
+		return -1; /* unknown: the caller decides */
+	return !!(app[sig].sa_flags & SA_RESTART);
+}
+
+static void trampoline(int sig, siginfo_t *si, void *uc)
+{
+	struct sigaction *a = &app[sig];
+
+	__atomic_store_n(&last_sig, sig, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&delivered, 1, __ATOMIC_RELEASE);
+	if (a->sa_flags & SA_SIGINFO)
+		a->sa_sigaction(sig, si, uc);
+	else if (a->sa_handler != SIG_DFL && a->sa_handler != SIG_IGN)
+		a->sa_handler(sig);
+}
+
+static int synchronous(int sig)
+{
+	return sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE ||
+	       sig == SIGTRAP || sig == SIGSYS;
+}
+
+EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+{
+	struct sigaction mine, prev_app;
+	int was, r;
+
+	if (!real_sigaction)
+		*(void **)&real_sigaction = dlsym(RTLD_NEXT, "sigaction");
+	if (!real_sigaction) {
+		errno = ENOSYS;
+		return -1;
+	}
+	if (sig <= 0 || sig >= NSIG || synchronous(sig) || sig == SIGKILL || sig == SIGSTOP)
+		return real_sigaction(sig, act, old);
+	was = wrapped[sig];
+	prev_app = app[sig];
+	if (act && act->sa_handler != SIG_DFL && act->sa_handler != SIG_IGN) {
+		mine = *act;
+		mine.sa_flags |= SA_SIGINFO;
+		mine.sa_sigaction = trampoline;
+		app[sig] = *act;
+		wrapped[sig] = 1;
+		r = real_sigaction(sig, &mine, old);
+	} else {
+		r = real_sigaction(sig, act, old);
+		if (!r && act)
+			wrapped[sig] = 0;
+	}
+	if (r) {
+		app[sig] = prev_app;
+		wrapped[sig] = was;
+		return r;
+	}
+	/* Report what the application installed, not our trampoline. */
+	if (old && was && old->sa_sigaction == trampoline)
+		*old = prev_app;
+	return 0;
+}
+
+/* glibc's signal() and sysv_signal() reach sigaction internally, past us. */
+EXPORT sighandler_t signal(int sig, sighandler_t h)
+{
+	struct sigaction sa, old;
+
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = h;
+	sa.sa_flags = SA_RESTART; /* BSD semantics, as glibc's signal() */
+	sigemptyset(&sa.sa_mask);
+	sigaddset(&sa.sa_mask, sig);
+	if (sigaction(sig, &sa, &old))
+		return SIG_ERR;
+	return old.sa_handler;
+}
