@@ -11,6 +11,7 @@ HDRS    := $(wildcard include/shunt/*.h src/shim/*.h src/common/*.h src/transpor
 
 UNIT    := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(wildcard tests/unit/*.c))
 BEHAVE  := $(patsubst tests/behave/%.c,$(BUILD)/tests/behave/%,$(wildcard tests/behave/*.c))
+TOOLS   := $(patsubst tests/tools/%.c,$(BUILD)/tests/tools/%,$(wildcard tests/tools/*.c))
 
 all: $(BUILD)/libshunt.so $(BUILD)/shunt
 
@@ -31,7 +32,11 @@ $(BUILD)/tests/behave/%: tests/behave/%.c tests/behave/common.h
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -Wno-vla-larger-than -o $@ $< -lpthread
 
-tests: all $(UNIT) $(BEHAVE)
+$(BUILD)/tests/tools/%: tests/tools/%.c include/shunt/shunt.h
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -o $@ $<
+
+tests: all $(UNIT) $(BEHAVE) $(TOOLS)
 
 test: tests
 	BUILD=$(BUILD) tests/run.sh

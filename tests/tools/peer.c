@@ -1,0 +1,120 @@
+/* Description: a tiny TCP peer for the integration matrix.
+ *   peer server ADDR PORT MODE   MODE: cfirst (client speaks first) | sfirst
+ *   peer client ADDR PORT MODE
+ * Exchanges 64 KiB of checksummed data each way, in the order MODE says,
+ * then prints one line: "role=... mode=... reason=... first_byte_us=..."
+ * (mode/reason from getsockopt(SOL_SHUNT), "none" without shunt). */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+#include "shunt/shunt.h"
+
+#define N 65536
+
+static double now(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static void die(const char *m)
+{
+	fprintf(stderr, "peer: %s: %s\n", m, strerror(errno));
+	exit(1);
+}
+
+static void xfer(int fd, uint8_t *b, size_t n, int rd)
+{
+	for (size_t o = 0; o < n;) {
+		ssize_t r = rd ? read(fd, b + o, n - o) : write(fd, b + o, n - o);
+		if (r <= 0)
+			die(rd ? "read" : "write");
+		o += (size_t)r;
+	}
+}
+
+static void send_data(int fd, uint32_t seed)
+{
+	static uint8_t b[N];
+	for (size_t i = 0; i < N; i++)
+		b[i] = (uint8_t)((i * 2654435761u + seed) >> 11);
+	xfer(fd, b, N, 0);
+}
+
+static void check_data(int fd, uint32_t seed)
+{
+	static uint8_t b[N];
+	xfer(fd, b, N, 1);
+	for (size_t i = 0; i < N; i++)
+		if (b[i] != (uint8_t)((i * 2654435761u + seed) >> 11)) {
+			fprintf(stderr, "peer: byte %zu differs\n", i);
+			exit(1);
+		}
+}
+
+static void report(const char *role, int fd, double first)
+{
+	struct shunt_info in;
+	socklen_t l = sizeof in;
+	if (getsockopt(fd, SOL_SHUNT, SHUNT_INFO, &in, &l))
+		printf("role=%s mode=none reason=none first_byte_us=%.0f\n", role, first * 1e6);
+	else
+		printf("role=%s mode=%s reason=%u first_byte_us=%.0f\n", role, in.mode == 1 ? "shm" : "tcp",
+		       in.reason, first * 1e6);
+}
+
+int main(int argc, char **argv)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICHOST | AI_PASSIVE }, *ai;
+	int cfirst, fd, one = 1;
+	double t0, first;
+
+	if (argc != 5 || getaddrinfo(argv[2], argv[3], &hints, &ai))
+		return 2;
+	cfirst = !strcmp(argv[4], "cfirst");
+	fd = socket(ai->ai_family, SOCK_STREAM, 0);
+	if (!strcmp(argv[1], "server")) {
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+		if (bind(fd, ai->ai_addr, ai->ai_addrlen) || listen(fd, 8))
+			die("listen");
+		printf("listening\n");
+		fflush(stdout);
+		int c = accept(fd, NULL, NULL);
+		if (c < 0)
+			die("accept");
+		t0 = now();
+		if (cfirst) {
+			check_data(c, 1);
+			first = now() - t0;
+			send_data(c, 2);
+		} else {
+			send_data(c, 2);
+			check_data(c, 1);
+			first = now() - t0;
+		}
+		report("server", c, first);
+		return 0;
+	}
+	t0 = now();
+	if (connect(fd, ai->ai_addr, ai->ai_addrlen))
+		die("connect");
+	if (cfirst) {
+		send_data(fd, 1);
+		check_data(fd, 2);
+	} else {
+		check_data(fd, 2);
+		send_data(fd, 1);
+	}
+	first = now() - t0;
+	report("client", fd, first);
+	return 0;
+}
