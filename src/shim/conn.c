@@ -16,7 +16,9 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -52,31 +54,60 @@ void conn_kick_self(struct conn *c)
 	efd_signal(c->efd_mine);
 }
 
-/* The peer reads c->tx: tell it data (or EOF) arrived if it asked.  The
- * exchange is a full barrier (a locked instruction) that orders our cursor
- * store before reading the flag - the writer's half of the Dekker pair whose
- * other half is the sleeper's seq_cst store of the flag before re-checking
- * the cursor - and it touches a line no one else writes while data flows. */
+/* The "wake me" words hold who sleeps: a poll/epoll sleeper on our
+ * eventfd, or a blocking call on the word itself (a futex: one system call
+ * to sleep, one to wake, instead of poll plus a drain). */
+#define WANT_EFD 1u
+#define WANT_FUTEX 2u
+#define SLEEP_SLICE_MS 100 /* a futex sleeper looks at the TCP socket this often */
+
+static long futex(_Atomic uint32_t *w, int op, uint32_t val, const struct timespec *ts)
+{
+	return syscall(SYS_futex, w, op, val, ts, NULL, 0);
+}
+
+/* Take the flag and wake whoever set it.  The exchange is a full barrier (a
+ * locked instruction) that orders our cursor store before reading the flag:
+ * the waker's half of the Dekker pair whose other half is the sleeper's
+ * seq_cst flag store before it re-checks the cursor.  Its line is written
+ * by no one else while data flows. */
+static void wake(_Atomic uint32_t *w, int efd)
+{
+	uint32_t v = __atomic_exchange_n(w, 0, __ATOMIC_SEQ_CST);
+
+	if (v & WANT_EFD)
+		efd_signal(efd);
+	if (v & WANT_FUTEX) {
+		int e = errno;
+		futex(w, FUTEX_WAKE, INT32_MAX, NULL);
+		errno = e;
+	}
+}
+
+/* The peer reads c->tx: tell it data (or EOF) arrived if it asked. */
 static void notify_reader(struct conn *c)
 {
-	if (__atomic_exchange_n(&c->tx.ctl->rd_want, 0, __ATOMIC_SEQ_CST))
-		efd_signal(c->efd_peer);
+	wake(&c->tx.ctl->rd_want, c->efd_peer);
 }
 
 /* The peer writes c->rx: tell it space freed if it asked. */
 static void notify_writer(struct conn *c)
 {
-	if (__atomic_exchange_n(&c->rx.ctl->wr_want, 0, __ATOMIC_SEQ_CST))
-		efd_signal(c->efd_peer);
+	wake(&c->rx.ctl->wr_want, c->efd_peer);
 }
 
+static _Atomic uint32_t *want_word(struct conn *c, unsigned want)
+{
+	return want & POLLIN ? &c->rx.ctl->rd_want : &c->tx.ctl->wr_want;
+}
+
+/* Ask the peer to signal our eventfd (poll, epoll, a non-blocking EAGAIN). */
 void conn_arm(struct conn *c, unsigned want)
 {
 	if (want & POLLIN)
-		__atomic_store_n(&c->rx.ctl->rd_want, 1, __ATOMIC_SEQ_CST);
+		__atomic_fetch_or(&c->rx.ctl->rd_want, WANT_EFD, __ATOMIC_SEQ_CST);
 	if (want & POLLOUT)
-		__atomic_store_n(&c->tx.ctl->wr_want, 1, __ATOMIC_SEQ_CST);
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+		__atomic_fetch_or(&c->tx.ctl->wr_want, WANT_EFD, __ATOMIC_SEQ_CST);
 }
 
 /* Attach to segment `seg` of arena `a` (its eventfd pair must be set);
@@ -115,6 +146,13 @@ int conn_attach(struct conn **out, struct arena *a, unsigned seg, int side, int 
  * sides have let go. */
 void conn_free(struct conn *c)
 {
+	/* Our duplicate goes first: if it was the last reference to the
+	 * kernel socket, the FIN leaves now; then a peer asleep on the rings
+	 * wakes and finds it. */
+	fd_close_internal(c->tcp_fd);
+	c->tcp_fd = -1;
+	notify_reader(c);
+	notify_writer(c);
 	arena_drop_owner(c->arena, c->segno, c->side);
 	conn_discard(c);
 }
@@ -245,10 +283,12 @@ static inline int quick_ready(struct conn *c, unsigned want)
  * -EDEADLK when short_ok and the peer is blocked writing to us too. */
 static int conn_wait(struct conn *c, unsigned want, int *deadline_ms, int short_ok, uint64_t sig0)
 {
-	uint64_t start = shunt_now_ns(), now;
-	struct pollfd p[2];
+	uint64_t start = shunt_now_ns(), now, el;
 	int64_t budget = shunt_cfg.spin_ns < 0 ? INT64_MAX : c->spin_ns;
-	int r, tmo;
+	_Atomic uint32_t *w;
+	struct timespec ts;
+	uint32_t v;
+	int r, tmo, err;
 
 	while ((now = shunt_now_ns()) - start < (uint64_t)budget) {
 		/* Poll the one cache line the peer will write; look at the
@@ -271,7 +311,8 @@ static int conn_wait(struct conn *c, unsigned want, int *deadline_ms, int short_
 		if (now - c->last_probe_ns > REFRESH_INTERVAL_NS * 10)
 			conn_refresh(c);
 	}
-	conn_arm(c, want);
+	w = want_word(c, want);
+	v = __atomic_or_fetch(w, WANT_FUTEX, __ATOMIC_SEQ_CST);
 	if (ready_for(c, want))
 		return 0;
 	if (shunt_signals_seen() != sig0)
@@ -281,36 +322,35 @@ static int conn_wait(struct conn *c, unsigned want, int *deadline_ms, int short_
 	if (short_ok && (want & POLLOUT) && write_deadlock(c))
 		return -EDEADLK;
 	adapt_spin(c, 0);
-	p[0] = (struct pollfd){ .fd = c->efd_mine, .events = POLLIN };
-	p[1] = (struct pollfd){ .fd = c->tcp_fd, .events = POLLIN | POLLRDHUP };
 	/* SO_RCVTIMEO/SO_SNDTIMEO matter only to a sleeper: look them up
 	 * now, not on every call. */
 	if (*deadline_ms == -2)
 		*deadline_ms = sock_timeout_ms(c->tcp_fd, want & POLLIN ? SO_RCVTIMEO : SO_SNDTIMEO);
-	tmo = *deadline_ms;
-	/* A writer facing a peer that half-closed must learn whether it is
-	 * gone: probe the TCP socket now and then (a gone peer answers RST). */
-	if ((want & POLLOUT) && c->peer_eof && (tmo < 0 || tmo > 100))
-		tmo = 100;
+	tmo = *deadline_ms < 0 || *deadline_ms > SLEEP_SLICE_MS ? SLEEP_SLICE_MS : *deadline_ms;
+	ts = (struct timespec){ tmo / 1000, (long)(tmo % 1000) * 1000000L };
 	now = shunt_now_ns();
-	r = real.poll(p, (c->peer_eof || c->peer_err) ? 1 : 2, tmo);
+	r = (int)futex(w, FUTEX_WAIT, v, &ts);
+	err = r ? errno : 0;
+	el = shunt_now_ns() - now;
 	/* Woken sooner than the spin limit: spinning would have caught it. */
-	if (r > 0 && shunt_now_ns() - now < (uint64_t)(shunt_cfg.spin_ns > 0 ? shunt_cfg.spin_ns : 0))
+	if (!r && el < (uint64_t)(shunt_cfg.spin_ns > 0 ? shunt_cfg.spin_ns : 0))
 		adapt_spin(c, 1);
 	if (*deadline_ms >= 0) {
-		*deadline_ms -= (int)((shunt_now_ns() - now) / 1000000);
-		if (*deadline_ms <= 0 && r == 0)
+		*deadline_ms -= (int)(el / 1000000);
+		if (*deadline_ms <= 0 && err == ETIMEDOUT && !ready_for(c, want))
 			return -EAGAIN;
 		if (*deadline_ms < 0)
 			*deadline_ms = 0;
 	}
-	if (r < 0)
-		return errno == EINTR ? -EINTR : 0;
-	if (p[0].revents)
-		conn_drain(c);
-	if (p[1].revents)
+	if (err == EINTR)
+		return -EINTR;
+	/* Nothing for us after a wake-up or a slice: FIN or RST?  (A closing
+	 * peer wakes us after its FIN left; a killed one does not: the slice.) */
+	if (!ready_for(c, want))
 		conn_refresh(c);
-	if ((want & POLLOUT) && c->peer_eof && !c->peer_err && r == 0) {
+	/* A writer facing a peer that half-closed must learn whether it is
+	 * gone: probe the TCP socket (a gone peer answers RST). */
+	if ((want & POLLOUT) && c->peer_eof && !c->peer_err && err == ETIMEDOUT) {
 		if (real.send(c->tcp_fd, "", 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 &&
 		    errno != EAGAIN)
 			c->peer_err = errno;
@@ -501,7 +541,8 @@ int conn_shutdown(struct sk *s, int how)
 		c->shut_wr = 1;
 		__atomic_store_n(&c->tx.ctl->wr_done, 1, __ATOMIC_RELEASE);
 		shunt_unlock(&c->tx.ctl->wlock);
-		__atomic_store_n(&c->tx.ctl->rd_want, 1, __ATOMIC_RELAXED);
+		/* Wake any sleeper: an epoll waiter must see the EOF too. */
+		__atomic_fetch_or(&c->tx.ctl->rd_want, WANT_EFD, __ATOMIC_SEQ_CST);
 		notify_reader(c);
 	}
 	return real.shutdown(c->tcp_fd, how) ? -errno : 0;
