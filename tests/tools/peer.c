@@ -4,27 +4,10 @@
  * Exchanges 64 KiB of checksummed data each way, in the order MODE says,
  * then prints one line: "role=... mode=... reason=... first_byte_us=..."
  * (mode/reason from getsockopt(SOL_SHUNT), "none" without shunt). */
-#define _GNU_SOURCE
-#include <arpa/inet.h>
-#include <errno.h>
 #include <netdb.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/socket.h>
-#include <time.h>
-#include <unistd.h>
-#include "shunt/shunt.h"
+#include "../behave/common.h"
 
 #define N 65536
-
-static double now(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
 
 static void die(const char *m)
 {
@@ -32,30 +15,20 @@ static void die(const char *m)
 	exit(1);
 }
 
-static void xfer(int fd, uint8_t *b, size_t n, int rd)
-{
-	for (size_t o = 0; o < n;) {
-		ssize_t r = rd ? read(fd, b + o, n - o) : write(fd, b + o, n - o);
-		if (r <= 0)
-			die(rd ? "read" : "write");
-		o += (size_t)r;
-	}
-}
-
 static void send_data(int fd, uint32_t seed)
 {
 	static uint8_t b[N];
 	for (size_t i = 0; i < N; i++)
-		b[i] = (uint8_t)((i * 2654435761u + seed) >> 11);
-	xfer(fd, b, N, 0);
+		b[i] = pattern(i, seed);
+	write_all(fd, b, N);
 }
 
 static void check_data(int fd, uint32_t seed)
 {
 	static uint8_t b[N];
-	xfer(fd, b, N, 1);
+	read_all(fd, b, N);
 	for (size_t i = 0; i < N; i++)
-		if (b[i] != (uint8_t)((i * 2654435761u + seed) >> 11)) {
+		if (b[i] != pattern(i, seed)) {
 			fprintf(stderr, "peer: byte %zu differs\n", i);
 			exit(1);
 		}
@@ -91,20 +64,20 @@ int main(int argc, char **argv)
 		int c = accept(fd, NULL, NULL);
 		if (c < 0)
 			die("accept");
-		t0 = now();
+		t0 = now_s();
 		if (cfirst) {
 			check_data(c, 1);
-			first = now() - t0;
+			first = now_s() - t0;
 			send_data(c, 2);
 		} else {
 			send_data(c, 2);
 			check_data(c, 1);
-			first = now() - t0;
+			first = now_s() - t0;
 		}
 		report("server", c, first);
 		return 0;
 	}
-	t0 = now();
+	t0 = now_s();
 	if (connect(fd, ai->ai_addr, ai->ai_addrlen))
 		die("connect");
 	if (cfirst) {
@@ -114,7 +87,7 @@ int main(int argc, char **argv)
 		check_data(fd, 2);
 		send_data(fd, 1);
 	}
-	first = now() - t0;
+	first = now_s() - t0;
 	report("client", fd, first);
 	return 0;
 }
