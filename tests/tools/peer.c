@@ -4,8 +4,8 @@
  * Exchanges 64 KiB of checksummed data each way, in the order MODE says,
  * then prints one line: "role=... mode=... reason=... first_byte_us=..."
  * (mode/reason from getsockopt(SOL_SHUNT), "none" without shunt). */
+#include "../behave/common.h" /* first: it sets _GNU_SOURCE */
 #include <netdb.h>
-#include "../behave/common.h"
 
 #define N 65536
 
