@@ -5,7 +5,7 @@ CFLAGS  ?= -O2 -g
 WARN    := -std=gnu11 -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wvla-larger-than=131072
 CPPFLAGS := -Iinclude
 SAN     ?=
-SHIM_SRC := $(wildcard src/shim/*.c) src/transport/shm/ring.c src/common/config.c src/common/reason.c src/common/msg.c
+SHIM_SRC := $(wildcard src/shim/*.c) src/transport/shm/ring.c src/common/config.c src/common/reason.c src/common/msg.c src/common/handshake.c
 TOOL_SRC := $(wildcard src/tools/*.c) src/common/reason.c src/common/config.c
 HDRS    := $(wildcard include/shunt/*.h src/shim/*.h src/common/*.h src/transport/shm/*.h)
 
@@ -24,9 +24,10 @@ $(BUILD)/shunt: $(TOOL_SRC) $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -o $@ $(TOOL_SRC) -lm
 
-$(BUILD)/tests/unit/%: tests/unit/%.c src/transport/shm/ring.c src/common/config.c src/common/msg.c src/common/reason.c $(HDRS)
+COMMON_SRC := src/transport/shm/ring.c src/common/config.c src/common/msg.c src/common/reason.c src/common/handshake.c
+$(BUILD)/tests/unit/%: tests/unit/%.c $(COMMON_SRC) $(HDRS)
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $(SAN) -o $@ $< src/transport/shm/ring.c src/common/config.c src/common/msg.c src/common/reason.c -lpthread
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $(SAN) -o $@ $< $(COMMON_SRC) -lpthread
 
 $(BUILD)/tests/behave/%: tests/behave/%.c tests/behave/common.h
 	@mkdir -p $(@D)

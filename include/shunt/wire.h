@@ -35,6 +35,11 @@ enum shunt_reason {
 	SHUNT_R_INHERITED = 7,     /* socket predates shunt in this process (unknown state) */
 	SHUNT_R_UNSUPPORTED = 8,   /* a feature shunt does not carry (TCP_FASTOPEN, MSG_OOB...) */
 	SHUNT_R_CONNECT_SLOW = 9,  /* the TCP handshake itself did not finish within the wait */
+	/* in-band handshake (issue #3): sent in DECLINE, recorded on both ends */
+	SHUNT_R_HS_MALFORMED = 10, /* a handshake message failed validation */
+	SHUNT_R_HS_VERSION = 11,   /* no common handshake version */
+	SHUNT_R_HS_NO_TRANSPORT = 12, /* no transport both ends can use */
+	SHUNT_R_HS_TIMEOUT = 13,   /* the peer's message did not come in time */
 	SHUNT_R_MAX
 };
 
@@ -211,6 +216,63 @@ struct shunt_stats_file {
 	char comm[16];
 	struct shunt_stat_rec rec[SHUNT_STATS_RECS];
 };
+
+/* ---- 5. the in-band handshake (issue #3; between hosts: network order) ----
+ * After both TCP options matched, before any application byte, on the TCP
+ * stream itself, in SMC's CLC manner: PROPOSAL (client) -> ACCEPT (server)
+ * -> CONFIRM (client), or DECLINE with a reason from either side at any
+ * step.  Every message is a header, a body and a trailer that repeats the
+ * eyecatcher, so a receiver can MSG_PEEK the 8-byte header, check it and
+ * the length, and never consume an application byte it does not own. */
+#define SHUNT_HS_EYECATCHER 0x53484e54u /* "SHNT" */
+#define SHUNT_HS_VERSION 1
+#define SHUNT_HS_MAX_LEN 256
+
+enum shunt_hs_type {
+	SHUNT_HS_PROPOSAL = 1,
+	SHUNT_HS_ACCEPT = 2,
+	SHUNT_HS_CONFIRM = 3,
+	SHUNT_HS_DECLINE = 4,
+};
+
+/* transports offered (bit mask) */
+#define SHUNT_HS_T_SHM 1u  /* shared memory: both ends on one host */
+#define SHUNT_HS_T_RDMA 2u /* RDMA RC queue pair (issue #4) */
+
+struct shunt_hs_hdr {
+	uint32_t eyecatcher; /* SHUNT_HS_EYECATCHER */
+	uint8_t type;        /* enum shunt_hs_type */
+	uint8_t version;     /* SHUNT_HS_VERSION (highest the sender speaks) */
+	uint16_t length;     /* whole message: header + body + trailer */
+} __attribute__((packed));
+_Static_assert(sizeof(struct shunt_hs_hdr) == 8, "hs header layout");
+
+/* PROPOSAL, ACCEPT and CONFIRM share one body: what the sender is and offers. */
+struct shunt_hs_offer {
+	uint8_t host_id[16];  /* the sender's host (boot id): equal ids = one host */
+	uint64_t proc_id;     /* the sender's process (its SHUNT_DIR s<id>) */
+	uint64_t nonce;       /* the TCP option's nonce this connection carried */
+	uint32_t transports;  /* SHUNT_HS_T_* offered (PROPOSAL), chosen (ACCEPT/CONFIRM) */
+	uint32_t ring_size;   /* bytes per direction the sender proposes/accepts */
+	uint32_t features;    /* reserved, 0 */
+	uint32_t pad;         /* 0 */
+	/* RDMA (issue #4): zero unless SHUNT_HS_T_RDMA */
+	uint8_t gid[16];
+	uint32_t qpn;
+	uint32_t rkey;
+	uint64_t addr;
+} __attribute__((packed));
+_Static_assert(sizeof(struct shunt_hs_offer) == 80, "hs offer layout");
+
+struct shunt_hs_decline {
+	uint32_t reason;      /* enum shunt_reason */
+	uint32_t pad;         /* 0 */
+} __attribute__((packed));
+_Static_assert(sizeof(struct shunt_hs_decline) == 8, "hs decline layout");
+
+struct shunt_hs_trailer {
+	uint32_t eyecatcher;  /* SHUNT_HS_EYECATCHER again */
+} __attribute__((packed));
 
 const char *shunt_reason_str(unsigned reason);
 const char *shunt_mode_str(unsigned mode);

@@ -13,6 +13,10 @@ static const char *const reasons[SHUNT_R_MAX] = {
 	[SHUNT_R_INHERITED] = "inherited",
 	[SHUNT_R_UNSUPPORTED] = "unsupported-feature",
 	[SHUNT_R_CONNECT_SLOW] = "connect-slow",
+	[SHUNT_R_HS_MALFORMED] = "handshake-malformed",
+	[SHUNT_R_HS_VERSION] = "handshake-version",
+	[SHUNT_R_HS_NO_TRANSPORT] = "no-common-transport",
+	[SHUNT_R_HS_TIMEOUT] = "handshake-timeout",
 };
 
 const char *shunt_reason_str(unsigned reason)

@@ -7,6 +7,7 @@
 #include <string.h>
 #include "../../src/common/config.h"
 #include "../../src/common/msg.h"
+#include "../../src/common/handshake.h"
 
 static void fuzz_config(const uint8_t *d, size_t n)
 {
@@ -33,7 +34,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
 
 	if (!n)
 		return 0;
-	switch (d[0] % 4) {
+	switch (d[0] % 5) {
+	case 4: {
+		struct shunt_hs_msg hm;
+		uint8_t again[SHUNT_HS_MAX_LEN];
+		int len = shunt_hs_peek(d + 1, n - 1);
+		/* whatever parses must re-encode to the same bytes */
+		if (len > 0 && (size_t)len <= n - 1 && !shunt_hs_parse(d + 1, (size_t)len, &hm) &&
+		    (shunt_hs_encode(&hm, again, sizeof again) != len || memcmp(again, d + 1, (size_t)len)))
+			abort();
+		break;
+	}
 	case 0:
 		if (!shunt_accept_msg_check(d + 1, n - 1, d[0] >> 6, 0, &m) &&
 		    (m.ring_size < 4096 || m.slot >= SHUNT_REG_SLOTS || m.seg >= SHUNT_ARENA_SLOTS ||
