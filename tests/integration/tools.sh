@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Description: the shunt command as users meet it: `shunt run` works from
+# any directory and passes the exit status through (127 for a missing
+# program); a bad SHUNT_* value warns and keeps the default; SHUNT_DISABLE=1
+# and SHUNT_PORTS make connections plain with reason policy; `shunt ss`
+# filters by pid and its --json parses.
+. "$(dirname "$0")/lib.sh"
+PEER="$ROOT/$BUILD/tests/tools/peer"
+
+cd / || die "cd /"
+"$SHUNT" run -- sh -c 'exit 7'; rc=$?
+[ $rc = 7 ] || die "exit status $rc, expected 7"
+"$SHUNT" run -- /nonexistent/program 2>/dev/null; rc=$?
+[ $rc = 127 ] || die "missing program: $rc, expected 127"
+out=$(SHUNT_RING_KB=abc "$SHUNT" run -- true 2>&1)
+echo "$out" | grep -q 'ignoring invalid SHUNT_RING_KB' || die "no warning for a bad value: $out"
+echo "  run: exit status, missing program, bad configuration value"
+
+pair() { # env... -> client line
+	local P; P=$(free_port)
+	env "$@" "$SHUNT" run -- "$PEER" server 127.0.0.1 "$P" cfirst > "$WORK/s.out" 2>&1 &
+	local s=$!
+	for _ in $(seq 100); do grep -q listening "$WORK/s.out" && break; sleep 0.02; done
+	env "$@" "$SHUNT" run -- "$PEER" client 127.0.0.1 "$P" cfirst || die "client failed"
+	wait $s || die "server failed"
+}
+pair SHUNT_X=1 | grep -q 'mode=shm' || die "default not accelerated"
+pair SHUNT_DISABLE=1 | grep -q 'mode=tcp reason=2' || die "SHUNT_DISABLE=1 is not plain/policy"
+pair SHUNT_PORTS=1 | grep -q 'mode=tcp reason=2' || die "SHUNT_PORTS excluding the port is not plain/policy"
+echo "  policy: SHUNT_DISABLE and SHUNT_PORTS give plain TCP, reason policy"
+
+P=$(free_port)
+"$SHUNT" run -- socat "TCP-LISTEN:$P,reuseaddr" - < /dev/null > /dev/null 2>&1 &
+srv=$!; PIDS+=($srv)
+wait_port "$P"
+"$SHUNT" ss --json > "$WORK/ss.json"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert isinstance(d, list)' "$WORK/ss.json" || die "ss --json is not JSON"
+socat_pid=$(pgrep -n -f "TCP-LISTEN:$P") || die "no socat"
+"$SHUNT" ss -p "$socat_pid" | grep -q "$P" || die "ss -p does not list the listener"
+[ "$("$SHUNT" ss -p 1 | wc -l)" = 1 ] || die "ss -p 1 lists another process's sockets"
+echo "  ss: --json parses, -p filters"
+echo "tools: ok"
