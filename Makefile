@@ -13,7 +13,19 @@ UNIT    := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(wildcard tests/unit
 BEHAVE  := $(patsubst tests/behave/%.c,$(BUILD)/tests/behave/%,$(wildcard tests/behave/*.c))
 TOOLS   := $(patsubst tests/tools/%.c,$(BUILD)/tests/tools/%,$(wildcard tests/tools/*.c))
 
-all: $(BUILD)/libshunt.so $(BUILD)/shunt
+# The agent (issue #3) needs libbpf and clang; without them it is skipped.
+HAVE_BPF := $(shell test -f /usr/include/bpf/libbpf.h && command -v clang >/dev/null && echo 1)
+AGENT   := $(if $(HAVE_BPF),$(BUILD)/shuntd $(BUILD)/shunt_sockops.bpf.o)
+
+all: $(BUILD)/libshunt.so $(BUILD)/shunt $(AGENT)
+
+$(BUILD)/shunt_sockops.bpf.o: src/agent/sockops.bpf.c
+	@mkdir -p $(@D)
+	clang -O2 -g -target bpf -I/usr/include/$(shell $(CC) -dumpmachine) -c $< -o $@
+
+$(BUILD)/shuntd: src/agent/shuntd.c src/agent/agent.h
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -o $@ $< -lbpf
 
 $(BUILD)/libshunt.so: $(SHIM_SRC) $(HDRS) src/shim/libshunt.map
 	@mkdir -p $(@D)
@@ -33,7 +45,7 @@ $(BUILD)/tests/behave/%: tests/behave/%.c tests/behave/common.h
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -Wno-vla-larger-than -o $@ $< -lpthread
 
-$(BUILD)/tests/tools/%: tests/tools/%.c include/shunt/shunt.h
+$(BUILD)/tests/tools/%: tests/tools/%.c include/shunt/shunt.h src/agent/agent.h tests/behave/common.h
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -o $@ $<
 

@@ -4,7 +4,7 @@
 # (redis, nginx) are kept from starting: the tests start their own.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
-pkgs=(build-essential clang libclang-rt-14-dev iproute2 procps gnuplot-nox
+pkgs=(build-essential clang libclang-rt-14-dev libbpf-dev iproute2 procps gnuplot-nox
       redis-server redis-tools nginx-light curl iperf3 socat sockperf wrk ncat)
 missing=()
 for p in "${pkgs[@]}"; do

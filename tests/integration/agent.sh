@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Description: shuntd (issue #3, first slice) loads its sock_ops program on a
+# cgroup v2 directory and hands out the socket-cookie array; inside that
+# cgroup a registered client and listener exchange the TCP option (nonce,
+# answer ~nonce), plain sockets see none, a registered client facing a plain
+# listener learns so; killing shuntd detaches the program and removes its
+# socket.
+. "$(dirname "$0")/lib.sh"
+[ "$(id -u)" = 0 ] || { echo "skip: needs root (CAP_BPF, CAP_NET_ADMIN)"; exit 77; }
+[ -x "$ROOT/$BUILD/shuntd" ] || { echo "skip: shuntd not built (libbpf-dev, clang)"; exit 77; }
+cg2=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/mounts)
+[ -n "$cg2" ] || { echo "skip: no cgroup v2 mounted"; exit 77; }
+CG="$cg2/shunt-test-$$"
+mkdir "$CG" || die "cannot create $CG"
+sock="$WORK/agent.sock"
+cleanup_agent() {
+	kill "$agent" 2>/dev/null; wait "$agent" 2>/dev/null
+	rmdir "$CG" 2>/dev/null
+	cleanup
+}
+"$ROOT/$BUILD/shuntd" --cgroup "$CG" --socket "$sock" > "$WORK/agent.log" 2>&1 &
+agent=$!
+trap cleanup_agent EXIT
+for _ in $(seq 100); do grep -q ready "$WORK/agent.log" && break; sleep 0.05; done
+grep -q ready "$WORK/agent.log" || die "shuntd did not start: $(cat "$WORK/agent.log")"
+sh -c "echo \$\$ > '$CG/cgroup.procs'; exec '$ROOT/$BUILD/tests/tools/optcheck' '$sock'" || die "option exchange"
+grep -q 'map handed to pid' "$WORK/agent.log" || die "shuntd did not log the peer's credentials"
+kill "$agent"; wait "$agent"
+[ ! -e "$sock" ] || die "shuntd left its socket behind"
+rmdir "$CG" || die "the test cgroup is still in use"
+trap cleanup EXIT
+echo "agent: ok"
