@@ -11,17 +11,26 @@ HDRS    := $(wildcard include/shunt/*.h src/shim/*.h src/common/*.h src/transpor
 
 UNIT    := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(wildcard tests/unit/*.c))
 BEHAVE  := $(patsubst tests/behave/%.c,$(BUILD)/tests/behave/%,$(wildcard tests/behave/*.c))
-TOOLS   := $(patsubst tests/tools/%.c,$(BUILD)/tests/tools/%,$(wildcard tests/tools/*.c))
+TOOLS   := $(patsubst tests/tools/%.c,$(BUILD)/tests/tools/%,$(filter-out tests/tools/replayd.c,$(wildcard tests/tools/*.c)))
 
 # The agent (issue #3) needs libbpf and clang; without them it is skipped.
 HAVE_BPF := $(shell test -f /usr/include/bpf/libbpf.h && command -v clang >/dev/null && echo 1)
 AGENT   := $(if $(HAVE_BPF),$(BUILD)/shuntd $(BUILD)/shunt_sockops.bpf.o)
+BPF_TESTS := $(if $(HAVE_BPF),$(BUILD)/tests/bpf/replay.bpf.o $(BUILD)/tests/bpf/replayd)
 
 all: $(BUILD)/libshunt.so $(BUILD)/shunt $(AGENT)
 
 $(BUILD)/shunt_sockops.bpf.o: src/agent/sockops.bpf.c
 	@mkdir -p $(@D)
 	clang -O2 -g -target bpf -I/usr/include/$(shell $(CC) -dumpmachine) -c $< -o $@
+
+$(BUILD)/tests/bpf/%.bpf.o: tests/bpf/%.bpf.c
+	@mkdir -p $(@D)
+	clang -O2 -g -target bpf -I/usr/include/$(shell $(CC) -dumpmachine) -c $< -o $@
+
+$(BUILD)/tests/bpf/replayd: tests/tools/replayd.c
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -o $@ $< -lbpf
 
 $(BUILD)/shuntd: src/agent/shuntd.c src/agent/agent.h
 	@mkdir -p $(@D)
@@ -49,7 +58,7 @@ $(BUILD)/tests/tools/%: tests/tools/%.c include/shunt/shunt.h src/agent/agent.h 
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -o $@ $<
 
-tests: all $(UNIT) $(BEHAVE) $(TOOLS)
+tests: all $(UNIT) $(BEHAVE) $(TOOLS) $(BPF_TESTS)
 
 test: tests
 	BUILD=$(BUILD) tests/run.sh

@@ -13,9 +13,10 @@ cg2=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/mounts)
 CG="$cg2/shunt-test-$$"
 mkdir "$CG" || die "cannot create $CG"
 sock="$WORK/agent.sock"
+replayd= RCG=
 cleanup_agent() {
-	kill "$agent" 2>/dev/null; wait "$agent" 2>/dev/null
-	rmdir "$CG" 2>/dev/null
+	kill "$agent" $replayd 2>/dev/null; wait "$agent" $replayd 2>/dev/null
+	rmdir "$CG" ${RCG:+"$RCG"} 2>/dev/null
 	cleanup
 }
 "$ROOT/$BUILD/shuntd" --cgroup "$CG" --socket "$sock" > "$WORK/agent.log" 2>&1 &
@@ -25,6 +26,23 @@ for _ in $(seq 100); do grep -q ready "$WORK/agent.log" && break; sleep 0.05; do
 grep -q ready "$WORK/agent.log" || die "shuntd did not start: $(cat "$WORK/agent.log")"
 sh -c "echo \$\$ > '$CG/cgroup.procs'; exec '$ROOT/$BUILD/tests/tools/optcheck' '$sock'" || die "option exchange"
 grep -q 'map handed to pid' "$WORK/agent.log" || die "shuntd did not log the peer's credentials"
+
+# A server that replays unknown options (in its own cgroup, its own program).
+RCG="$cg2/shunt-replay-$$"
+mkdir "$RCG" || die "cannot create $RCG"
+"$ROOT/$BUILD/tests/bpf/replayd" "$ROOT/$BUILD/tests/bpf/replay.bpf.o" "$RCG" > "$WORK/replayd.log" 2>&1 &
+replayd=$!
+for _ in $(seq 100); do grep -q ready "$WORK/replayd.log" && break; sleep 0.05; done
+grep -q ready "$WORK/replayd.log" || die "replayd did not start"
+P=$(free_port)
+sh -c "echo \$\$ > '$RCG/cgroup.procs'; exec socat TCP-LISTEN:$P,reuseaddr - > '$WORK/replay.out'" &
+rsrv=$!
+wait_port "$P"
+sh -c "echo \$\$ > '$CG/cgroup.procs'; exec '$ROOT/$BUILD/tests/tools/optcheck' '$sock' replay $P" || die "replay detection"
+wait "$rsrv"
+grep -q ping "$WORK/replay.out" || die "data did not reach the replaying server"
+kill "$replayd"; wait "$replayd"
+rmdir "$RCG" || die "the replay cgroup is still in use"
 kill "$agent"; wait "$agent"
 [ ! -e "$sock" ] || die "shuntd left its socket behind"
 rmdir "$CG" || die "the test cgroup is still in use"

@@ -4,7 +4,9 @@
  * client to a registered listener leaves no trace and no option; a
  * registered client to a plain listener learns PEER_NONE.  Data flows in
  * every case.  Run inside the cgroup shuntd is attached to.
- *   optcheck AGENT_SOCKET */
+ *   optcheck AGENT_SOCKET
+ *   optcheck AGENT_SOCKET replay PORT   (a server that echoes options
+ *                                         listens on 127.0.0.1:PORT) */
 #include "../behave/common.h" /* first: it sets _GNU_SOURCE */
 #include <sys/mman.h>
 #include <sys/un.h>
@@ -94,10 +96,22 @@ int main(int argc, char **argv)
 	struct shunt_agent_entry srv;
 	int fd;
 
-	CHECK(argc == 2);
+	CHECK(argc == 2 || argc == 4);
 	fd = get_map(argv[1]);
 	tab = mmap(NULL, sizeof *tab * SHUNT_AGENT_SOCKS, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	CHECK(tab != MAP_FAILED);
+	if (argc == 4) {
+		struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[3])),
+					 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+		int c = socket(AF_INET, SOCK_STREAM, 0);
+		reg(c, 0x0badc0ffee0ddf00ull, SHUNT_AG_CLIENT_WANT);
+		CHECK(connect(c, (void *)&a, sizeof a) == 0);
+		CHECK(slot(cookie_of(c))->state == SHUNT_AG_CLIENT_PEER_REPLAY);
+		write_all(c, "ping\n", 5);
+		close(c);
+		printf("  shunt client + a server replaying options: detected (PEER_REPLAY)\n");
+		return 0;
+	}
 
 	CHECK(run(1, 1, 0x1122334455667788ull, &srv) == SHUNT_AG_CLIENT_PEER_OK);
 	CHECK(srv.state == SHUNT_AG_SERVER_SAW && srv.nonce == 0x1122334455667788ull);
