@@ -16,7 +16,8 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: shunt run [--busy-poll|--no-spin] [--ring-kb N] [--log] -- PROGRAM [ARGS...]\n"
 		"       shunt ss [--json] [-p PID]      list shunt connections and why they are not accelerated\n"
-		"       shunt bench [--quick] [--out DIR]  shunt vs TCP loopback vs unix socket vs raw shared memory\n");
+		"       shunt bench [--quick] [--out DIR]  shunt vs TCP loopback vs unix socket vs raw shared memory\n"
+		"       shunt agent --cgroup DIR [--socket PATH]  run the per-host agent (shuntd; root)\n");
 }
 
 const char *tool_dir(void)
@@ -42,6 +43,19 @@ const char *tool_shunt_dir(void)
 	return cfg.dir;
 }
 
+/* `shunt agent ...` runs shuntd from the same directory. */
+static int cmd_agent(int argc, char **argv)
+{
+	char path[PATH_MAX];
+
+	(void)argc;
+	snprintf(path, sizeof path, "%s/shuntd", tool_dir());
+	argv[0] = path;
+	execv(path, argv);
+	fprintf(stderr, "shunt: cannot run %s (built only with libbpf-dev and clang)\n", path);
+	return 127;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
@@ -54,6 +68,8 @@ int main(int argc, char **argv)
 		return cmd_ss(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "bench"))
 		return cmd_bench(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "agent"))
+		return cmd_agent(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "bench-worker"))
 		return cmd_bench_worker(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
