@@ -46,7 +46,7 @@ const char *tool_shunt_dir(void)
 /* `shunt agent ...` runs shuntd from the same directory. */
 static int cmd_agent(int argc, char **argv)
 {
-	char path[PATH_MAX];
+	char path[PATH_MAX + 16];
 
 	(void)argc;
 	snprintf(path, sizeof path, "%s/shuntd", tool_dir());
