@@ -49,11 +49,6 @@ void conn_drain(struct conn *c)
 	errno = e;
 }
 
-void conn_kick_self(struct conn *c)
-{
-	efd_signal(c->efd_mine);
-}
-
 /* The "wake me" words hold who sleeps: a poll/epoll sleeper on our
  * eventfd, or a blocking call on the word itself (a futex: one system call
  * to sleep, one to wake, instead of poll plus a drain). */

@@ -102,7 +102,6 @@ unsigned conn_events(struct conn *c);            /* POLL* mask, no system call *
 void conn_refresh(struct conn *c);               /* inspect the kernel socket (FIN/RST) */
 void conn_arm(struct conn *c, unsigned want);    /* ask the peer to signal efd_mine */
 void conn_drain(struct conn *c);                 /* consume efd_mine's counter */
-void conn_kick_self(struct conn *c);
 size_t conn_nread(struct conn *c);
 
 /* rendezvous.c */
