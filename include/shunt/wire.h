@@ -40,6 +40,7 @@ enum shunt_reason {
 	SHUNT_R_HS_VERSION = 11,   /* no common handshake version */
 	SHUNT_R_HS_NO_TRANSPORT = 12, /* no transport both ends can use */
 	SHUNT_R_HS_TIMEOUT = 13,   /* the peer's message did not come in time */
+	SHUNT_R_OPTION_REPLAYED = 14, /* the peer echoed our TCP option instead of answering */
 	SHUNT_R_MAX
 };
 

@@ -17,6 +17,7 @@ static const char *const reasons[SHUNT_R_MAX] = {
 	[SHUNT_R_HS_VERSION] = "handshake-version",
 	[SHUNT_R_HS_NO_TRANSPORT] = "no-common-transport",
 	[SHUNT_R_HS_TIMEOUT] = "handshake-timeout",
+	[SHUNT_R_OPTION_REPLAYED] = "option-replayed",
 };
 
 const char *shunt_reason_str(unsigned reason)

@@ -113,9 +113,17 @@ EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 
 EXPORT int listen(int fd, int backlog)
 {
-	struct sk *s;
-	int r = R(listen)(fd, backlog), e = errno, domain;
+	struct sk *s = get_kind(fd, SK_TCP);
+	int r, e = errno, domain;
 
+	/* Before listen(): the agent's program configures the listener then. */
+	if (s && shunt_active && !shunt_cfg.disabled)
+		agent_mark_listener(fd);
+	if (s)
+		sk_put(s);
+	errno = e;
+	r = R(listen)(fd, backlog);
+	e = errno;
 	if (r || !shunt_active)
 		return r;
 	s = fdtab_get(fd);

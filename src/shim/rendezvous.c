@@ -589,8 +589,14 @@ int rdv_connect(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len
 		return sys(real.connect(fd, addr, len));
 	s->reason = SHUNT_R_PEER_NOT_SHUNT;
 	p = reg_get(dst.port, 0);
-	if (!p || !reg_live(p) || !reg_may_match(p, &dst))
-		return sys(real.connect(fd, addr, len));
+	if (!p || !reg_live(p) || !reg_may_match(p, &dst)) {
+		/* Not a local shunt server: the agent, if any, signals in the SYN. */
+		int marked = !agent_mark_client(fd), r2;
+		ret = sys(real.connect(fd, addr, len));
+		if (marked && !ret && (r2 = agent_reason(fd)))
+			s->reason = r2;
+		return ret;
+	}
 	s->reason = SHUNT_R_RESOURCE;
 	if (csock_get(&sock_id) || !(sl = slot_reserve(p, sock_id, &nonce, &dst)))
 		return sys(real.connect(fd, addr, len));
@@ -832,8 +838,12 @@ int rdv_accept(int listen_fd, int fd, struct sk *s)
 		sl = find_offer(p, &t, &busy, &idx);
 		if (sl && claim(sl, &t, &nonce, &sock_id, &netns))
 			break;
-		if (!sl && (!busy || shunt_now_ns() - start > SERVER_CONNECTING_WAIT_NS))
+		if (!sl && (!busy || shunt_now_ns() - start > SERVER_CONNECTING_WAIT_NS)) {
+			int r2 = agent_reason(fd); /* a shunt client from another host? */
+			if (r2)
+				s->reason = r2;
 			return 0;
+		}
 		sched_yield();
 	}
 	if (is_loopback(&t.server) && netns != shunt_netns_ino()) {

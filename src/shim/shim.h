@@ -132,6 +132,11 @@ int shim_select(int nfds, fd_set *r, fd_set *w, fd_set *e, int timeout_ms, const
 /* exec.c */
 /* exec wrappers live in exec.c */
 
+/* agent.c */
+int agent_mark_client(int fd);
+int agent_mark_listener(int fd);
+int agent_reason(int fd);
+
 /* signal.c */
 uint64_t shunt_signals_seen(void);
 int shunt_signal_restarts(void);
