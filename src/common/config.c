@@ -69,6 +69,7 @@ static void set_defaults(struct shunt_config *cfg)
 	cfg->ring_size = 256 * 1024;
 	cfg->spin_ns = 20 * 1000;
 	cfg->accept_wait_ms = 200;
+	cfg->local = 1;
 }
 
 int shunt_config_parse(struct shunt_config *cfg, char *const *envp, const char **bad)
@@ -105,6 +106,12 @@ int shunt_config_parse(struct shunt_config *cfg, char *const *envp, const char *
 	}
 	if ((v = env_get(envp, "SHUNT_DISABLE")))
 		cfg->disabled = !strcmp(v, "1");
+	if ((v = env_get(envp, "SHUNT_LOCAL"))) {
+		if (strcmp(v, "0") && strcmp(v, "1"))
+			BAD("SHUNT_LOCAL");
+		else
+			cfg->local = v[0] == '1';
+	}
 	if ((v = env_get(envp, "SHUNT_LOG")))
 		cfg->log = !strcmp(v, "1");
 	if ((v = env_get(envp, "SHUNT_PORTS")) && parse_ports(cfg, v)) {

@@ -11,6 +11,7 @@ struct shunt_config {
 	int64_t spin_ns;           /* SHUNT_SPIN_US: max adaptive spin; <0 = busy-poll */
 	int accept_wait_ms;        /* SHUNT_ACCEPT_WAIT_MS: client waits this long for accept */
 	int disabled;              /* SHUNT_DISABLE=1: everything plain (reason policy) */
+	int local;                 /* SHUNT_LOCAL=0: no same-host rendezvous (as if between hosts) */
 	int log;                   /* SHUNT_LOG=1: one line per decision on stderr */
 	uint16_t ports[16];        /* SHUNT_PORTS=a,b,c: only these ports (empty = all) */
 	int nports;

@@ -588,7 +588,7 @@ int rdv_connect(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len
 	if (shunt_cfg.disabled || !shunt_config_port_allowed(&shunt_cfg, dst.port))
 		return sys(real.connect(fd, addr, len));
 	s->reason = SHUNT_R_PEER_NOT_SHUNT;
-	p = reg_get(dst.port, 0);
+	p = shunt_cfg.local ? reg_get(dst.port, 0) : NULL;
 	if (!p || !reg_live(p) || !reg_may_match(p, &dst)) {
 		/* Not a local shunt server: the agent, if any, signals in the SYN. */
 		int marked = !agent_mark_client(fd), r2;
@@ -830,9 +830,13 @@ int rdv_accept(int listen_fd, int fd, struct sk *s)
 		s->reason = SHUNT_R_POLICY;
 		return 0;
 	}
-	p = reg_get(t.server.port, 1);
-	if (!p)
+	p = shunt_cfg.local ? reg_get(t.server.port, 1) : NULL;
+	if (!p) {
+		int r2 = agent_reason(fd);
+		if (r2)
+			s->reason = r2;
 		return 0;
+	}
 	start = shunt_now_ns();
 	for (;;) {
 		sl = find_offer(p, &t, &busy, &idx);
