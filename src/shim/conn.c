@@ -5,9 +5,10 @@
  * Data goes through the rings; the kernel TCP socket carries no application
  * byte after acceleration and is watched only for FIN and RST: it is how a
  * peer's death (or close) reaches us even when the peer never touches the
- * segment again.  Sleeping uses poll() on our eventfd and on the TCP socket;
- * the peer writes the eventfd only if we set the matching *_want flag (see
- * wire.h), so a busy connection makes no system call per message.
+ * segment again.  A blocking call sleeps on the ring's *_want word as a futex
+ * (checking the TCP socket between 100 ms slices); poll/epoll waiters sleep
+ * on our eventfd.  The peer wakes either only if we set the matching bit
+ * (see wire.h), so a busy connection makes no system call per message.
  */
 #define _GNU_SOURCE
 #include <errno.h>
