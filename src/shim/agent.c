@@ -111,6 +111,18 @@ int agent_mark_listener(int fd)
 	return mark(fd, 0, SHUNT_AG_LISTENER);
 }
 
+/* The agent's verdict on this socket (enum shunt_agent_state), or 0. */
+int agent_state(int fd)
+{
+	struct shunt_agent_entry *e;
+	uint64_t c;
+
+	if (!tab || cookie_of(fd, &c))
+		return 0;
+	e = entry(c);
+	return e->cookie == c ? (int)__atomic_load_n(&e->state, __ATOMIC_ACQUIRE) : 0;
+}
+
 /* The fallback reason the agent's verdict implies, or 0 if it says nothing. */
 int agent_reason(int fd)
 {

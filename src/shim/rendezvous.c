@@ -44,6 +44,7 @@
 #include "real.h"
 #include "../common/msg.h"
 #include "arena.h"
+#include "../agent/agent.h"
 
 #define SERVER_CONNECTING_WAIT_NS 20000000ull  /* server waits for CONNECTING slots to its address */
 #define CONNECTING_FRESH_NS 50000000ull        /* older CONNECTING slots are ignored */
@@ -593,7 +594,15 @@ int rdv_connect(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len
 		/* Not a local shunt server: the agent, if any, signals in the SYN. */
 		int marked = !agent_mark_client(fd), r2;
 		ret = sys(real.connect(fd, addr, len));
-		if (marked && !ret && (r2 = agent_reason(fd)))
+		if (!marked || (ret && ret != -EINPROGRESS))
+			return ret;
+		if (ret == -EINPROGRESS && !wait_established(fd, shunt_cfg.accept_wait_ms))
+			return ret; /* no verdict without a SYN-ACK: the SYN option is all */
+		/* Both ends agreed in the handshake: the in-band exchange follows
+		 * before any application byte; the server expects it. */
+		if (agent_state(fd) == SHUNT_AG_CLIENT_PEER_OK)
+			s->reason = inband_client(fd);
+		else if ((r2 = agent_reason(fd)))
 			s->reason = r2;
 		return ret;
 	}
@@ -807,6 +816,15 @@ static int server_build(struct sk *s, int fd, unsigned idx, struct shunt_slot *s
 	return 0;
 }
 
+/* No local offer: if the SYN carried our option, the client's PROPOSAL is
+ * on its way and is answered here, before the application sees the socket. */
+static int server_agent_path(int fd, struct sk *s)
+{
+	if (agent_state(fd) == SHUNT_AG_SERVER_SAW)
+		s->reason = inband_server(fd);
+	return 0;
+}
+
 int rdv_accept(int listen_fd, int fd, struct sk *s)
 {
 	struct shunt_tuple t;
@@ -831,23 +849,15 @@ int rdv_accept(int listen_fd, int fd, struct sk *s)
 		return 0;
 	}
 	p = shunt_cfg.local ? reg_get(t.server.port, 1) : NULL;
-	if (!p) {
-		int r2 = agent_reason(fd);
-		if (r2)
-			s->reason = r2;
-		return 0;
-	}
+	if (!p)
+		return server_agent_path(fd, s);
 	start = shunt_now_ns();
 	for (;;) {
 		sl = find_offer(p, &t, &busy, &idx);
 		if (sl && claim(sl, &t, &nonce, &sock_id, &netns))
 			break;
-		if (!sl && (!busy || shunt_now_ns() - start > SERVER_CONNECTING_WAIT_NS)) {
-			int r2 = agent_reason(fd); /* a shunt client from another host? */
-			if (r2)
-				s->reason = r2;
-			return 0;
-		}
+		if (!sl && (!busy || shunt_now_ns() - start > SERVER_CONNECTING_WAIT_NS))
+			return server_agent_path(fd, s); /* a shunt client from another host? */
 		sched_yield();
 	}
 	if (is_loopback(&t.server) && netns != shunt_netns_ino()) {

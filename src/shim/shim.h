@@ -136,6 +136,11 @@ int shim_select(int nfds, fd_set *r, fd_set *w, fd_set *e, int timeout_ms, const
 int agent_mark_client(int fd);
 int agent_mark_listener(int fd);
 int agent_reason(int fd);
+int agent_state(int fd);
+
+/* inband.c */
+int inband_client(int fd);
+int inband_server(int fd);
 
 /* signal.c */
 uint64_t shunt_signals_seen(void);

@@ -45,31 +45,37 @@ kill "$replayd"; wait "$replayd"
 rmdir "$RCG" || die "the replay cgroup is still in use"
 # The shim with the agent: two "hosts" (separate SHUNT_DIRs, so the local
 # rendezvous cannot match) in the agent's cgroup.  Shunt on both ends: the
-# option exchange says capable, no cross-host transport yet -> plain with
-# reason 12 on both ends; one end plain -> reason 1; data intact throughout.
+# option exchange says capable, the in-band handshake runs (PROPOSAL, then
+# DECLINE: no cross-host transport yet) -> plain with reason 12 on both
+# ends; one end plain -> reason 1, no handshake; the peers check every byte
+# both ways, so a handshake byte leaking into the stream would fail them.
 PEER="$ROOT/$BUILD/tests/tools/peer"
 mkdir -p "$WORK/hostA" "$WORK/hostB"
 in_cg() { sh -c "echo \$\$ > '$CG/cgroup.procs'; exec \"\$@\"" sh "$@"; }
-hostpair() { # server-shunt client-shunt -> "srvline|cliline"
+hostpair() { # server-shunt client-shunt [order] -> "srvline|cliline"
 	local P; P=$(free_port)
 	local s=() c=()
 	[ "$1" = 1 ] && s=(env SHUNT_DIR="$WORK/hostB" SHUNT_AGENT_SOCK="$sock" "$SHUNT" run --)
 	[ "$2" = 1 ] && c=(env SHUNT_DIR="$WORK/hostA" SHUNT_AGENT_SOCK="$sock" "$SHUNT" run --)
-	in_cg "${s[@]}" "$PEER" server 127.0.0.1 "$P" cfirst > "$WORK/hs.out" 2>&1 &
+	in_cg "${s[@]}" "$PEER" server 127.0.0.1 "$P" "${3:-cfirst}" > "$WORK/hs.out" 2>&1 &
 	local sp=$!
 	for _ in $(seq 100); do grep -q listening "$WORK/hs.out" && break; sleep 0.02; done
-	in_cg "${c[@]}" "$PEER" client 127.0.0.1 "$P" cfirst > "$WORK/hc.out" 2>&1 || die "client: $(cat "$WORK/hc.out")"
+	in_cg "${c[@]}" "$PEER" client 127.0.0.1 "$P" "${3:-cfirst}" > "$WORK/hc.out" 2>&1 || die "client: $(cat "$WORK/hc.out")"
 	wait "$sp" || die "server: $(cat "$WORK/hs.out")"
 	echo "$(grep role= "$WORK/hs.out")|$(cat "$WORK/hc.out")"
 }
 out=$(hostpair 1 1)
 echo "$out" | grep -q 'role=server mode=tcp reason=12' || die "shunt/shunt across hosts, server: $out"
 echo "$out" | grep -q 'role=client mode=tcp reason=12' || die "shunt/shunt across hosts, client: $out"
+out=$(hostpair 1 1 sfirst) # the server speaks first: the handshake precedes it
+echo "$out" | grep -q 'role=server mode=tcp reason=12' || die "server-first, server: $out"
+echo "$out" | grep -q 'role=client mode=tcp reason=12' || die "server-first, client: $out"
 out=$(hostpair 1 0)
 echo "$out" | grep -q 'role=server mode=tcp reason=1' || die "plain client, server: $out"
 out=$(hostpair 0 1)
 echo "$out" | grep -q 'role=client mode=tcp reason=1' || die "plain server, client: $out"
-echo "  shim + agent across hosts: capable peers recognised (no transport yet: reason 12), plain peers reason 1"
+echo "  shim + agent across hosts: in-band PROPOSAL/DECLINE (no transport yet: reason 12) with data intact"
+echo "  either side speaking first; plain peers reason 1 and no handshake bytes"
 
 kill "$agent"; wait "$agent"
 [ ! -e "$sock" ] || die "shuntd left its socket behind"
