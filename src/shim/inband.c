@@ -18,6 +18,7 @@
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include "shim.h"
 #include "real.h"
@@ -70,9 +71,15 @@ static int peek_n(int fd, uint8_t *buf, size_t n, uint64_t deadline)
 			return -ECONNRESET;
 		if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
 			return -errno;
+		if (r > 0) {
+			/* Part of it is queued, so poll would not sleep: wait a
+			 * little for the rest instead of spinning. */
+			if (shunt_now_ns() >= deadline)
+				return -ETIMEDOUT;
+			nanosleep(&(struct timespec){ 0, 50000 }, NULL);
+			continue;
+		}
 		if (wait_for(fd, POLLIN, deadline))
-			return -ETIMEDOUT;
-		if (r > 0 && shunt_now_ns() >= deadline)
 			return -ETIMEDOUT;
 	}
 }
