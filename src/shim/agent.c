@@ -123,21 +123,11 @@ int agent_state(int fd)
 	return e->cookie == c ? (int)__atomic_load_n(&e->state, __ATOMIC_ACQUIRE) : 0;
 }
 
-/* The fallback reason the agent's verdict implies, or 0 if it says nothing. */
-int agent_reason(int fd)
+/* The fallback reason a verdict implies (a capable peer goes on to the
+ * in-band handshake instead), or 0 if it says nothing. */
+int agent_reason_of(int state)
 {
-	struct shunt_agent_entry *e;
-	uint64_t c;
-
-	if (!tab || cookie_of(fd, &c))
-		return 0;
-	e = entry(c);
-	if (e->cookie != c)
-		return 0;
-	switch (__atomic_load_n(&e->state, __ATOMIC_ACQUIRE)) {
-	case SHUNT_AG_CLIENT_PEER_OK:
-	case SHUNT_AG_SERVER_SAW:
-		return SHUNT_R_HS_NO_TRANSPORT; /* capable peer, no transport between hosts yet */
+	switch (state) {
 	case SHUNT_AG_CLIENT_PEER_REPLAY:
 		return SHUNT_R_OPTION_REPLAYED;
 	case SHUNT_AG_CLIENT_PEER_NONE:

@@ -592,7 +592,7 @@ int rdv_connect(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len
 	p = shunt_cfg.local ? reg_get(dst.port, 0) : NULL;
 	if (!p || !reg_live(p) || !reg_may_match(p, &dst)) {
 		/* Not a local shunt server: the agent, if any, signals in the SYN. */
-		int marked = !agent_mark_client(fd), r2;
+		int marked = !agent_mark_client(fd), st;
 		ret = sys(real.connect(fd, addr, len));
 		if (!marked || (ret && ret != -EINPROGRESS))
 			return ret;
@@ -600,10 +600,11 @@ int rdv_connect(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len
 			return ret; /* no verdict without a SYN-ACK: the SYN option is all */
 		/* Both ends agreed in the handshake: the in-band exchange follows
 		 * before any application byte; the server expects it. */
-		if (agent_state(fd) == SHUNT_AG_CLIENT_PEER_OK)
+		st = agent_state(fd);
+		if (st == SHUNT_AG_CLIENT_PEER_OK)
 			s->reason = inband_client(fd);
-		else if ((r2 = agent_reason(fd)))
-			s->reason = r2;
+		else if (agent_reason_of(st))
+			s->reason = agent_reason_of(st);
 		return ret;
 	}
 	s->reason = SHUNT_R_RESOURCE;

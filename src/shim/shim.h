@@ -135,8 +135,8 @@ int shim_select(int nfds, fd_set *r, fd_set *w, fd_set *e, int timeout_ms, const
 /* agent.c */
 int agent_mark_client(int fd);
 int agent_mark_listener(int fd);
-int agent_reason(int fd);
 int agent_state(int fd);
+int agent_reason_of(int state);
 
 /* inband.c */
 int inband_client(int fd);
