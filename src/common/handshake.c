@@ -40,29 +40,18 @@ int shunt_hs_peek(const void *buf, size_t len)
 	return (int)total_len(h.type);
 }
 
-static void offer_order(struct shunt_hs_offer *o, int to_host)
+/* Host <-> network order: the same byte swap serves both directions. */
+static void offer_swap(struct shunt_hs_offer *o)
 {
-	if (to_host) {
-		o->proc_id = be64toh(o->proc_id);
-		o->nonce = be64toh(o->nonce);
-		o->transports = ntohl(o->transports);
-		o->ring_size = ntohl(o->ring_size);
-		o->features = ntohl(o->features);
-		o->pad = ntohl(o->pad);
-		o->qpn = ntohl(o->qpn);
-		o->rkey = ntohl(o->rkey);
-		o->addr = be64toh(o->addr);
-	} else {
-		o->proc_id = htobe64(o->proc_id);
-		o->nonce = htobe64(o->nonce);
-		o->transports = htonl(o->transports);
-		o->ring_size = htonl(o->ring_size);
-		o->features = htonl(o->features);
-		o->pad = htonl(o->pad);
-		o->qpn = htonl(o->qpn);
-		o->rkey = htonl(o->rkey);
-		o->addr = htobe64(o->addr);
-	}
+	o->proc_id = be64toh(o->proc_id);
+	o->nonce = be64toh(o->nonce);
+	o->transports = ntohl(o->transports);
+	o->ring_size = ntohl(o->ring_size);
+	o->features = ntohl(o->features);
+	o->pad = ntohl(o->pad);
+	o->qpn = ntohl(o->qpn);
+	o->rkey = ntohl(o->rkey);
+	o->addr = be64toh(o->addr);
 }
 
 static int offer_ok(const struct shunt_hs_offer *o, uint8_t type)
@@ -107,7 +96,7 @@ int shunt_hs_parse(const void *buf, size_t len, struct shunt_hs_msg *out)
 		return 0;
 	}
 	memcpy(&out->offer, p + sizeof h, sizeof out->offer);
-	offer_order(&out->offer, 1);
+	offer_swap(&out->offer);
 	return offer_ok(&out->offer, h.type) ? 0 : -EPROTO;
 }
 
@@ -129,7 +118,7 @@ int shunt_hs_encode(const struct shunt_hs_msg *m, void *buf, size_t cap)
 		memcpy(p + sizeof h, &d, sizeof d);
 	} else {
 		struct shunt_hs_offer o = m->offer;
-		offer_order(&o, 0);
+		offer_swap(&o);
 		memcpy(p + sizeof h, &o, sizeof o);
 	}
 	memcpy(p + n - sizeof t, &t, sizeof t);
