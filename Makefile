@@ -5,7 +5,7 @@ CFLAGS  ?= -O2 -g
 WARN    := -std=gnu11 -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wvla-larger-than=131072
 CPPFLAGS := -Iinclude
 SAN     ?=
-SHIM_SRC := $(wildcard src/shim/*.c) src/transport/shm/ring.c src/common/config.c src/common/reason.c src/common/msg.c src/common/handshake.c
+SHIM_SRC := $(wildcard src/shim/*.c) src/transport/shm/ring.c src/common/config.c src/common/reason.c src/common/msg.c src/common/handshake.c src/common/synopt.c
 TOOL_SRC := $(wildcard src/tools/*.c) src/common/reason.c src/common/config.c
 HDRS    := $(wildcard include/shunt/*.h src/shim/*.h src/common/*.h src/transport/shm/*.h)
 
@@ -16,7 +16,7 @@ TOOLS   := $(patsubst tests/tools/%.c,$(BUILD)/tests/tools/%,$(filter-out tests/
 # The agent (issue #3) needs libbpf and clang; without them it is skipped.
 HAVE_BPF := $(shell test -f /usr/include/bpf/libbpf.h && command -v clang >/dev/null && echo 1)
 AGENT   := $(if $(HAVE_BPF),$(BUILD)/shuntd $(BUILD)/shunt_sockops.bpf.o)
-BPF_TESTS := $(if $(HAVE_BPF),$(BUILD)/tests/bpf/replay.bpf.o $(BUILD)/tests/bpf/replayd)
+BPF_TESTS := $(if $(HAVE_BPF),$(BUILD)/tests/bpf/replay.bpf.o $(BUILD)/tests/bpf/rewrite.bpf.o $(BUILD)/tests/bpf/replayd)
 
 all: $(BUILD)/libshunt.so $(BUILD)/shunt $(AGENT)
 
@@ -45,7 +45,7 @@ $(BUILD)/shunt: $(TOOL_SRC) $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -o $@ $(TOOL_SRC) -lm
 
-COMMON_SRC := src/transport/shm/ring.c src/common/config.c src/common/msg.c src/common/reason.c src/common/handshake.c
+COMMON_SRC := src/transport/shm/ring.c src/common/config.c src/common/msg.c src/common/reason.c src/common/handshake.c src/common/synopt.c
 $(BUILD)/tests/unit/%: tests/unit/%.c $(COMMON_SRC) $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $(SAN) -o $@ $< $(COMMON_SRC) -lpthread

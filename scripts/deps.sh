@@ -5,7 +5,7 @@
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 pkgs=(build-essential clang libclang-rt-14-dev libbpf-dev iproute2 procps gnuplot-nox
-      redis-server redis-tools nginx-light curl iperf3 socat sockperf wrk ncat)
+      redis-server redis-tools nginx-light curl iperf3 socat sockperf wrk ncat iptables)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")

@@ -41,6 +41,7 @@ enum shunt_reason {
 	SHUNT_R_HS_NO_TRANSPORT = 12, /* no transport both ends can use */
 	SHUNT_R_HS_TIMEOUT = 13,   /* the peer's message did not come in time */
 	SHUNT_R_OPTION_REPLAYED = 14, /* the peer echoed our TCP option instead of answering */
+	SHUNT_R_NO_AGENT = 15,     /* another host's peer, and no agent here to ask it (shuntd) */
 	SHUNT_R_MAX
 };
 
@@ -177,13 +178,14 @@ _Static_assert(sizeof(struct shunt_seg_hdr) == 576, "segment header layout");
 #define SHUNT_MSG_MAGIC 0x53484d41u /* "SHMA" */
 #define SHUNT_MSG_F_ARENA 1u /* an arena memfd is attached (first fd): a new arena */
 #define SHUNT_MSG_F_EFDS 2u  /* a new eventfd pair for the segment is attached (client's, server's) */
+#define SHUNT_MSG_NO_SLOT 0xffffffffu /* answers an in-band PROPOSAL, not a slot */
 struct shunt_accept_msg {
 	uint32_t magic;
 	uint16_t version;
 	uint16_t nfds;       /* descriptors attached, as the flags say */
 	uint64_t nonce;      /* the offer it answers; also in the segment header */
 	uint32_t ring_size;  /* must match the arena */
-	uint32_t slot;       /* index of the offer slot */
+	uint32_t slot;       /* index of the offer slot, or SHUNT_MSG_NO_SLOT (in-band) */
 	uint64_t arena;      /* arena id */
 	uint32_t seg;        /* segment index in the arena */
 	uint32_t flags;      /* SHUNT_MSG_F_* */
@@ -253,6 +255,8 @@ struct shunt_hs_offer {
 	uint8_t host_id[16];  /* the sender's host (boot id): equal ids = one host */
 	uint64_t proc_id;     /* the sender's process (its SHUNT_DIR s<id>) */
 	uint64_t nonce;       /* the TCP option's nonce this connection carried */
+	uint64_t domain;      /* the sender's SHUNT_DIR (device and inode): shared
+				 memory needs one host and one directory */
 	uint32_t transports;  /* SHUNT_HS_T_* offered (PROPOSAL), chosen (ACCEPT/CONFIRM) */
 	uint32_t ring_size;   /* bytes per direction the sender proposes/accepts */
 	uint32_t features;    /* reserved, 0 */
@@ -263,7 +267,7 @@ struct shunt_hs_offer {
 	uint32_t rkey;
 	uint64_t addr;
 } __attribute__((packed));
-_Static_assert(sizeof(struct shunt_hs_offer) == 80, "hs offer layout");
+_Static_assert(sizeof(struct shunt_hs_offer) == 88, "hs offer layout");
 
 struct shunt_hs_decline {
 	uint32_t reason;      /* enum shunt_reason */
@@ -274,6 +278,13 @@ _Static_assert(sizeof(struct shunt_hs_decline) == 8, "hs decline layout");
 struct shunt_hs_trailer {
 	uint32_t eyecatcher;  /* SHUNT_HS_EYECATCHER again */
 } __attribute__((packed));
+
+/* ---- 6. the TCP option (issue #3; src/agent/sockops.bpf.c writes it) ----
+ * RFC 6994 experimental option: kind 254, length 12, ExID 0x5348 ("SH"),
+ * then 8 bytes: the client's nonce in the SYN, ~nonce in the SYN-ACK. */
+#define SHUNT_OPT_KIND 254
+#define SHUNT_OPT_LEN 12
+#define SHUNT_OPT_EXID 0x5348
 
 const char *shunt_reason_str(unsigned reason);
 const char *shunt_mode_str(unsigned mode);

@@ -37,11 +37,13 @@ static void on_term(int sig)
 static int send_fd(int sock, int fd)
 {
 	union { char buf[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } u;
-	char tag[8] = "SHNTMAP1";
+	char tag[8];
 	struct iovec iov = { tag, sizeof tag };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
 			     .msg_controllen = sizeof u.buf };
 	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+
+	memcpy(tag, SHUNT_AGENT_TAG, sizeof tag);
 
 	c->cmsg_level = SOL_SOCKET;
 	c->cmsg_type = SCM_RIGHTS;

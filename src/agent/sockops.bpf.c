@@ -35,9 +35,12 @@
 #define ST_LISTENER 10
 #define ST_SERVER_SAW 11
 
+#define STALE_NS 10000000000ull
+
 struct entry {
 	__u64 cookie;
 	__u64 nonce;
+	__u64 stamp;
 	__u32 state;
 	__u32 pad;
 };
@@ -155,7 +158,15 @@ int shunt_sockops(struct bpf_sock_ops *skops)
 	case BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB:
 		if (load_opt(skops, &v, BPF_LOAD_HDR_OPT_TCP_SYN)) {
 			__u32 k = (__u32)(cookie & (SOCKS - 1));
-			struct entry n = { .cookie = cookie, .nonce = v, .state = ST_SERVER_SAW };
+			__u64 now = bpf_ktime_get_ns();
+			struct entry n = { .cookie = cookie, .nonce = v, .stamp = now,
+					   .state = ST_SERVER_SAW };
+			e = bpf_map_lookup_elem(&shunt_socks, &k);
+			/* Never take a live client's or listener's entry: the
+			 * server's shim finds the nonce in the saved SYN then. */
+			if (!e || (e->state != 0 && e->state != ST_SERVER_SAW &&
+				   now - e->stamp < STALE_NS))
+				break;
 			bpf_map_update_elem(&shunt_socks, &k, &n, BPF_ANY);
 		}
 		break;

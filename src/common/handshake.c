@@ -45,6 +45,7 @@ static void offer_swap(struct shunt_hs_offer *o)
 {
 	o->proc_id = be64toh(o->proc_id);
 	o->nonce = be64toh(o->nonce);
+	o->domain = be64toh(o->domain);
 	o->transports = ntohl(o->transports);
 	o->ring_size = ntohl(o->ring_size);
 	o->features = ntohl(o->features);

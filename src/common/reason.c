@@ -18,6 +18,7 @@ static const char *const reasons[SHUNT_R_MAX] = {
 	[SHUNT_R_HS_NO_TRANSPORT] = "no-common-transport",
 	[SHUNT_R_HS_TIMEOUT] = "handshake-timeout",
 	[SHUNT_R_OPTION_REPLAYED] = "option-replayed",
+	[SHUNT_R_NO_AGENT] = "no-agent",
 };
 
 const char *shunt_reason_str(unsigned reason)

@@ -6,9 +6,9 @@
  * /run/shunt/agent.sock), the shim maps its socket-cookie array once and
  * registers the sockets it connects and listens with; the sock_ops program
  * then signals capability in their SYN/SYN-ACK and leaves its verdict in the
- * array.  Without an agent nothing changes.  The in-band handshake that
- * would follow a positive verdict between hosts is not wired yet: such a
- * connection stays plain with reason no-common-transport, visibly.
+ * array, which the shim reads once and frees (src/agent/agent.h has the
+ * entry's lifetime).  Without an agent nothing changes but the reason of
+ * connections to other hosts: "no agent".
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -22,6 +22,7 @@
 
 static struct shunt_agent_entry *tab;
 static int tried;
+static uint64_t retry_at;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
 static struct shunt_agent_entry *map_from_agent(void)
@@ -45,11 +46,14 @@ static struct shunt_agent_entry *map_from_agent(void)
 	if (s < 0)
 		return NULL;
 	if (!real.connect(s, (void *)&sun, sizeof sun) &&
-	    real.recvmsg(s, &mh, MSG_CMSG_CLOEXEC) == (ssize_t)sizeof tag &&
-	    !memcmp(tag, "SHNTMAP1", 8) && CMSG_FIRSTHDR(&mh) &&
+	    real.recvmsg(s, &mh, MSG_CMSG_CLOEXEC) == (ssize_t)sizeof tag && CMSG_FIRSTHDR(&mh) &&
 	    CMSG_FIRSTHDR(&mh)->cmsg_type == SCM_RIGHTS) {
 		memcpy(&fd, CMSG_DATA(CMSG_FIRSTHDR(&mh)), sizeof fd);
-		m = mmap(NULL, sizeof *tab * SHUNT_AGENT_SOCKS, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		if (!memcmp(tag, SHUNT_AGENT_TAG, 8))
+			m = mmap(NULL, sizeof *tab * SHUNT_AGENT_SOCKS, PROT_READ | PROT_WRITE,
+				 MAP_SHARED, fd, 0);
+		else
+			shunt_log("agent %s speaks another version: ignored", path);
 		if (m == MAP_FAILED)
 			m = NULL;
 		real.close(fd);
@@ -65,11 +69,28 @@ static struct shunt_agent_entry *table(void)
 		return tab;
 	pthread_mutex_lock(&lock);
 	if (!tried) {
+		/* A table from an agent that has gone stays mapped (other
+		 * threads may hold entries of it): a restart costs one array. */
 		tab = map_from_agent();
 		__atomic_store_n(&tried, 1, __ATOMIC_RELEASE);
 	}
 	pthread_mutex_unlock(&lock);
 	return tab;
+}
+
+/* The program did not run for a socket we registered: the agent has gone
+ * (its program went with it).  Ask again, at most once a second, so a
+ * restarted agent is found by running processes too. */
+static void agent_lost(void)
+{
+	uint64_t now = shunt_now_ns();
+
+	pthread_mutex_lock(&lock);
+	if (now >= retry_at) {
+		retry_at = now + 1000000000ull;
+		__atomic_store_n(&tried, 0, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&lock);
 }
 
 static int cookie_of(int fd, uint64_t *c)
@@ -81,22 +102,32 @@ static int cookie_of(int fd, uint64_t *c)
 	return r || !*c ? -1 : 0;
 }
 
-static struct shunt_agent_entry *entry(uint64_t cookie)
+static struct shunt_agent_entry *entry(struct shunt_agent_entry *t, uint64_t cookie)
 {
-	return &tab[cookie & (SHUNT_AGENT_SOCKS - 1)];
+	return &t[cookie & (SHUNT_AGENT_SOCKS - 1)];
 }
 
+/* Claim this socket's entry: free, or abandoned by a claim long past. */
 static int mark(int fd, uint64_t nonce, uint32_t state)
 {
-	struct shunt_agent_entry *e;
-	uint64_t c;
+	struct shunt_agent_entry *t = table(), *e;
+	uint64_t c, now = shunt_now_ns();
+	uint32_t st;
 
-	if (!table() || cookie_of(fd, &c))
-		return -1;
-	e = entry(c);
-	__atomic_store_n(&e->state, 0, __ATOMIC_RELAXED);
+	if (!t)
+		return -ENOENT;
+	if (cookie_of(fd, &c))
+		return -EINVAL;
+	e = entry(t, c);
+	st = __atomic_load_n(&e->state, __ATOMIC_ACQUIRE);
+	if (st != SHUNT_AG_FREE && now - e->stamp < SHUNT_AGENT_STALE_NS)
+		return -EBUSY;
+	if (!__atomic_compare_exchange_n(&e->state, &st, SHUNT_AG_BUSY, 0, __ATOMIC_ACQ_REL,
+					 __ATOMIC_RELAXED))
+		return -EBUSY;
 	e->cookie = c;
 	e->nonce = nonce;
+	e->stamp = now;
 	__atomic_store_n(&e->state, state, __ATOMIC_RELEASE);
 	return 0;
 }
@@ -111,28 +142,47 @@ int agent_mark_listener(int fd)
 	return mark(fd, 0, SHUNT_AG_LISTENER);
 }
 
-/* The agent's verdict on this socket (enum shunt_agent_state), or 0. */
-int agent_state(int fd)
+/* Read this socket's entry and free it: its verdict is read once.  Returns
+ * the state (enum shunt_agent_state), 0 if the entry is not this socket's. */
+int agent_take(int fd, uint64_t *nonce)
 {
-	struct shunt_agent_entry *e;
+	struct shunt_agent_entry *t = tab, *e;
 	uint64_t c;
+	uint32_t st;
 
-	if (!tab || cookie_of(fd, &c))
+	if (!t || cookie_of(fd, &c))
 		return 0;
-	e = entry(c);
-	return e->cookie == c ? (int)__atomic_load_n(&e->state, __ATOMIC_ACQUIRE) : 0;
+	e = entry(t, c);
+	st = __atomic_load_n(&e->state, __ATOMIC_ACQUIRE);
+	if (e->cookie != c || st == SHUNT_AG_FREE || st == SHUNT_AG_BUSY)
+		return 0;
+	if (nonce)
+		*nonce = e->nonce;
+	if (!__atomic_compare_exchange_n(&e->state, &st, SHUNT_AG_FREE, 0, __ATOMIC_ACQ_REL,
+					 __ATOMIC_RELAXED) || e->cookie != c)
+		return 0;
+	if (st == SHUNT_AG_CLIENT_WANT)
+		agent_lost(); /* established, yet no verdict: no program ran */
+	return (int)st;
 }
 
-/* The fallback reason a verdict implies (a capable peer goes on to the
- * in-band handshake instead), or 0 if it says nothing. */
+int agent_present(void)
+{
+	return table() != NULL;
+}
+
+/* The fallback reason a client's verdict implies (a capable peer goes on to
+ * the in-band handshake instead, reason 0). */
 int agent_reason_of(int state)
 {
 	switch (state) {
+	case SHUNT_AG_CLIENT_PEER_OK:
+		return 0;
 	case SHUNT_AG_CLIENT_PEER_REPLAY:
 		return SHUNT_R_OPTION_REPLAYED;
 	case SHUNT_AG_CLIENT_PEER_NONE:
 		return SHUNT_R_PEER_NOT_SHUNT;
 	default:
-		return 0;
+		return SHUNT_R_NO_AGENT; /* no program saw the handshake */
 	}
 }

@@ -1,20 +1,40 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * inband.c - the in-band handshake on the TCP stream (issue #3, in progress).
+ * inband.c - the in-band handshake on the TCP stream (issue #3).
  *
- * Only after the agent's option exchange said both ends run shunt (client:
- * PEER_OK, server: the SYN carried our nonce) - a plain peer never sees a
- * byte of it.  The client sends PROPOSAL right after connect; the server
- * reads it inside accept(), before its application can write, and answers.
- * A receiver peeks the header and reads exactly one message, never an
- * application byte.  No transport between hosts exists yet (RDMA: issue #4),
- * so the server declines with no-common-transport and both ends continue on
- * the same TCP connection.  A peer that does not answer in time gets the
- * connection shut down rather than risk a late message read as data.
+ * Only when the agent's option exchange says both ends run shunt (client:
+ * PEER_OK; server: the SYN carried our nonce).  A plain peer never sees a
+ * byte of it.
+ *
+ *   client (in connect)                   server (in accept)
+ *   PROPOSAL: host, SHUNT_DIR, process,   waits briefly for it; reads exactly
+ *   nonce, transports offered  ------->   one message, never a data byte
+ *                              <-------   ACCEPT (a transport) or DECLINE
+ *   CONFIRM or DECLINE         ------->   (after ACCEPT)
+ *
+ * Shared memory is chosen when both ends share the host and the SHUNT_DIR
+ * (a connection the registry could not match: DNAT, a port mapping); the
+ * segment then travels as in rendezvous.c, whose confirm word is the one
+ * decision point.  Between hosts nothing is offered yet (RDMA: issue #4):
+ * DECLINE no-common-transport.
+ *
+ * Nothing ever waits without bound and nothing is shut down.  The rule that
+ * makes late messages safe is TCP's order: each side's first bytes after the
+ * SYN are its handshake message or its application's data, never both in
+ * the wrong order, so a side that sees data where it awaited a message knows
+ * the other side went plain, and a message that arrives after its side gave
+ * up waiting is found at the head of the stream and removed (s->hs) before
+ * the application reads: the server strips a PROPOSAL that comes after its
+ * application wrote (the client saw that data first and went plain) or
+ * answers it if it has not; the client strips a late answer, declining a
+ * late ACCEPT if it has written nothing since; the server strips a late
+ * CONFIRM or DECLINE after its own wait ended.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
@@ -22,9 +42,13 @@
 #include <unistd.h>
 #include "shim.h"
 #include "real.h"
+#include "../agent/agent.h"
 #include "../common/handshake.h"
+#include "../common/synopt.h"
 
-#define HS_WAIT_MS 3000
+#define PROPOSAL_WAIT_NS 20000000ull   /* server: beyond two round trips */
+#define REST_WAIT_NS 1000000000ull     /* the rest of a message whose header came */
+#define PREFIX_WAIT_NS 50000000ull     /* a few bytes that might start a header */
 
 static void host_id(uint8_t id[16])
 {
@@ -49,6 +73,20 @@ static void host_id(uint8_t id[16])
 		have = 1;
 	}
 	memcpy(id, cached, 16);
+}
+
+/* Two round trips as the kernel estimates them. */
+static uint64_t two_rtt_ns(int fd)
+{
+	struct tcp_info ti;
+	socklen_t l = sizeof ti;
+	int e = errno;
+
+	if (real.getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &l)) {
+		errno = e;
+		return 0;
+	}
+	return 2ull * ti.tcpi_rtt * 1000ull;
 }
 
 static int wait_for(int fd, short ev, uint64_t deadline)
@@ -84,22 +122,42 @@ static int peek_n(int fd, uint8_t *buf, size_t n, uint64_t deadline)
 	}
 }
 
-static int hs_recv(int fd, struct shunt_hs_msg *m, uint64_t deadline)
+/*
+ * What starts the stream: a whole handshake message (consumed, parsed into
+ * *m; returns 1, or -EPROTO if it was ours but malformed), or something
+ * else (0: data, end of stream or an error the application will see,
+ * nothing consumed), or nothing yet (-EAGAIN, or -ETIMEDOUT by deadline).
+ * A message is written with one send(), so its bytes come together; a
+ * prefix of the eyecatcher that stays short is data.
+ */
+static int head(int fd, struct shunt_hs_msg *m, uint64_t deadline)
 {
+	static const uint8_t eye[4] = { 'S', 'H', 'N', 'T' };
 	uint8_t buf[SHUNT_HS_MAX_LEN];
-	int len, r;
+	ssize_t r;
+	int len;
 
-	if ((r = peek_n(fd, buf, sizeof(struct shunt_hs_hdr), deadline)))
-		return r;
+	for (;;) {
+		r = real.recv(fd, buf, sizeof(struct shunt_hs_hdr), MSG_PEEK | MSG_DONTWAIT);
+		if (r > 0 || (r == 0) || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+			break;
+		if (wait_for(fd, POLLIN, deadline))
+			return deadline ? -ETIMEDOUT : -EAGAIN;
+	}
+	if (r <= 0 || memcmp(buf, eye, r < 4 ? (size_t)r : 4))
+		return 0;
+	if (r < (ssize_t)sizeof(struct shunt_hs_hdr) &&
+	    peek_n(fd, buf, sizeof(struct shunt_hs_hdr), shunt_now_ns() + PREFIX_WAIT_NS))
+		return 0;
 	len = shunt_hs_peek(buf, sizeof(struct shunt_hs_hdr));
 	if (len < 0)
-		return -EPROTO; /* not ours: nothing consumed */
-	if ((r = peek_n(fd, buf, (size_t)len, deadline)))
-		return r;
+		return 0; /* not a header of ours: data */
+	if (peek_n(fd, buf, (size_t)len, shunt_now_ns() + REST_WAIT_NS))
+		return 0;
 	/* A shunt peer wrote these bytes: they are ours, valid or not. */
 	if (real.recv(fd, buf, (size_t)len, MSG_DONTWAIT) != len)
 		return -EIO;
-	return shunt_hs_parse(buf, (size_t)len, m);
+	return shunt_hs_parse(buf, (size_t)len, m) ? -EPROTO : 1;
 }
 
 static int hs_send(int fd, const struct shunt_hs_msg *m, uint64_t deadline)
@@ -121,71 +179,177 @@ static int hs_send(int fd, const struct shunt_hs_msg *m, uint64_t deadline)
 	return n < 0 ? n : 0;
 }
 
-static void offer(struct shunt_hs_msg *m, uint8_t type)
+static void offer(struct shunt_hs_msg *m, uint8_t type, uint64_t nonce, uint64_t proc,
+		  uint32_t transports)
 {
 	memset(m, 0, sizeof *m);
 	m->type = type;
 	m->version = SHUNT_HS_VERSION;
 	host_id(m->offer.host_id);
-	m->offer.proc_id = shunt_proc_id();
-	m->offer.transports = SHUNT_HS_T_SHM;
+	m->offer.proc_id = proc;
+	m->offer.nonce = nonce;
+	m->offer.domain = rdv_domain();
+	m->offer.transports = transports;
 	m->offer.ring_size = shunt_cfg.ring_size;
 }
 
-/* A peer that will not finish the handshake: end the stream rather than
- * let a late handshake message be read as application data. */
-static int give_up(int fd, int reason)
+static int decline(int fd, int reason, uint64_t deadline)
 {
-	real.shutdown(fd, SHUT_RDWR);
+	struct shunt_hs_msg d = { .type = SHUNT_HS_DECLINE, .version = SHUNT_HS_VERSION,
+				  .reason = (uint32_t)reason };
+
+	hs_send(fd, &d, deadline);
 	return reason;
 }
 
-/* Client, after connect with PEER_OK.  Returns the fallback reason. */
-int inband_client(int fd)
+/* Did this accepted socket's SYN carry our option?  The agent's array says
+ * so without a system call; if its entry is gone (taken by a colliding
+ * socket), the SYN the kernel saved for our registered listener decides. */
+int inband_syn_had_option(const struct sk *ls, int fd)
 {
-	uint64_t deadline = shunt_now_ns() + HS_WAIT_MS * 1000000ull;
-	struct shunt_hs_msg m, r;
-	int e = errno, rc;
+	uint8_t syn[256];
+	socklen_t l = sizeof syn;
+	uint64_t nonce;
+	int e = errno, r;
 
-	offer(&m, SHUNT_HS_PROPOSAL);
-	if (hs_send(fd, &m, deadline)) {
+	if (!ls->ag_listen)
+		return 0;
+	if (agent_take(fd, &nonce) == SHUNT_AG_SERVER_SAW)
+		return 1;
+	r = real.getsockopt(fd, IPPROTO_TCP, TCP_SAVED_SYN, syn, &l);
+	errno = e;
+	return !r && shunt_syn_nonce(syn, l, &nonce) == 1;
+}
+
+/* Client, after connect with PEER_OK.  Returns the fallback reason (0 when
+ * the connection became shared memory). */
+int inband_client(struct sk *s, int fd, uint64_t nonce)
+{
+	uint64_t wait = (uint64_t)shunt_cfg.accept_wait_ms * 1000000ull + two_rtt_ns(fd);
+	uint64_t deadline = shunt_now_ns() + wait, proc = 0;
+	struct shunt_hs_msg m, r;
+	int e = errno, rc, ready = !rdv_inband_ready(&proc);
+
+	/* Without our accept-message socket, process id 0: nothing usable. */
+	offer(&m, SHUNT_HS_PROPOSAL, nonce, ready ? proc : 0, SHUNT_HS_T_SHM);
+	rc = hs_send(fd, &m, deadline);
+	if (rc) {
 		errno = e;
-		return give_up(fd, SHUNT_R_HS_TIMEOUT);
+		return rc == -ETIMEDOUT ? SHUNT_R_HS_TIMEOUT : SHUNT_R_HANDSHAKE;
 	}
-	rc = hs_recv(fd, &r, deadline);
+	rc = head(fd, &r, deadline);
+	if (rc == -ETIMEDOUT) {
+		s->hs = HS_STRIP_ANSWER; /* the answer may still come: removed on arrival */
+		rc = SHUNT_R_HS_TIMEOUT;
+	} else if (rc == 0) {
+		rc = SHUNT_R_HS_TIMEOUT; /* the server's application spoke first */
+	} else if (rc < 0) {
+		rc = SHUNT_R_HS_MALFORMED;
+	} else if (r.type == SHUNT_HS_DECLINE) {
+		rc = (int)r.reason;
+	} else if (r.type != SHUNT_HS_ACCEPT) {
+		rc = SHUNT_R_HS_MALFORMED; /* the server waits for nothing more */
+	} else if (r.offer.transports != SHUNT_HS_T_SHM || !ready || r.offer.nonce != nonce) {
+		rc = decline(fd, SHUNT_R_HS_NO_TRANSPORT, deadline);
+	} else if ((rc = rdv_inband_attach(s, fd, nonce, deadline))) {
+		decline(fd, rc, deadline);
+	} else {
+		offer(&m, SHUNT_HS_CONFIRM, nonce, proc, SHUNT_HS_T_SHM);
+		hs_send(fd, &m, deadline);
+	}
 	errno = e;
-	if (rc == -ETIMEDOUT || rc == -ECONNRESET)
-		return give_up(fd, SHUNT_R_HS_TIMEOUT);
-	if (rc)
-		return give_up(fd, SHUNT_R_HS_MALFORMED);
-	if (r.type == SHUNT_HS_DECLINE)
-		return (int)r.reason;
-	/* An ACCEPT needs a transport this version does not carry yet. */
-	memset(&m, 0, sizeof m);
-	m.type = SHUNT_HS_DECLINE;
-	m.version = SHUNT_HS_VERSION;
-	m.reason = SHUNT_R_HS_NO_TRANSPORT;
-	hs_send(fd, &m, deadline);
-	errno = e;
-	return give_up(fd, SHUNT_R_HS_NO_TRANSPORT);
+	return rc;
+}
+
+static int same_host(const struct shunt_hs_offer *o)
+{
+	uint8_t me[16];
+
+	host_id(me);
+	return !memcmp(me, o->host_id, 16) && o->domain && o->domain == rdv_domain() && o->proc_id;
 }
 
 /* Server, inside accept() when the SYN carried our option. */
-int inband_server(int fd)
+int inband_server(struct sk *s, int fd)
 {
-	uint64_t deadline = shunt_now_ns() + HS_WAIT_MS * 1000000ull;
-	struct shunt_hs_msg m, d = { .type = SHUNT_HS_DECLINE, .version = SHUNT_HS_VERSION };
-	int e = errno, rc = hs_recv(fd, &m, deadline);
+	uint64_t rtt2 = two_rtt_ns(fd), now = shunt_now_ns();
+	uint64_t wait = (uint64_t)shunt_cfg.accept_wait_ms * 1000000ull + rtt2;
+	struct shunt_hs_msg m, a;
+	struct conn *c;
+	int e = errno, rc = head(fd, &m, now + PROPOSAL_WAIT_NS + rtt2);
 
-	if (rc == -ETIMEDOUT || rc == -ECONNRESET) {
-		errno = e;
-		return give_up(fd, SHUNT_R_HS_TIMEOUT);
+	if (rc == -ETIMEDOUT) {
+		/* Not here yet: whatever comes first decides (inband_settle). */
+		s->hs = HS_LAZY;
+		rc = SHUNT_R_HS_TIMEOUT;
+	} else if (rc == 0) {
+		rc = SHUNT_R_HS_TIMEOUT; /* the client went plain and spoke */
+	} else if (rc < 0 || m.type != SHUNT_HS_PROPOSAL) {
+		rc = decline(fd, SHUNT_R_HS_MALFORMED, now + wait);
+	} else if (!(m.offer.transports & SHUNT_HS_T_SHM) || !same_host(&m.offer)) {
+		rc = decline(fd, SHUNT_R_HS_NO_TRANSPORT, now + wait); /* RDMA: issue #4 */
+	} else if ((rc = rdv_inband_offer(fd, m.offer.proc_id, m.offer.nonce, &c))) {
+		decline(fd, rc, now + wait);
+	} else {
+		offer(&a, SHUNT_HS_ACCEPT, m.offer.nonce, shunt_proc_id(), SHUNT_HS_T_SHM);
+		/* Unsent, the client cannot confirm: decline at once. */
+		rc = rdv_inband_commit(s, fd, c, hs_send(fd, &a, now + wait) ? 0 : wait);
+		/* The client's CONFIRM or DECLINE follows; if it is late, it is
+		 * removed from the head of the stream on arrival. */
+		if (rc) {
+			s->hs = HS_STRIP_REPLY;
+			inband_settle(s, fd, 0, 1);
+		} else {
+			head(fd, &m, shunt_now_ns() + wait);
+		}
 	}
-	if (rc || m.type != SHUNT_HS_PROPOSAL)
-		d.reason = SHUNT_R_HS_MALFORMED;
-	else
-		d.reason = SHUNT_R_HS_NO_TRANSPORT; /* no transport between hosts yet (issue #4) */
-	rc = hs_send(fd, &d, deadline);
 	errno = e;
-	return rc ? give_up(fd, SHUNT_R_HS_TIMEOUT) : (int)d.reason;
+	return rc;
+}
+
+/*
+ * Before the application reads or writes a plain socket whose handshake
+ * ended by a timeout: remove a late message from the head of the stream,
+ * answering it if the order still allows.  Reading, a blocking socket
+ * waits for the first bytes as the read itself would (SO_RCVTIMEO and
+ * signals included).  Returns 0 or -errno for the application's call.
+ */
+int inband_settle(struct sk *s, int fd, int writing, int nonblock)
+{
+	struct shunt_hs_msg m;
+	char b;
+	int st, rc;
+
+	if (!writing && !nonblock) {
+		ssize_t r = real.recv(fd, &b, 1, MSG_PEEK);
+		if (r < 0)
+			return -errno;
+	}
+	pthread_mutex_lock(&s->hs_lock);
+	st = s->hs;
+	if (!st || (writing && st != HS_LAZY && st != HS_STRIP_ANSWER)) {
+		pthread_mutex_unlock(&s->hs_lock);
+		return 0;
+	}
+	if (writing && st == HS_STRIP_ANSWER) {
+		/* Our data follows the PROPOSAL now: the server reads it as
+		 * "gave up", so a late ACCEPT is only removed, not declined. */
+		s->hs = HS_STRIP_ANSWER_WROTE;
+		pthread_mutex_unlock(&s->hs_lock);
+		return 0;
+	}
+	rc = head(fd, &m, 0);
+	if (rc == -EAGAIN) {
+		if (writing) /* HS_LAZY: the client sees our data first */
+			s->hs = HS_STRIP_PROPOSAL;
+		pthread_mutex_unlock(&s->hs_lock);
+		return 0;
+	}
+	s->hs = HS_NONE;
+	if (rc == 1 && st == HS_LAZY && m.type == SHUNT_HS_PROPOSAL)
+		decline(fd, SHUNT_R_HS_TIMEOUT, shunt_now_ns() + REST_WAIT_NS);
+	else if (rc == 1 && st == HS_STRIP_ANSWER && m.type == SHUNT_HS_ACCEPT)
+		decline(fd, SHUNT_R_HS_TIMEOUT, shunt_now_ns() + REST_WAIT_NS);
+	pthread_mutex_unlock(&s->hs_lock);
+	return 0;
 }

@@ -116,20 +116,23 @@ EXPORT int listen(int fd, int backlog)
 	struct sk *s = get_kind(fd, SK_TCP);
 	int r, e = errno, domain;
 
-	/* Before listen(): the agent's program configures the listener then. */
-	if (s && shunt_active && !shunt_cfg.disabled)
-		agent_mark_listener(fd);
+	/* Before listen(): the agent's program configures the listener then,
+	 * and needs its entry no longer. */
+	int marked = s && shunt_active && !shunt_cfg.disabled && !agent_mark_listener(fd);
 	if (s)
 		sk_put(s);
 	errno = e;
 	r = R(listen)(fd, backlog);
 	e = errno;
+	if (marked)
+		agent_take(fd, NULL);
 	if (r || !shunt_active)
 		return r;
 	s = fdtab_get(fd);
 	if (!s && probe_tcp(fd, &domain) && (s = sk_new(SK_TCP, domain)))
 		fdtab_set(fd, sk_ref(s));
 	if (s && (s->kind == SK_TCP || s->kind == SK_LISTEN)) {
+		s->ag_listen |= marked;
 		rdv_listen(fd, s);
 		stats_update(s, fd);
 	}
@@ -167,11 +170,13 @@ static int do_accept(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 	if (!ls)
 		return nfd;
 	s = sk_new(SK_TCP, ls->domain);
-	sk_put(ls);
-	if (!s)
+	if (!s) {
+		sk_put(ls);
 		return nfd;
+	}
 	s->nonblock = !!(flags & SOCK_NONBLOCK);
-	rdv_accept(fd, nfd, s);
+	rdv_accept(ls, nfd, s);
+	sk_put(ls);
 	stats_update(s, nfd);
 	shunt_log("accept fd %d: %s, %s", nfd, s->kind == SK_SHM ? "shm" : "tcp",
 		  shunt_reason_str((unsigned)s->reason));
@@ -366,14 +371,32 @@ EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t le
 
 /* ---- data ---- */
 
+/* A plain socket whose handshake ended by a timeout may have a late
+ * handshake message at the head of its stream (inband.c): settled before
+ * the application's call, whose error (a blocking wait interrupted, or
+ * timed out) it returns. */
+static ssize_t settle(struct sk *s, int fd, int writing, int flags, int *handled)
+{
+	ssize_t r = 0;
+
+	if (__atomic_load_n(&s->hs, __ATOMIC_RELAXED))
+		r = inband_settle(s, fd, writing, s->nonblock || (flags & MSG_DONTWAIT));
+	sk_put(s);
+	*handled = r < 0;
+	return edge(r);
+}
+
 static ssize_t shm_send(int fd, const struct iovec *iov, int cnt, int flags, int *handled)
 {
-	struct sk *s = get_kind(fd, SK_SHM);
+	struct sk *s = fdtab_get(fd);
 	ssize_t r;
 
-	*handled = s != NULL;
+	*handled = 0;
 	if (!s)
 		return 0;
+	if (s->kind != SK_SHM)
+		return settle(s, fd, 1, flags, handled);
+	*handled = 1;
 	r = conn_send(s, iov, cnt, flags);
 	sk_put(s);
 	return edge(r);
@@ -381,12 +404,15 @@ static ssize_t shm_send(int fd, const struct iovec *iov, int cnt, int flags, int
 
 static ssize_t shm_recv(int fd, const struct iovec *iov, int cnt, int flags, int *handled)
 {
-	struct sk *s = get_kind(fd, SK_SHM);
+	struct sk *s = fdtab_get(fd);
 	ssize_t r;
 
-	*handled = s != NULL;
+	*handled = 0;
 	if (!s)
 		return 0;
+	if (s->kind != SK_SHM)
+		return settle(s, fd, 0, flags, handled);
+	*handled = 1;
 	r = conn_recv(s, iov, cnt, flags);
 	sk_put(s);
 	return edge(r);
@@ -551,9 +577,16 @@ static ssize_t shm_sendfile(struct sk *s, int in, off_t *off, size_t count)
 
 EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t count)
 {
-	struct sk *s = get_kind(out, SK_SHM);
+	struct sk *s = fdtab_get(out);
 	ssize_t r;
+	int h;
 
+	if (s && s->kind != SK_SHM) {
+		r = settle(s, out, 1, 0, &h);
+		s = NULL;
+		if (h)
+			return r;
+	}
 	if (!s)
 		return R(sendfile)(out, in, off, count);
 	r = shm_sendfile(s, in, off, count);

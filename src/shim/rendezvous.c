@@ -128,6 +128,18 @@ static int sock_tuple(int fd, struct shunt_addr *local, struct shunt_addr *remot
 	return 0;
 }
 
+/* A connection to this host's own addresses gets a source address equal to
+ * its destination (or loopback); any other source means another host. */
+static int is_other_host(int fd, const struct shunt_addr *dst)
+{
+	struct shunt_addr l, r;
+	int e = errno, o = !is_loopback(dst) && !sock_tuple(fd, &l, &r) &&
+			   memcmp(l.ip, r.ip, sizeof l.ip);
+
+	errno = e;
+	return o;
+}
+
 static int tuple_eq(const struct shunt_tuple *a, const struct shunt_tuple *b)
 {
 	return !memcmp(a->client.ip, b->client.ip, 16) && a->client.port == b->client.port &&
@@ -592,19 +604,25 @@ int rdv_connect(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len
 	p = shunt_cfg.local ? reg_get(dst.port, 0) : NULL;
 	if (!p || !reg_live(p) || !reg_may_match(p, &dst)) {
 		/* Not a local shunt server: the agent, if any, signals in the SYN. */
-		int marked = !agent_mark_client(fd), st;
+		int marked = agent_mark_client(fd), st;
 		ret = sys(real.connect(fd, addr, len));
-		if (!marked || (ret && ret != -EINPROGRESS))
+		if (marked == -ENOENT) /* nobody to ask a peer on another host */
+			s->reason = is_other_host(fd, &dst) ? SHUNT_R_NO_AGENT : SHUNT_R_PEER_NOT_SHUNT;
+		else if (marked)
+			s->reason = SHUNT_R_RESOURCE; /* entry taken: no option sent */
+		if (marked || (ret && ret != -EINPROGRESS) ||
+		    (ret == -EINPROGRESS && !wait_established(fd, shunt_cfg.accept_wait_ms))) {
+			/* No verdict to wait for: a shunt server that saw our
+			 * option waits for no PROPOSAL either (inband.c). */
+			if (!marked) {
+				agent_take(fd, NULL);
+				s->reason = ret == -EINPROGRESS ? SHUNT_R_CONNECT_SLOW : s->reason;
+			}
 			return ret;
-		if (ret == -EINPROGRESS && !wait_established(fd, shunt_cfg.accept_wait_ms))
-			return ret; /* no verdict without a SYN-ACK: the SYN option is all */
-		/* Both ends agreed in the handshake: the in-band exchange follows
-		 * before any application byte; the server expects it. */
-		st = agent_state(fd);
-		if (st == SHUNT_AG_CLIENT_PEER_OK)
-			s->reason = inband_client(fd);
-		else if (agent_reason_of(st))
-			s->reason = agent_reason_of(st);
+		}
+		st = agent_take(fd, &nonce);
+		s->reason = st == SHUNT_AG_CLIENT_PEER_OK ? inband_client(s, fd, nonce)
+							  : agent_reason_of(st);
 		return ret;
 	}
 	s->reason = SHUNT_R_RESOURCE;
@@ -749,7 +767,7 @@ static int claim(struct shunt_slot *sl, const struct shunt_tuple *t, uint64_t *n
 	return 1;
 }
 
-static int server_wait_confirm(struct conn *c, int tcp_fd)
+static int server_wait_confirm(struct conn *c, int tcp_fd, uint64_t wait_ns)
 {
 	_Atomic uint32_t *confirm = &c->seg->confirm;
 	uint64_t start = shunt_now_ns();
@@ -762,7 +780,7 @@ static int server_wait_confirm(struct conn *c, int tcp_fd)
 			__builtin_ia32_pause();
 			continue;
 		}
-		if ((i & 1023) == 0 && (shunt_now_ns() - start > CONFIRM_WAIT_NS || tcp_has_input(tcp_fd))) {
+		if ((i & 1023) == 0 && (shunt_now_ns() - start > wait_ns || tcp_has_input(tcp_fd))) {
 			if (__atomic_compare_exchange_n(confirm, &zero, 2, 0, __ATOMIC_ACQ_REL,
 							__ATOMIC_ACQUIRE))
 				return 0;
@@ -774,8 +792,9 @@ static int server_wait_confirm(struct conn *c, int tcp_fd)
 	return v == 1;
 }
 
-static int server_build(struct sk *s, int fd, unsigned idx, struct shunt_slot *sl,
-			uint64_t nonce, uint64_t sock_id)
+/* Take a segment for the client process sock_id, attach our side and send
+ * it the accept message.  0 and *out, or the fallback reason. */
+static int server_offer(int fd, uint64_t sock_id, unsigned idx, uint64_t nonce, struct conn **out)
 {
 	int dupfd = -1, new_arena, new_efds;
 	struct arena *a;
@@ -783,50 +802,110 @@ static int server_build(struct sk *s, int fd, unsigned idx, struct shunt_slot *s
 	unsigned seg;
 	struct conn *c;
 
-	if (arena_server_take(sock_id, nonce, &a, &seg, &new_arena)) {
-		slot_cas(sl, SLOT_CLAIMED, SLOT_FAILED);
-		s->reason = SHUNT_R_RESOURCE;
-		return 0;
-	}
+	if (arena_server_take(sock_id, nonce, &a, &seg, &new_arena))
+		return SHUNT_R_RESOURCE;
 	dupfd = fd_dup_hidden(fd);
 	if (dupfd < 0 || arena_server_efds(a, seg, &new_efds, &gen) ||
 	    conn_attach(&c, a, seg, 1, dupfd, &nonce)) {
 		fd_close_internal(dupfd);
 		arena_drop_owner(a, seg, 0);
 		arena_release(a, seg, 1);
-		slot_cas(sl, SLOT_CLAIMED, SLOT_FAILED);
-		s->reason = SHUNT_R_RESOURCE;
-		return 0;
+		return SHUNT_R_RESOURCE;
 	}
 	if (send_accept(sock_id, idx, nonce, a, seg, new_arena, new_efds, gen)) {
-		slot_cas(sl, SLOT_CLAIMED, SLOT_FAILED);
-		s->reason = SHUNT_R_HANDSHAKE;
 		arena_drop_owner(a, seg, 0);
 		conn_free(c);
-		return 0;
+		return SHUNT_R_HANDSHAKE;
 	}
-	if (!server_wait_confirm(c, fd)) {
-		s->reason = SHUNT_R_HANDSHAKE;
-		arena_drop_owner(a, seg, 0); /* the client never took its share */
+	*out = c;
+	return 0;
+}
+
+/* The client's decision, through the segment's confirm word. */
+static int server_commit(struct sk *s, int fd, struct conn *c, uint64_t wait_ns)
+{
+	if (!server_wait_confirm(c, fd, wait_ns)) {
+		arena_drop_owner(c->arena, c->segno, 0); /* the client never took its share */
 		conn_free(c);
-		return 0;
+		return SHUNT_R_HANDSHAKE;
 	}
 	s->conn = c;
 	s->kind = SK_SHM;
-	s->reason = SHUNT_R_NONE;
+	return SHUNT_R_NONE;
+}
+
+static int server_build(struct sk *s, int fd, unsigned idx, struct shunt_slot *sl,
+			uint64_t nonce, uint64_t sock_id)
+{
+	struct conn *c;
+	int r = server_offer(fd, sock_id, idx, nonce, &c);
+
+	if (r) {
+		slot_cas(sl, SLOT_CLAIMED, SLOT_FAILED);
+		s->reason = r;
+		return 0;
+	}
+	s->reason = server_commit(s, fd, c, CONFIRM_WAIT_NS);
 	return 0;
+}
+
+/* ---- in-band shared memory ----
+ * Both ends on one host with one SHUNT_DIR, reached through a path the
+ * registry cannot see (DNAT, a container port mapping): the in-band
+ * handshake (inband.c) names the client process and the option's nonce,
+ * and the segment travels as above, with the confirm word as the one
+ * decision point. */
+uint64_t rdv_domain(void)
+{
+	static uint64_t d;
+	struct stat st;
+
+	/* 0 means unknown and matches nothing (inband.c). */
+	if (!d && !stat(shunt_cfg.dir, &st))
+		d = (uint64_t)st.st_ino ^ ((uint64_t)st.st_dev * 0x9e3779b97f4a7c15ull);
+	return d;
+}
+
+int rdv_inband_ready(uint64_t *sock_id)
+{
+	return csock_get(sock_id);
+}
+
+int rdv_inband_offer(int fd, uint64_t sock_id, uint64_t nonce, struct conn **c)
+{
+	return server_offer(fd, sock_id, SHUNT_MSG_NO_SLOT, nonce, c);
+}
+
+int rdv_inband_commit(struct sk *s, int fd, struct conn *c, uint64_t wait_ns)
+{
+	return server_commit(s, fd, c, wait_ns);
+}
+
+/* Client: the accept message the ACCEPT announced is already queued on our
+ * socket (the server sends it first); take it and attach. */
+int rdv_inband_attach(struct sk *s, int fd, uint64_t nonce, uint64_t deadline)
+{
+	struct got_msg got;
+
+	while (!stash_take(nonce, &got)) {
+		struct pollfd p = { .fd = csock, .events = POLLIN };
+		if (shunt_now_ns() >= deadline)
+			return SHUNT_R_HANDSHAKE;
+		real.poll(&p, 1, 1);
+	}
+	return client_attach(s, fd, nonce, &got);
 }
 
 /* No local offer: if the SYN carried our option, the client's PROPOSAL is
  * on its way and is answered here, before the application sees the socket. */
-static int server_agent_path(int fd, struct sk *s)
+static int server_agent_path(const struct sk *ls, int fd, struct sk *s)
 {
-	if (agent_state(fd) == SHUNT_AG_SERVER_SAW)
-		s->reason = inband_server(fd);
+	if (inband_syn_had_option(ls, fd))
+		s->reason = inband_server(s, fd);
 	return 0;
 }
 
-int rdv_accept(int listen_fd, int fd, struct sk *s)
+int rdv_accept(const struct sk *ls, int fd, struct sk *s)
 {
 	struct shunt_tuple t;
 	struct portreg *p;
@@ -835,7 +914,6 @@ int rdv_accept(int listen_fd, int fd, struct sk *s)
 	unsigned idx = 0;
 	int busy;
 
-	(void)listen_fd;
 	s->is_client = 0;
 	s->reason = SHUNT_R_POLICY;
 	if (!shunt_active || shunt_cfg.disabled)
@@ -851,14 +929,14 @@ int rdv_accept(int listen_fd, int fd, struct sk *s)
 	}
 	p = shunt_cfg.local ? reg_get(t.server.port, 1) : NULL;
 	if (!p)
-		return server_agent_path(fd, s);
+		return server_agent_path(ls, fd, s);
 	start = shunt_now_ns();
 	for (;;) {
 		sl = find_offer(p, &t, &busy, &idx);
 		if (sl && claim(sl, &t, &nonce, &sock_id, &netns))
 			break;
 		if (!sl && (!busy || shunt_now_ns() - start > SERVER_CONNECTING_WAIT_NS))
-			return server_agent_path(fd, s); /* a shunt client from another host? */
+			return server_agent_path(ls, fd, s); /* a shunt client from another host? */
 		sched_yield();
 	}
 	if (is_loopback(&t.server) && netns != shunt_netns_ino()) {

@@ -30,6 +30,16 @@ enum sk_kind {
 	SK_EPOLL = 4,  /* an epoll instance that may hold accelerated fds */
 };
 
+/* After a handshake that ended by a timeout (inband.c) */
+enum sk_hs {
+	HS_NONE = 0,
+	HS_LAZY,               /* server: a PROPOSAL may still come; answer it if first */
+	HS_STRIP_PROPOSAL,     /* server: our data went first; remove a late PROPOSAL */
+	HS_STRIP_ANSWER,       /* client: remove a late answer; decline a late ACCEPT */
+	HS_STRIP_ANSWER_WROTE, /* client: remove a late answer; we have written */
+	HS_STRIP_REPLY,        /* server: remove a late CONFIRM or DECLINE */
+};
+
 struct arena;
 struct conn {
 	struct shunt_seg_hdr *seg;
@@ -60,6 +70,9 @@ struct sk {
 	struct shunt_stat_rec *stat;
 	struct shunt_tuple tuple; /* as the rendezvous saw it (valid if has_tuple) */
 	int has_tuple;
+	int ag_listen;            /* a listener registered with the agent (saves SYNs) */
+	_Atomic int hs;           /* enum sk_hs: a late handshake message may head the stream */
+	pthread_mutex_t hs_lock;  /* serialises inband_settle (all zero = unlocked) */
 	struct sk *next_free;     /* on the free list (fdtab.c) */
 };
 
@@ -107,7 +120,12 @@ size_t conn_nread(struct conn *c);
 /* rendezvous.c */
 int rdv_listen(int fd, struct sk *s);
 int rdv_connect(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len);
-int rdv_accept(int listen_fd, int fd, struct sk *s);
+int rdv_accept(const struct sk *ls, int fd, struct sk *s);
+uint64_t rdv_domain(void);
+int rdv_inband_ready(uint64_t *sock_id);
+int rdv_inband_offer(int fd, uint64_t sock_id, uint64_t nonce, struct conn **c);
+int rdv_inband_commit(struct sk *s, int fd, struct conn *c, uint64_t wait_ns);
+int rdv_inband_attach(struct sk *s, int fd, uint64_t nonce, uint64_t deadline);
 void rdv_atfork_child(void);
 int shunt_addr_from_sockaddr(struct shunt_addr *a, const struct sockaddr *sa);
 
@@ -133,14 +151,16 @@ int shim_select(int nfds, fd_set *r, fd_set *w, fd_set *e, int timeout_ms, const
 /* exec wrappers live in exec.c */
 
 /* agent.c */
-int agent_mark_client(int fd);
+int agent_mark_client(int fd);       /* 0, -ENOENT (no agent), -EBUSY, -EINVAL */
 int agent_mark_listener(int fd);
-int agent_state(int fd);
+int agent_take(int fd, uint64_t *nonce);
 int agent_reason_of(int state);
 
 /* inband.c */
-int inband_client(int fd);
-int inband_server(int fd);
+int inband_client(struct sk *s, int fd, uint64_t nonce);
+int inband_server(struct sk *s, int fd);
+int inband_syn_had_option(const struct sk *ls, int fd);
+int inband_settle(struct sk *s, int fd, int writing, int nonblock);
 
 /* signal.c */
 uint64_t shunt_signals_seen(void);

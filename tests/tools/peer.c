@@ -1,8 +1,9 @@
 /* Description: a tiny TCP peer for the integration matrix.
  *   peer server ADDR PORT MODE   MODE: cfirst (client speaks first) | sfirst
- *   peer client ADDR PORT MODE
- * Exchanges 64 KiB of checksummed data each way, in the order MODE says,
- * then prints one line: "role=... mode=... reason=... first_byte_us=..."
+ *   peer client ADDR PORT MODE [FILE]
+ * Exchanges 64 KiB of checksummed data each way, in the order MODE says
+ * (with FILE, the client then waits for FILE to exist and both exchange
+ * 64 KiB more: a connection kept open across an event), then prints one line: "role=... mode=... reason=... first_byte_us=..."
  * (mode/reason from getsockopt(SOL_SHUNT), "none" without shunt). */
 #include "../behave/common.h" /* first: it sets _GNU_SOURCE */
 #include <netdb.h>
@@ -51,7 +52,7 @@ int main(int argc, char **argv)
 	int cfirst, fd, one = 1;
 	double t0, first;
 
-	if (argc != 5 || getaddrinfo(argv[2], argv[3], &hints, &ai))
+	if (argc < 5 || argc > 6 || getaddrinfo(argv[2], argv[3], &hints, &ai))
 		return 2;
 	cfirst = !strcmp(argv[4], "cfirst");
 	fd = socket(ai->ai_family, SOCK_STREAM, 0);
@@ -74,6 +75,10 @@ int main(int argc, char **argv)
 			check_data(c, 1);
 			first = now_s() - t0;
 		}
+		if (argc == 6) {
+			check_data(c, 3);
+			send_data(c, 4);
+		}
 		report("server", c, first);
 		return 0;
 	}
@@ -88,6 +93,12 @@ int main(int argc, char **argv)
 		send_data(fd, 1);
 	}
 	first = now_s() - t0;
+	if (argc == 6) {
+		while (access(argv[5], F_OK))
+			usleep(10000);
+		send_data(fd, 3);
+		check_data(fd, 4);
+	}
 	report("client", fd, first);
 	return 0;
 }

@@ -19,6 +19,7 @@ static struct shunt_hs_msg proposal(void)
 	memset(m.offer.host_id, 0xab, sizeof m.offer.host_id);
 	m.offer.proc_id = 0x1122334455667788ull;
 	m.offer.nonce = 0xdeadbeefcafef00dull;
+	m.offer.domain = 0x0102030405060708ull;
 	m.offer.transports = SHUNT_HS_T_SHM | SHUNT_HS_T_RDMA;
 	m.offer.ring_size = 262144;
 	m.offer.qpn = 77;
@@ -33,7 +34,7 @@ int main(void)
 	struct shunt_hs_msg m = proposal(), out, bad;
 	int n = shunt_hs_encode(&m, buf, sizeof buf);
 
-	CHECK(n == 8 + 80 + 4);
+	CHECK(n == 8 + 88 + 4);
 	CHECK(buf[0] == 'S' && buf[1] == 'H' && buf[2] == 'N' && buf[3] == 'T'); /* network order */
 	CHECK(buf[7] == n && buf[6] == 0);
 	CHECK(shunt_hs_peek(buf, 7) == -EAGAIN);
