@@ -41,6 +41,12 @@ $(BUILD)/libshunt.so: $(SHIM_SRC) $(HDRS) src/shim/libshunt.map
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $(SAN) -fPIC -shared -fvisibility=hidden \
 		-Wl,--version-script=src/shim/libshunt.map -Wl,-z,defs -o $@ $(SHIM_SRC) -ldl -lpthread
 
+# The same library with fault injection (src/shim/fault.c), for tests only.
+$(BUILD)/libshunt-faults.so: $(SHIM_SRC) $(HDRS) src/shim/libshunt.map
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) -DSHUNT_FAULTS $(CFLAGS) $(WARN) $(SAN) -fPIC -shared -fvisibility=hidden \
+		-Wl,--version-script=src/shim/libshunt.map -Wl,-z,defs -o $@ $(SHIM_SRC) -ldl -lpthread
+
 $(BUILD)/shunt: $(TOOL_SRC) $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -o $@ $(TOOL_SRC) -lm
@@ -58,7 +64,7 @@ $(BUILD)/tests/tools/%: tests/tools/%.c include/shunt/shunt.h src/agent/agent.h 
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -o $@ $<
 
-tests: all $(UNIT) $(BEHAVE) $(TOOLS) $(BPF_TESTS)
+tests: all $(UNIT) $(BEHAVE) $(TOOLS) $(BPF_TESTS) $(BUILD)/libshunt-faults.so
 
 test: tests
 	BUILD=$(BUILD) tests/run.sh

@@ -165,6 +165,7 @@ static int hs_send(int fd, const struct shunt_hs_msg *m, uint64_t deadline)
 	uint8_t buf[SHUNT_HS_MAX_LEN];
 	int n = shunt_hs_encode(m, buf, sizeof buf), off = 0;
 
+	shunt_fault_hs(buf, n);
 	while (n > 0 && off < n) {
 		ssize_t w = real.send(fd, buf + off, (size_t)(n - off), MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (w > 0) {

@@ -147,6 +147,14 @@ void ep_forget_fd(int fd);
 int shim_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t *mask);
 int shim_select(int nfds, fd_set *r, fd_set *w, fd_set *e, int timeout_ms, const sigset_t *mask);
 
+/* fault.c: a fault-injection build (libshunt-faults.so, -DSHUNT_FAULTS)
+ * for tests of hostile peers; the real library has none of it. */
+#ifdef SHUNT_FAULTS
+void shunt_fault_hs(uint8_t *msg, int len);
+#else
+static inline void shunt_fault_hs(uint8_t *msg, int len) { (void)msg; (void)len; }
+#endif
+
 /* exec.c */
 /* exec wrappers live in exec.c */
 
