@@ -5,7 +5,8 @@
 #   plain, agent attached     must be unchanged within noise (plain sockets
 #                             are never registered: no option, no work)
 #   negotiated, agent         both ends under shunt with SHUNT_LOCAL=0, so
-#                             the option exchange decides (the inter-host path)
+#                             the option exchange and the in-band handshake
+#                             decide (one host: shared memory, chosen in-band)
 # Appends to docs/bench/agent.tsv and prints a table.  Needs root.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -33,7 +34,7 @@ local_shm=$(setup env LD_PRELOAD="$LIB")
 mkdir -p docs/bench
 {
 	echo -e "variant\tsetup_us\tvs_plain"
-	for row in "plain-no-agent $base" "plain-with-agent $with" "negotiated-with-agent $nego" "shunt-shm-same-host $local_shm"; do
+	for row in "plain-no-agent $base" "plain-with-agent $with" "negotiated-inband-shm $nego" "shunt-shm-same-host $local_shm"; do
 		set -- $row
 		echo -e "$1\t$2\t$(awk -v a="$2" -v b="$base" 'BEGIN{printf "%.2f", a/b}')"
 	done

@@ -295,13 +295,13 @@ int inband_server(struct sk *s, int fd)
 		offer(&a, SHUNT_HS_ACCEPT, m.offer.nonce, shunt_proc_id(), SHUNT_HS_T_SHM);
 		/* Unsent, the client cannot confirm: decline at once. */
 		rc = rdv_inband_commit(s, fd, c, hs_send(fd, &a, now + wait) ? 0 : wait);
-		/* The client's CONFIRM or DECLINE follows; if it is late, it is
-		 * removed from the head of the stream on arrival. */
+		/* The client's CONFIRM or DECLINE follows.  Declined: a late one
+		 * is removed from the head of the stream on arrival.  Shared
+		 * memory: the stream carries nothing else, and the connection
+		 * drains it (conn_refresh), so nobody waits for it. */
 		if (rc) {
 			s->hs = HS_STRIP_REPLY;
 			inband_settle(s, fd, 0, 1);
-		} else {
-			head(fd, &m, shunt_now_ns() + wait);
 		}
 	}
 	errno = e;
