@@ -52,6 +52,36 @@ static int send_fd(int sock, int fd)
 	return sendmsg(sock, &mh, MSG_NOSIGNAL) == (ssize_t)sizeof tag ? 0 : -errno;
 }
 
+/* --allow-uid: who may have the array (root always may).  Everyone who
+ * holds it shares one trust domain, as the users of one SHUNT_DIR do: a
+ * holder can write any socket's entry (docs/agent.md). */
+static unsigned allowed[64];
+static int nallowed;
+
+static int allowed_uid(uid_t uid)
+{
+	if (!nallowed || uid == 0)
+		return 1;
+	for (int i = 0; i < nallowed; i++)
+		if (allowed[i] == uid)
+			return 1;
+	return 0;
+}
+
+static int parse_uids(const char *v)
+{
+	char *end;
+
+	while (*v && nallowed < (int)(sizeof allowed / sizeof allowed[0])) {
+		unsigned long u = strtoul(v, &end, 10);
+		if (end == v || (*end && *end != ',') || u > 0xffffffffu)
+			return -1;
+		allowed[nallowed++] = (unsigned)u;
+		v = *end ? end + 1 : end;
+	}
+	return *v ? -1 : 0;
+}
+
 static int serve(const char *path, int map_fd)
 {
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
@@ -66,13 +96,18 @@ static int serve(const char *path, int map_fd)
 	printf("shuntd: ready\n");
 	fflush(stdout);
 	while (!stop) {
-		struct ucred cr;
+		struct ucred cr = { 0 };
 		socklen_t l = sizeof cr;
 		int c = accept4(ls, NULL, NULL, SOCK_CLOEXEC);
 		if (c < 0)
 			continue;
-		if (!getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cr, &l))
-			fprintf(stderr, "shuntd: map handed to pid %d uid %d\n", cr.pid, cr.uid);
+		if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cr, &l) || !allowed_uid(cr.uid)) {
+			fprintf(stderr, "shuntd: refused pid %d uid %d (not in --allow-uid)\n",
+				(int)cr.pid, (int)cr.uid);
+			close(c);
+			continue;
+		}
+		fprintf(stderr, "shuntd: map handed to pid %d uid %d\n", cr.pid, cr.uid);
 		send_fd(c, map_fd);
 		close(c);
 	}
@@ -97,9 +132,13 @@ int main(int argc, char **argv)
 			cgroup = argv[i + 1];
 		else if (!strcmp(argv[i], "--socket"))
 			sockpath = argv[i + 1];
+		else if (!strcmp(argv[i], "--allow-uid") && !parse_uids(argv[i + 1]))
+			;
+		else
+			cgroup = NULL, i = argc;
 	}
-	if (!cgroup) {
-		fprintf(stderr, "usage: shuntd --cgroup CGROUP2_DIR [--socket PATH]\n");
+	if (!cgroup || argc % 2 == 0) {
+		fprintf(stderr, "usage: shuntd --cgroup CGROUP2_DIR [--socket PATH] [--allow-uid UID,...]\n");
 		return 2;
 	}
 	n = readlink("/proc/self/exe", self, sizeof self - 1);

@@ -17,6 +17,7 @@ replayd= RCG=
 cleanup_agent() {
 	kill "$agent" $replayd 2>/dev/null; wait "$agent" $replayd 2>/dev/null
 	rmdir "$CG" ${RCG:+"$RCG"} 2>/dev/null
+	rm -rf ${shared:+"$shared"}
 	cleanup
 }
 "$ROOT/$BUILD/shuntd" --cgroup "$CG" --socket "$sock" > "$WORK/agent.log" 2>&1 &
@@ -79,6 +80,33 @@ echo "  either side speaking first; plain peers reason 1 and no handshake bytes"
 
 kill "$agent"; wait "$agent"
 [ ! -e "$sock" ] || die "shuntd left its socket behind"
+
+# Unprivileged, shuntd says what it lacks and exits; --allow-uid keeps the
+# array from other users (their shim runs on without an agent).
+if command -v setpriv > /dev/null; then
+	setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all \
+		"$ROOT/$BUILD/shuntd" --cgroup "$CG" --socket "$WORK/nobody.sock" > "$WORK/unpriv.log" 2>&1 &&
+		die "shuntd ran without privileges"
+	grep -q 'needs CAP_BPF' "$WORK/unpriv.log" || die "unprivileged shuntd: $(cat "$WORK/unpriv.log")"
+	shared=$(mktemp -d /tmp/shunt-shared.XXXXXX); chmod 1777 "$shared"
+	sock="$shared/agent.sock"
+	"$ROOT/$BUILD/shuntd" --cgroup "$CG" --socket "$sock" --allow-uid 0 > "$WORK/agent2.log" 2>&1 &
+	agent=$!
+	for _ in $(seq 100); do grep -q ready "$WORK/agent2.log" && break; sleep 0.05; done
+	P=$(free_port)
+	"$PEER" server 127.0.0.1 "$P" cfirst > "$WORK/u.out" 2>&1 &
+	us=$!
+	wait_port "$P"
+	setpriv --reuid=65534 --regid=65534 --clear-groups env SHUNT_LOG=1 SHUNT_DIR="$shared" \
+		SHUNT_AGENT_SOCK="$sock" "$SHUNT" run -- "$PEER" client 127.0.0.1 "$P" cfirst > "$WORK/uc.out" 2>&1 ||
+		die "client of a refused user: $(cat "$WORK/uc.out")"
+	wait "$us"
+	grep -q 'absent' "$WORK/uc.out" || die "refused user's shim: $(cat "$WORK/uc.out")"
+	grep -q 'refused pid [0-9]* uid 65534' "$WORK/agent2.log" || die "shuntd: $(cat "$WORK/agent2.log")"
+	kill "$agent"; wait "$agent"
+	rm -rf "$shared"
+	echo "  unprivileged shuntd refuses to start, saying why; --allow-uid: other users run without it"
+fi
 rmdir "$CG" || die "the test cgroup is still in use"
 trap cleanup EXIT
 echo "agent: ok"

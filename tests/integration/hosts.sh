@@ -5,7 +5,8 @@
 # checksummed peer both ways and asserts each end's outcome and reason:
 # shunt or plain client x shunt or plain server, client- or server-first,
 # routed directly, through DNAT (iptables in the router), through a router
-# that strips the option (TCPOPTSTRIP) or rewrites it (a tc BPF program);
+# that strips the option (TCPOPTSTRIP) or rewrites it (a tc BPF program),
+# to a server whose stack replays unknown options;
 # same host reached through DNAT (shared memory from the in-band handshake);
 # agents killed while connections are open (they keep working, data
 # intact), then absent (reason no-agent), then restarted.
@@ -18,19 +19,19 @@ cg2=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/mounts)
 [ -n "$cg2" ] || { echo "skip: no cgroup v2 mounted"; exit 77; }
 
 hA=shunt-hA-$$ hB=shunt-hB-$$ rt=shunt-rt-$$
-cgA="$cg2/shunt-hostA-$$" cgB="$cg2/shunt-hostB-$$"
+cgA="$cg2/shunt-hostA-$$" cgB="$cg2/shunt-hostB-$$" cgR="$cg2/shunt-hostR-$$"
 agents=()
 cleanup_hosts() {
 	for n in "$hA" "$hB" "$rt"; do ip netns pids "$n" 2>/dev/null | xargs -r kill 2>/dev/null; done
 	kill "${agents[@]}" 2>/dev/null; wait 2>/dev/null
 	for n in "$hA" "$hB" "$rt"; do ip netns del "$n" 2>/dev/null; done
-	rmdir "$cgA" "$cgB" 2>/dev/null
+	rmdir "$cgA" "$cgB" "$cgR" 2>/dev/null
 	cleanup
 }
 trap cleanup_hosts EXIT
 ip netns add "$hA" 2>/dev/null || { echo "skip: ip netns unavailable"; exit 77; }
 ip netns add "$hB"; ip netns add "$rt"
-mkdir "$cgA" "$cgB" "$WORK/dirA" "$WORK/dirB"
+mkdir "$cgA" "$cgB" "$cgR" "$WORK/dirA" "$WORK/dirB"
 ip link add a0 netns "$hA" type veth peer name a1 netns "$rt"
 ip link add b0 netns "$hB" type veth peer name b1 netns "$rt"
 ip -n "$hA" addr add 10.9.1.2/24 dev a0; ip -n "$rt" addr add 10.9.1.1/24 dev a1
@@ -56,19 +57,20 @@ start_agent() { # A|B
 run_on() {
 	local h=$1 ns=$2 sh=$3 cg=cgA pre=(); shift 3
 	[ "$h" = B ] && cg=cgB
+	[ "$h" = R ] && cg=cgR
 	[ "$sh" = 1 ] && pre=(env SHUNT_LOG=${HLOG:-0} SHUNT_DIR="$WORK/dir$h" SHUNT_AGENT_SOCK="$WORK/agent$h.sock" "$SHUNT" run --)
 	# the cgroup first: `ip netns exec` mounts its own /sys
 	sh -c "echo \$\$ > '${!cg}/cgroup.procs'; exec \"\$@\"" sh ip netns exec "$ns" "${pre[@]}" "$@"
 }
 # cell NAME SRV CLI ORDER DIAL_ADDR DIAL_PORT CLIENT_HOST EXPECT_SRV EXPECT_CLI
-# The server is host B's, in hB, on port SP; EXPECT is "tcp reason=N",
-# "shm reason=0" or "none" (a plain process).
+# The server is host B's (or SRV_HOST's), in hB, on port SP; EXPECT is
+# "tcp reason=N", "shm reason=0" or "none" (a plain process).
 cell() {
 	local name=$1 srv=$2 cli=$3 order=$4 addr=$5 port=$6 ch=$7 es=$8 ec=$9 sp cp
-	run_on B "$hB" "$srv" "$PEER" server 0.0.0.0 "$SP" "$order" > "$WORK/s.out" 2>&1 &
+	run_on "${SRV_HOST:-B}" "$hB" "$srv" "$PEER" server 0.0.0.0 "$SP" "$order" > "$WORK/s.out" 2>&1 &
 	sp=$!
 	for _ in $(seq 200); do grep -q listening "$WORK/s.out" && break; sleep 0.01; done
-	timeout 20 bash -c "$(declare -f run_on); cgA='$cgA' cgB='$cgB' WORK='$WORK' SHUNT='$SHUNT'; \
+	timeout 20 bash -c "$(declare -f run_on); cgA='$cgA' cgB='$cgB' cgR='$cgR' WORK='$WORK' SHUNT='$SHUNT'; \
 		run_on $ch $hA $cli '$PEER' client $addr $port $order" > "$WORK/c.out" 2>&1 ||
 		die "$name: client failed: $(cat "$WORK/c.out") / server: $(cat "$WORK/s.out")"
 	timeout 20 tail --pid="$sp" -f /dev/null; wait "$sp" || die "$name: server failed: $(cat "$WORK/s.out")"
@@ -124,6 +126,19 @@ done
 ip netns exec "$rt" tc qdisc del dev a1 clsact
 echo "  option rewritten by the router: client 14, server 13, data intact"
 
+# 5b. a server host whose stack replays unknown options (its own cgroup
+#     with tests/bpf/replay.bpf.o): the client sees its nonce echoed
+"$ROOT/$BUILD/tests/bpf/replayd" "$ROOT/$BUILD/tests/bpf/replay.bpf.o" "$cgR" > "$WORK/replayd.log" 2>&1 &
+replayd=$!
+agents+=($replayd)
+for _ in $(seq 100); do grep -q ready "$WORK/replayd.log" && break; sleep 0.05; done
+grep -q ready "$WORK/replayd.log" || die "replayd did not start"
+for o in cfirst sfirst; do
+	SRV_HOST=R cell "replaying server $o" 0 1 $o 10.9.2.2 $SP A "none" "tcp reason=14"
+done
+kill "$replayd"; wait "$replayd" 2>/dev/null
+echo "  a server replaying unknown options: client 14, data intact"
+
 # 6. agents killed while connections are open: a negotiated TCP connection
 #    between the hosts and a shared-memory one through DNAT keep working
 run_on B "$hB" 1 "$PEER" server 0.0.0.0 "$SP" cfirst x > "$WORK/ks1.out" 2>&1 &
@@ -154,5 +169,5 @@ echo "  agents absent: client reason 15 (no-agent); restarted: negotiated again"
 kill "$agentA" "$agentB"; wait "$agentA" "$agentB" 2>/dev/null
 cleanup_hosts; trap cleanup EXIT
 ip netns list | grep -q "shunt-[hr][ABt]*-$$" && die "namespaces left behind"
-[ ! -d "$cgA" ] && [ ! -d "$cgB" ] || die "cgroups left behind"
+[ ! -d "$cgA" ] && [ ! -d "$cgB" ] && [ ! -d "$cgR" ] || die "cgroups left behind"
 echo "hosts: $((ncells + 2)) cells ok"
