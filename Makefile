@@ -5,9 +5,9 @@ CFLAGS  ?= -O2 -g
 WARN    := -std=gnu11 -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wvla-larger-than=131072
 CPPFLAGS := -Iinclude
 SAN     ?=
-SHIM_SRC := $(wildcard src/shim/*.c) src/transport/shm/ring.c src/common/config.c src/common/reason.c src/common/msg.c src/common/handshake.c src/common/synopt.c
+SHIM_SRC := $(wildcard src/shim/*.c) src/transport/shm/ring.c $(wildcard src/transport/rdma/*.c) src/common/config.c src/common/reason.c src/common/msg.c src/common/handshake.c src/common/synopt.c
 TOOL_SRC := $(wildcard src/tools/*.c) src/common/reason.c src/common/config.c
-HDRS    := $(wildcard include/shunt/*.h src/shim/*.h src/common/*.h src/transport/shm/*.h)
+HDRS    := $(wildcard include/shunt/*.h src/shim/*.h src/common/*.h src/transport/shm/*.h src/transport/rdma/*.h)
 
 UNIT    := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(wildcard tests/unit/*.c))
 BEHAVE  := $(patsubst tests/behave/%.c,$(BUILD)/tests/behave/%,$(wildcard tests/behave/*.c))

@@ -50,6 +50,7 @@ enum shunt_mode {
 	SHUNT_M_TCP = 0,    /* plain kernel TCP; see the reason */
 	SHUNT_M_SHM = 1,    /* accelerated through a shared-memory segment */
 	SHUNT_M_LISTEN = 2, /* a listening socket */
+	SHUNT_M_RDMA = 3,   /* accelerated over an RDMA link (issue #4) */
 };
 
 /* ---- 1. per-port registry ---- */
@@ -278,6 +279,25 @@ _Static_assert(sizeof(struct shunt_hs_decline) == 8, "hs decline layout");
 struct shunt_hs_trailer {
 	uint32_t eyecatcher;  /* SHUNT_HS_EYECATCHER again */
 } __attribute__((packed));
+
+/* ---- 5b. RDMA cursor messages (issue #4; between hosts: network order) ----
+ * SMC-R's CDC: after RDMA-WRITEs into the peer's receive ring (at the same
+ * offsets as in the sender's staging ring), one SEND of this message tells
+ * the peer how far it may read, and how far we have read of its writes.
+ * The ring is named by its address in the receiver's registered region, and
+ * checked with the connection's tag (the low bits of its option nonce). */
+#define SHUNT_CDC_F_FIN 1u       /* the sender did shutdown(SHUT_WR): no byte after prod */
+#define SHUNT_CDC_F_BLOCKED 2u   /* the sender waits for space: send consumer updates now */
+#define SHUNT_CDC_F_CLOSED 4u    /* the sender closed: it writes no more, nor reads */
+#define SHUNT_CDC_F_ALL 7u
+struct shunt_cdc {
+	uint64_t ring;   /* receiver's ring address (its handshake addr) */
+	uint64_t prod;   /* bytes the sender has written into that ring, ever */
+	uint64_t cons;   /* bytes the sender has consumed of the receiver's writes */
+	uint32_t tag;    /* connection tag */
+	uint32_t flags;  /* SHUNT_CDC_F_* */
+};
+_Static_assert(sizeof(struct shunt_cdc) == 32, "cdc layout");
 
 /* ---- 6. the TCP option (issue #3; src/agent/sockops.bpf.c writes it) ----
  * RFC 6994 experimental option: kind 254, length 12, ExID 0x5348 ("SH"),

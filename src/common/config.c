@@ -112,6 +112,16 @@ int shunt_config_parse(struct shunt_config *cfg, char *const *envp, const char *
 		else
 			cfg->local = v[0] == '1';
 	}
+	if ((v = env_get(envp, "SHUNT_TRANSPORT"))) {
+		if (!strcmp(v, "auto"))
+			cfg->transport = 0;
+		else if (!strcmp(v, "shm"))
+			cfg->transport = 1;
+		else if (!strcmp(v, "rdma"))
+			cfg->transport = 2, cfg->local = 0;
+		else
+			BAD("SHUNT_TRANSPORT");
+	}
 	if ((v = env_get(envp, "SHUNT_LOG")))
 		cfg->log = !strcmp(v, "1");
 	if ((v = env_get(envp, "SHUNT_PORTS")) && parse_ports(cfg, v)) {

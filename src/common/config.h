@@ -13,6 +13,8 @@ struct shunt_config {
 	int disabled;              /* SHUNT_DISABLE=1: everything plain (reason policy) */
 	int local;                 /* SHUNT_LOCAL=0: no same-host rendezvous (as if between hosts) */
 	int log;                   /* SHUNT_LOG=1: one line per decision on stderr */
+	int transport;             /* SHUNT_TRANSPORT: 0 auto, 1 shm (never RDMA), 2 rdma (RDMA
+				      even on one host: the registry is skipped, shm not offered) */
 	uint16_t ports[16];        /* SHUNT_PORTS=a,b,c: only these ports (empty = all) */
 	int nports;
 };

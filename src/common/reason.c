@@ -31,6 +31,7 @@ const char *shunt_mode_str(unsigned mode)
 	switch (mode) {
 	case SHUNT_M_TCP: return "tcp";
 	case SHUNT_M_SHM: return "shm";
+	case SHUNT_M_RDMA: return "rdma";
 	case SHUNT_M_LISTEN: return "listen";
 	default: return "unknown";
 	}

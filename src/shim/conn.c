@@ -80,16 +80,33 @@ static void wake(_Atomic uint32_t *w, int efd)
 	}
 }
 
-/* The peer reads c->tx: tell it data (or EOF) arrived if it asked. */
+/* The peer reads c->tx: tell it data (or EOF) arrived if it asked.  Over
+ * RDMA: post the bytes and a cursor message. */
 static void notify_reader(struct conn *c)
 {
-	wake(&c->tx.ctl->rd_want, c->efd_peer);
+	if (c->rd)
+		rdma_conn_push(c);
+	else
+		wake(&c->tx.ctl->rd_want, c->efd_peer);
 }
 
 /* The peer writes c->rx: tell it space freed if it asked. */
 static void notify_writer(struct conn *c)
 {
-	wake(&c->rx.ctl->wr_want, c->efd_peer);
+	if (c->rd)
+		rdma_conn_ack(c, 0);
+	else
+		wake(&c->rx.ctl->wr_want, c->efd_peer);
+}
+
+/* Over RDMA the cursors move here (a cursor message arrived): wake our own
+ * sleepers as a shared-memory peer would. */
+void conn_wake_local(struct conn *c, unsigned ev)
+{
+	if (ev & POLLIN)
+		wake(&c->rx.ctl->rd_want, c->efd_mine);
+	if (ev & POLLOUT)
+		wake(&c->tx.ctl->wr_want, c->efd_mine);
 }
 
 static _Atomic uint32_t *want_word(struct conn *c, unsigned want)
@@ -102,8 +119,11 @@ void conn_arm(struct conn *c, unsigned want)
 {
 	if (want & POLLIN)
 		__atomic_fetch_or(&c->rx.ctl->rd_want, WANT_EFD, __ATOMIC_SEQ_CST);
-	if (want & POLLOUT)
+	if (want & POLLOUT) {
 		__atomic_fetch_or(&c->tx.ctl->wr_want, WANT_EFD, __ATOMIC_SEQ_CST);
+		if (c->rd && !ring_space(&c->tx))
+			rdma_conn_blocked(c);
+	}
 }
 
 /* Attach to segment `seg` of arena `a` (its eventfd pair must be set);
@@ -142,6 +162,10 @@ int conn_attach(struct conn **out, struct arena *a, unsigned seg, int side, int 
  * sides have let go. */
 void conn_free(struct conn *c)
 {
+	if (c->rd) {
+		rdma_conn_free(c);
+		return;
+	}
 	/* Our duplicate goes first: if it was the last reference to the
 	 * kernel socket, the FIN leaves now; then a peer asleep on the rings
 	 * wakes and finds it. */
@@ -156,6 +180,10 @@ void conn_free(struct conn *c)
 /* Free our state without dropping an owner (someone dropped it for us). */
 void conn_discard(struct conn *c)
 {
+	if (c->rd) {
+		rdma_conn_free(c);
+		return;
+	}
 	arena_put(c->arena);
 	fd_close_internal(c->tcp_fd);
 	free(c);
@@ -193,6 +221,8 @@ unsigned conn_events(struct conn *c)
 	unsigned ev = 0;
 	int eof = rx_eof(c);
 
+	if (c->broken)
+		return POLLIN | POLLOUT | POLLERR | POLLHUP;
 	if (ring_used(&c->rx) || eof || c->peer_err || c->shut_rd)
 		ev |= POLLIN | POLLRDNORM;
 	if (eof)
@@ -306,11 +336,15 @@ static int conn_wait(struct conn *c, unsigned want, int *deadline_ms, int short_
 			return -EINTR;
 		if (now - c->last_probe_ns > REFRESH_INTERVAL_NS * 10)
 			conn_refresh(c);
+		if (c->rd)
+			rdma_conn_poll(c); /* no need to wait for the progress thread */
 	}
 	w = want_word(c, want);
 	v = __atomic_or_fetch(w, WANT_FUTEX, __ATOMIC_SEQ_CST);
 	if (ready_for(c, want))
 		return 0;
+	if (c->rd && (want & POLLOUT))
+		rdma_conn_blocked(c); /* the peer must answer every read now */
 	if (shunt_signals_seen() != sig0)
 		return -EINTR;
 	/* Checked after arming: of two writers arming at once, at least one
@@ -358,6 +392,8 @@ static int conn_wait(struct conn *c, unsigned want, int *deadline_ms, int short_
  * buffers rarely do.  SMC's lesson: return the short write instead. */
 static int write_deadlock(struct conn *c)
 {
+	if (c->rd)
+		return ring_space(&c->rx) == 0 && rdma_conn_peer_blocked(c);
 	return ring_space(&c->rx) == 0 && __atomic_load_n(&c->rx.ctl->wr_want, __ATOMIC_ACQUIRE);
 }
 
@@ -424,6 +460,8 @@ ssize_t conn_send(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 		return -EINVAL;
 	if (flags & MSG_OOB)
 		return -EOPNOTSUPP;
+	if (c->broken)
+		return -c->broken;
 	if (c->shut_wr || c->peer_err)
 		return send_on_kernel(s, len, flags);
 	memcpy(copy, iov0, sizeof(struct iovec) * (size_t)iovcnt);
@@ -475,6 +513,8 @@ ssize_t conn_recv(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 		return -EINVAL;
 	if (flags & MSG_OOB)
 		return -EOPNOTSUPP;
+	if (c->broken)
+		return -c->broken;
 	if (c->shut_rd || !len)
 		return 0;
 	memcpy(copy, iov0, sizeof(struct iovec) * (size_t)iovcnt);

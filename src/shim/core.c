@@ -128,6 +128,10 @@ static void hold_inherited(int fd, struct sk *s, void *gen)
 	(void)fd;
 	if (s->kind != SK_SHM || !c || c->fork_gen == *(uint64_t *)gen)
 		return;
+	if (c->rd) { /* the device's pages and queue pairs stay with the parent */
+		c->broken = EIO;
+		return;
+	}
 	c->fork_gen = *(uint64_t *)gen;
 	arena_hold_more(c->arena, c->segno, c->side);
 }
@@ -143,6 +147,7 @@ static void atfork_child(void)
 	proc_id = shunt_random64();
 	rdv_atfork_child();
 	stats_atfork_child();
+	rdma_atfork_child();
 }
 
 __attribute__((constructor)) static void shunt_init(void)

@@ -51,8 +51,8 @@ static void collect(int fd, struct sk *s, void *arg)
 	char item[96];
 	int n, f;
 
-	if (s->kind != SK_SHM || h->nfds + 3 > (int)(sizeof h->fds / sizeof h->fds[0]))
-		return;
+	if (s->kind != SK_SHM || c->rd || h->nfds + 3 > (int)(sizeof h->fds / sizeof h->fds[0]))
+		return; /* RDMA connections do not survive exec (docs/rdma.md) */
 	f = R(fcntl)(fd, F_GETFD);
 	if (f < 0 || (f & FD_CLOEXEC))
 		return;

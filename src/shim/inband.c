@@ -46,9 +46,9 @@
 #include "../common/handshake.h"
 #include "../common/synopt.h"
 
-#define PROPOSAL_WAIT_NS 20000000ull   /* server: beyond two round trips */
 #define REST_WAIT_NS 1000000000ull     /* the rest of a message whose header came */
 #define PREFIX_WAIT_NS 50000000ull     /* a few bytes that might start a header */
+#define CONFIRM_WAIT_NS 10000000000ull /* server: the client's word after ACCEPT(RDMA) */
 
 static void host_id(uint8_t id[16])
 {
@@ -194,6 +194,14 @@ static void offer(struct shunt_hs_msg *m, uint8_t type, uint64_t nonce, uint64_t
 	m->offer.ring_size = shunt_cfg.ring_size;
 }
 
+static void rdma_fields(struct shunt_hs_offer *o, const struct shunt_hs_offer *r)
+{
+	memcpy(o->gid, r->gid, sizeof o->gid);
+	o->qpn = r->qpn;
+	o->rkey = r->rkey;
+	o->addr = r->addr;
+}
+
 static int decline(int fd, int reason, uint64_t deadline)
 {
 	struct shunt_hs_msg d = { .type = SHUNT_HS_DECLINE, .version = SHUNT_HS_VERSION,
@@ -228,13 +236,26 @@ int inband_client(struct sk *s, int fd, uint64_t nonce)
 {
 	uint64_t wait = (uint64_t)shunt_cfg.accept_wait_ms * 1000000ull + two_rtt_ns(fd);
 	uint64_t deadline = shunt_now_ns() + wait, proc = 0;
+	uint32_t tag = (uint32_t)nonce, t = 0;
 	struct shunt_hs_msg m, r;
-	int e = errno, rc, ready = !rdv_inband_ready(&proc);
+	struct shunt_hs_offer ro;
+	void *rst = NULL;
+	int e = errno, rc, shm = shunt_cfg.transport != 2 && !rdv_inband_ready(&proc);
 
-	/* Without our accept-message socket, process id 0: nothing usable. */
-	offer(&m, SHUNT_HS_PROPOSAL, nonce, ready ? proc : 0, SHUNT_HS_T_SHM);
+	proc = shunt_proc_id();
+	if (shm)
+		t |= SHUNT_HS_T_SHM;
+	if (!rdma_client_offer(fd, tag, &ro, &rst))
+		t |= SHUNT_HS_T_RDMA;
+	/* Nothing to offer: a shared-memory offer no server can match. */
+	offer(&m, SHUNT_HS_PROPOSAL, nonce, proc, t ? t : SHUNT_HS_T_SHM);
+	if (!shm)
+		m.offer.domain = 0;
+	if (rst)
+		rdma_fields(&m.offer, &ro);
 	rc = hs_send(fd, &m, deadline);
 	if (rc) {
+		rdma_offer_drop(rst);
 		errno = e;
 		return rc == -ETIMEDOUT ? SHUNT_R_HS_TIMEOUT : SHUNT_R_HANDSHAKE;
 	}
@@ -250,14 +271,26 @@ int inband_client(struct sk *s, int fd, uint64_t nonce)
 		rc = (int)r.reason;
 	} else if (r.type != SHUNT_HS_ACCEPT) {
 		rc = SHUNT_R_HS_MALFORMED; /* the server waits for nothing more */
-	} else if (r.offer.transports != SHUNT_HS_T_SHM || !ready || r.offer.nonce != nonce) {
+	} else if (r.offer.nonce != nonce || !(r.offer.transports & t)) {
 		rc = decline(fd, SHUNT_R_HS_NO_TRANSPORT, deadline);
+	} else if (r.offer.transports == SHUNT_HS_T_RDMA) {
+		/* the link and slot the server chose; CONFIRM names ours */
+		rc = rdma_client_accept(s, fd, rst, &r, tag, &ro);
+		rst = NULL;
+		if (rc) {
+			decline(fd, rc, deadline);
+		} else {
+			offer(&m, SHUNT_HS_CONFIRM, nonce, proc, SHUNT_HS_T_RDMA);
+			rdma_fields(&m.offer, &ro);
+			hs_send(fd, &m, deadline);
+		}
 	} else if ((rc = rdv_inband_attach(s, fd, nonce, deadline))) {
 		decline(fd, rc, deadline);
 	} else {
 		offer(&m, SHUNT_HS_CONFIRM, nonce, proc, SHUNT_HS_T_SHM);
 		hs_send(fd, &m, deadline);
 	}
+	rdma_offer_drop(rst);
 	errno = e;
 	return rc;
 }
@@ -270,6 +303,40 @@ static int same_host(const struct shunt_hs_offer *o)
 	return !memcmp(me, o->host_id, 16) && o->domain && o->domain == rdv_domain() && o->proc_id;
 }
 
+/* Server, RDMA chosen: ACCEPT with our link and slot, then the client's
+ * CONFIRM is the decision (it may write as soon as it sent it).  A client
+ * that never answers leaves our slot reserved, never reused: it might
+ * still write into it. */
+static int server_rdma(struct sk *s, int fd, const struct shunt_hs_msg *p, uint64_t wait)
+{
+	uint32_t tag = (uint32_t)p->offer.nonce;
+	struct shunt_hs_msg a, c;
+	struct shunt_hs_offer ro;
+	void *st = NULL;
+	int rc = rdma_server_offer(fd, p, tag, &ro, &st);
+
+	if (rc)
+		return decline(fd, rc, shunt_now_ns() + wait);
+	offer(&a, SHUNT_HS_ACCEPT, p->offer.nonce, shunt_proc_id(), SHUNT_HS_T_RDMA);
+	rdma_fields(&a.offer, &ro);
+	if (hs_send(fd, &a, shunt_now_ns() + wait)) {
+		rdma_offer_drop(st);
+		return SHUNT_R_HANDSHAKE;
+	}
+	rc = head(fd, &c, shunt_now_ns() + CONFIRM_WAIT_NS);
+	if (rc == 1 && c.type == SHUNT_HS_CONFIRM)
+		return rdma_server_confirm(s, fd, st, &c, tag);
+	if (rc == -ETIMEDOUT) {
+		rdma_offer_abandon(st);
+		real.shutdown(fd, SHUT_RDWR);
+		return SHUNT_R_HS_TIMEOUT;
+	}
+	rdma_offer_drop(st);
+	if (rc == 1 && c.type == SHUNT_HS_DECLINE)
+		return (int)c.reason;
+	return rc == 0 ? SHUNT_R_HS_TIMEOUT : SHUNT_R_HS_MALFORMED; /* data: it gave up */
+}
+
 /* Server, inside accept() when the SYN carried our option. */
 int inband_server(struct sk *s, int fd)
 {
@@ -277,18 +344,27 @@ int inband_server(struct sk *s, int fd)
 	uint64_t wait = (uint64_t)shunt_cfg.accept_wait_ms * 1000000ull + rtt2;
 	struct shunt_hs_msg m, a;
 	struct conn *c;
-	int e = errno, rc = head(fd, &m, now + PROPOSAL_WAIT_NS + rtt2);
+	/* a tenth of the client's wait beyond two round trips (20 ms by default) */
+	int e = errno, rc = head(fd, &m, now + wait / 10 + rtt2);
+	int shm;
 
 	if (rc == -ETIMEDOUT) {
 		/* Not here yet: whatever comes first decides (inband_settle). */
 		s->hs = HS_LAZY;
 		rc = SHUNT_R_HS_TIMEOUT;
+		goto out;
 	} else if (rc == 0) {
 		rc = SHUNT_R_HS_TIMEOUT; /* the client went plain and spoke */
+		goto out;
 	} else if (rc < 0 || m.type != SHUNT_HS_PROPOSAL) {
 		rc = decline(fd, SHUNT_R_HS_MALFORMED, now + wait);
-	} else if (!(m.offer.transports & SHUNT_HS_T_SHM) || !same_host(&m.offer)) {
-		rc = decline(fd, SHUNT_R_HS_NO_TRANSPORT, now + wait); /* RDMA: issue #4 */
+		goto out;
+	}
+	shm = (m.offer.transports & SHUNT_HS_T_SHM) && same_host(&m.offer) && shunt_cfg.transport != 2;
+	if (!shm && (m.offer.transports & SHUNT_HS_T_RDMA)) {
+		rc = server_rdma(s, fd, &m, wait);
+	} else if (!shm) {
+		rc = decline(fd, SHUNT_R_HS_NO_TRANSPORT, now + wait);
 	} else if ((rc = rdv_inband_offer(fd, m.offer.proc_id, m.offer.nonce, &c))) {
 		decline(fd, rc, now + wait);
 	} else {
@@ -304,6 +380,7 @@ int inband_server(struct sk *s, int fd)
 			inband_settle(s, fd, 0, 1);
 		}
 	}
+out:
 	errno = e;
 	return rc;
 }

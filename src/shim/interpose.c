@@ -103,7 +103,7 @@ EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 	if (r == 0 || r == -EINPROGRESS)
 		stats_update(s, fd);
 	if (s->kind == SK_SHM)
-		shunt_log("connect fd %d: accelerated (shm)", fd);
+		shunt_log("connect fd %d: accelerated (%s)", fd, s->conn->rd ? "rdma" : "shm");
 	else
 		shunt_log("connect fd %d: tcp, %s", fd, shunt_reason_str((unsigned)s->reason));
 	sk_put(s);
@@ -178,7 +178,7 @@ static int do_accept(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 	rdv_accept(ls, nfd, s);
 	sk_put(ls);
 	stats_update(s, nfd);
-	shunt_log("accept fd %d: %s, %s", nfd, s->kind == SK_SHM ? "shm" : "tcp",
+	shunt_log("accept fd %d: %s, %s", nfd, s->kind != SK_SHM ? "tcp" : s->conn->rd ? "rdma" : "shm",
 		  shunt_reason_str((unsigned)s->reason));
 	fdtab_set(nfd, s);
 	errno = e;
@@ -342,7 +342,8 @@ EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 		errno = s ? EINVAL : ENOPROTOOPT;
 		return -1;
 	}
-	info.mode = s->kind == SK_SHM ? SHUNT_M_SHM : s->kind == SK_LISTEN ? SHUNT_M_LISTEN : SHUNT_M_TCP;
+	info.mode = s->kind == SK_SHM ? (s->conn->rd ? SHUNT_M_RDMA : SHUNT_M_SHM)
+				      : s->kind == SK_LISTEN ? SHUNT_M_LISTEN : SHUNT_M_TCP;
 	info.reason = s->kind == SK_SHM ? SHUNT_R_NONE : (uint32_t)s->reason;
 	if (s->stat) {
 		info.tx = s->stat->tx;

@@ -56,6 +56,9 @@ struct conn {
 	_Atomic int peer_err;     /* the kernel socket saw an error (positive errno) */
 	_Atomic int64_t spin_ns;  /* adaptive spin budget */
 	_Atomic uint64_t last_probe_ns;
+	struct rdma_conn *rd;     /* over an RDMA link (rdma.c), else shared memory */
+	int broken;               /* unusable here (positive errno): an RDMA
+				     connection in a forked child */
 };
 
 struct sk {
@@ -116,6 +119,27 @@ void conn_refresh(struct conn *c);               /* inspect the kernel socket (F
 void conn_arm(struct conn *c, unsigned want);    /* ask the peer to signal efd_mine */
 void conn_drain(struct conn *c);                 /* consume efd_mine's counter */
 size_t conn_nread(struct conn *c);
+
+/* rdma.c: connections over RDMA links (issue #4) */
+struct shunt_hs_msg;
+struct shunt_hs_offer;
+int rdma_available(void);
+int rdma_client_offer(int fd, uint32_t tag, struct shunt_hs_offer *o, void **state);
+int rdma_client_accept(struct sk *s, int fd, void *state, const struct shunt_hs_msg *a,
+		       uint32_t tag, struct shunt_hs_offer *o);
+int rdma_server_offer(int fd, const struct shunt_hs_msg *p, uint32_t tag, struct shunt_hs_offer *o,
+		      void **state);
+int rdma_server_confirm(struct sk *s, int fd, void *state, const struct shunt_hs_msg *c, uint32_t tag);
+void rdma_offer_drop(void *state);
+void rdma_offer_abandon(void *state);
+void rdma_conn_push(struct conn *c);
+void rdma_conn_ack(struct conn *c, int force);
+void rdma_conn_blocked(struct conn *c);
+int rdma_conn_peer_blocked(struct conn *c);
+void rdma_conn_poll(struct conn *c);
+void rdma_conn_free(struct conn *c);
+void rdma_atfork_child(void);
+void conn_wake_local(struct conn *c, unsigned ev);
 
 /* rendezvous.c */
 int rdv_listen(int fd, struct sk *s);

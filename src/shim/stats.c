@@ -97,7 +97,8 @@ static void fill(struct shunt_stat_rec *r, int fd, struct sk *s)
 	socklen_t la = sizeof a, lb = sizeof b;
 
 	r->fd = fd;
-	r->mode = (uint8_t)(s->kind == SK_SHM ? SHUNT_M_SHM : s->kind == SK_LISTEN ? SHUNT_M_LISTEN : SHUNT_M_TCP);
+	r->mode = (uint8_t)(s->kind == SK_SHM ? (s->conn->rd ? SHUNT_M_RDMA : SHUNT_M_SHM)
+			    : s->kind == SK_LISTEN ? SHUNT_M_LISTEN : SHUNT_M_TCP);
 	r->reason = (uint8_t)(s->kind == SK_SHM ? SHUNT_R_NONE : s->reason);
 	r->is_client = (uint8_t)s->is_client;
 	if (s->has_tuple) {

@@ -93,7 +93,8 @@ static inline void expect_mode(int fd)
 		fprintf(stderr, "expect_mode: shunt is not loaded\n");
 		exit(1);
 	}
-	if ((!strcmp(want, "shm") && info.mode != 1) || (!strcmp(want, "tcp") && info.mode != 0)) {
+	if ((!strcmp(want, "shm") && info.mode != 1) || (!strcmp(want, "tcp") && info.mode != 0) ||
+	    (!strcmp(want, "rdma") && info.mode != 3)) {
 		fprintf(stderr, "expect_mode: fd %d is in mode %u (reason %u), wanted %s\n", fd,
 			info.mode, info.reason, want);
 		exit(1);

@@ -42,7 +42,7 @@ static void report(const char *role, int fd, double first)
 	if (getsockopt(fd, SOL_SHUNT, SHUNT_INFO, &in, &l))
 		printf("role=%s mode=none reason=none first_byte_us=%.0f\n", role, first * 1e6);
 	else
-		printf("role=%s mode=%s reason=%u first_byte_us=%.0f\n", role, in.mode == 1 ? "shm" : "tcp",
+		printf("role=%s mode=%s reason=%u first_byte_us=%.0f\n", role, in.mode == 1 ? "shm" : in.mode == 3 ? "rdma" : "tcp",
 		       in.reason, first * 1e6);
 }
 

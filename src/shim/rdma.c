@@ -1,0 +1,590 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rdma.c - shunt connections over RDMA links (issue #4).
+ *
+ * A connection over RDMA is a struct conn like a shared-memory one: the
+ * application writes into a local staging ring and reads from a local
+ * receive ring with the same ring code and the same waits.  What differs is
+ * who moves the cursors: after a write, the bytes are RDMA-WRITten into the
+ * peer's receive ring at the same offsets and a cursor message (struct
+ * shunt_cdc, SMC-R's CDC) follows on the same queue pair; a received cursor
+ * message advances our receive ring's producer and our staging ring's
+ * consumer and wakes local sleepers exactly as a shared-memory peer would.
+ *
+ * Links (link.h) are per peer process and owned by this process; one spare
+ * link per device is kept ready, so a connection to a new peer creates no
+ * queue pair on its path.  A progress thread sleeps on the devices'
+ * completion channels, so event-driven programs (epoll, poll) are woken
+ * through the connection's eventfd as with shared memory; a spinning
+ * reader or writer polls the completion queue itself.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+#include "shim.h"
+#include "real.h"
+#include "../transport/rdma/link.h"
+#include "../common/handshake.h"
+
+struct rdma_conn {
+	struct rdma_link *link;
+	unsigned slot;
+	uint64_t raddr;           /* the peer's receive ring */
+	uint32_t rkey, tag;
+	pthread_mutex_t lock;     /* serialises cursor messages of this connection */
+	uint64_t sent;            /* staged bytes posted to the peer */
+	uint64_t acked;           /* our receive consumer, as last told */
+	_Atomic int peer_blocked; /* the peer waits for space: tell it every read */
+	int fin_sent;
+	_Atomic int closed_sent, closed_rcvd;
+	struct conn *c;           /* NULL once the application closed it */
+};
+
+static struct rdma_link *links;     /* connected, per peer process */
+static struct rdma_link *spares;    /* ready (INIT), one per device */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static int thread_on;
+static pid_t thread_pid;
+
+static void on_cdc(struct rdma_link *l, unsigned slot, const struct shunt_cdc *m);
+static void on_down(struct rdma_link *l);
+static const struct link_ops ops = { on_cdc, on_down };
+
+int rdma_available(void)
+{
+	return shunt_cfg.transport != 1 && !ibv_load();
+}
+
+static void spare_refill(void);
+
+/* ---- the progress thread ---- */
+
+static void progress_once(int timeout_ms)
+{
+	struct pollfd p[16];
+	struct ibv_comp_channel *ch[16];
+	struct rdma_link *l;
+	int n = 0;
+
+	pthread_mutex_lock(&lock);
+	for (l = links; l && n < 16; l = l->next) {
+		int dup = 0;
+		for (int i = 0; i < n; i++)
+			dup |= ch[i] == l->dev->ch;
+		if (!dup) {
+			ch[n] = l->dev->ch;
+			p[n++] = (struct pollfd){ .fd = l->dev->ch->fd, .events = POLLIN };
+		}
+	}
+	pthread_mutex_unlock(&lock);
+	real.poll(p, (nfds_t)n, timeout_ms);
+	for (int i = 0; i < n; i++) {
+		struct ibv_cq *cq;
+		void *ctx;
+		if (!(p[i].revents & POLLIN))
+			continue;
+		while (!ibv.get_cq_event(ch[i], &cq, &ctx)) {
+			ibv.ack_cq_events(cq, 1);
+			ibv_req_notify_cq(cq, 0);
+		}
+	}
+	/* every link, woken or not: cheap, and nothing is missed */
+	pthread_mutex_lock(&lock);
+	for (l = links; l; l = l->next)
+		rdma_link_poll(l);
+	pthread_mutex_unlock(&lock);
+	spare_refill();
+}
+
+static void *progress(void *arg)
+{
+	(void)arg;
+	for (;;)
+		progress_once(20);
+	return NULL;
+}
+
+static void thread_start(void)
+{
+	pthread_t t;
+	sigset_t all, old;
+
+	if (thread_on && thread_pid == shunt_pid())
+		return;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old); /* the application's signals are not ours */
+	if (!pthread_create(&t, NULL, progress, NULL)) {
+		pthread_detach(t);
+		thread_on = 1;
+		thread_pid = shunt_pid();
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+static void nonblock(int fd)
+{
+	int f = real.fcntl(fd, F_GETFL);
+
+	if (f >= 0)
+		real.fcntl(fd, F_SETFL, f | O_NONBLOCK);
+}
+
+/* ---- links ---- */
+
+static struct rdma_link *spare_take(struct rdma_dev *d)
+{
+	struct rdma_link **pp, *l = NULL;
+
+	for (pp = &spares; *pp; pp = &(*pp)->next)
+		if ((*pp)->dev == d) {
+			l = *pp;
+			*pp = l->next;
+			l->next = NULL;
+			break;
+		}
+	if (!l && rdma_link_new(d, shunt_cfg.ring_size, &ops, &l))
+		return NULL;
+	return l;
+}
+
+/* Keep one ready link per device in use, made here, off the connection
+ * path (registering memory and creating a queue pair take long). */
+static void spare_refill(void)
+{
+	struct rdma_dev *need = NULL;
+	struct rdma_link *l, *n;
+
+	pthread_mutex_lock(&lock);
+	for (l = links; l && !need; l = l->next) {
+		need = l->dev;
+		for (n = spares; n; n = n->next)
+			if (n->dev == need)
+				need = NULL;
+	}
+	pthread_mutex_unlock(&lock);
+	if (!need || rdma_link_new(need, shunt_cfg.ring_size, &ops, &n))
+		return;
+	pthread_mutex_lock(&lock);
+	n->next = spares;
+	spares = n;
+	pthread_mutex_unlock(&lock);
+}
+
+static struct rdma_link *link_find(const uint8_t host[16], uint64_t proc, struct rdma_dev *d)
+{
+	for (struct rdma_link *l = links; l; l = l->next)
+		if (l->dev == d && l->peer_proc == proc && !memcmp(l->peer_host, host, 16) &&
+		    __atomic_load_n(&l->state, __ATOMIC_ACQUIRE) == LINK_UP)
+			return l;
+	return NULL;
+}
+
+static void link_add(struct rdma_link *l, const uint8_t host[16], uint64_t proc)
+{
+	memcpy(l->peer_host, host, 16);
+	l->peer_proc = proc;
+	l->next = links;
+	links = l;
+	nonblock(l->dev->ch->fd);
+	thread_start();
+}
+
+/* ---- the handshake's RDMA half (inband.c) ---- */
+
+struct rdma_offer {
+	struct rdma_dev *dev;
+	struct rdma_link *link;  /* spare (client, until ACCEPT) or the link used */
+	int slot;
+	int spare;               /* link is a spare not yet connected */
+};
+
+static void fill(struct shunt_hs_offer *o, struct rdma_link *l, int slot)
+{
+	memcpy(o->gid, l->dev->gid.raw, 16);
+	o->qpn = l->qp->qp_num;
+	o->rkey = l->rx_mr->rkey;
+	o->addr = (uintptr_t)rdma_slot_rx(l, (unsigned)slot);
+}
+
+/* Client: reserve a slot in a spare link for the PROPOSAL. */
+int rdma_client_offer(int fd, uint32_t tag, struct shunt_hs_offer *o, void **state)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof ss;
+	struct rdma_offer *x;
+
+	if (!rdma_available() || getsockname(fd, (void *)&ss, &sl))
+		return -ENODEV;
+	x = calloc(1, sizeof *x);
+	if (!x)
+		return -ENOMEM;
+	pthread_mutex_lock(&lock);
+	x->dev = rdma_dev_for((void *)&ss);
+	x->link = x->dev ? spare_take(x->dev) : NULL;
+	x->slot = x->link ? rdma_slot_take(x->link, NULL, tag) : -1;
+	pthread_mutex_unlock(&lock);
+	if (x->slot < 0) {
+		if (x->link)
+			rdma_link_free(x->link);
+		free(x);
+		return -ENODEV;
+	}
+	x->spare = 1;
+	fill(o, x->link, x->slot);
+	*state = x;
+	return 0;
+}
+
+void rdma_offer_drop(void *state)
+{
+	struct rdma_offer *x = state;
+
+	if (!x)
+		return;
+	pthread_mutex_lock(&lock);
+	if (x->slot >= 0)
+		rdma_slot_put(x->link, (unsigned)x->slot);
+	if (x->spare) { /* unused: back to the pool */
+		x->link->next = spares;
+		spares = x->link;
+	}
+	pthread_mutex_unlock(&lock);
+	free(x);
+}
+
+/* The peer may still write into this slot: keep it reserved for good. */
+void rdma_offer_abandon(void *state)
+{
+	struct rdma_offer *x = state;
+
+	if (x)
+		x->slot = -1;
+	rdma_offer_drop(x);
+}
+
+static int attach(struct sk *s, int fd, struct rdma_link *l, unsigned slot, uint64_t raddr,
+		  uint32_t rkey, uint32_t tag, int side);
+
+/* Client, on ACCEPT(RDMA): use the link to that peer if we have one, else
+ * connect the spare to it.  Fills *o for the CONFIRM. */
+int rdma_client_accept(struct sk *s, int fd, void *state, const struct shunt_hs_msg *a,
+		       uint32_t tag, struct shunt_hs_offer *o)
+{
+	struct rdma_offer *x = state;
+	struct rdma_link *l;
+	union ibv_gid g;
+	int r;
+
+	memcpy(g.raw, a->offer.gid, 16);
+	pthread_mutex_lock(&lock);
+	l = link_find(a->offer.host_id, a->offer.proc_id, x->dev);
+	if (l && (l->peer_qpn != a->offer.qpn || memcmp(l->peer_gid.raw, g.raw, 16)))
+		l = NULL; /* the server answers from another link: ours is stale */
+	if (l) {
+		rdma_slot_put(x->link, (unsigned)x->slot);
+		x->link->next = spares;
+		spares = x->link;
+		x->spare = 0;
+		x->link = l;
+		x->slot = rdma_slot_take(l, NULL, tag);
+	} else if (!rdma_link_connect(x->link, &g, a->offer.qpn)) {
+		link_add(x->link, a->offer.host_id, a->offer.proc_id);
+		x->spare = 0;
+	} else {
+		x->slot = -1;
+	}
+	pthread_mutex_unlock(&lock);
+	if (x->slot < 0) {
+		rdma_offer_drop(x);
+		return SHUNT_R_RESOURCE;
+	}
+	r = attach(s, fd, x->link, (unsigned)x->slot, a->offer.addr, a->offer.rkey, tag, 0);
+	if (r) {
+		rdma_offer_drop(x);
+		return r;
+	}
+	fill(o, x->link, x->slot);
+	free(x);
+	return 0;
+}
+
+/* Server, on PROPOSAL(RDMA): the link to that client process, or a spare
+ * connected to its queue pair; a slot in it.  Fills *o for the ACCEPT. */
+int rdma_server_offer(int fd, const struct shunt_hs_msg *p, uint32_t tag, struct shunt_hs_offer *o,
+		      void **state)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof ss;
+	struct rdma_offer *x;
+	union ibv_gid g;
+
+	if (!rdma_available() || getsockname(fd, (void *)&ss, &sl))
+		return SHUNT_R_HS_NO_TRANSPORT;
+	if (!(x = calloc(1, sizeof *x)))
+		return SHUNT_R_RESOURCE;
+	memcpy(g.raw, p->offer.gid, 16);
+	x->slot = -1;
+	pthread_mutex_lock(&lock);
+	x->dev = rdma_dev_for((void *)&ss);
+	if (x->dev && (x->link = link_find(p->offer.host_id, p->offer.proc_id, x->dev))) {
+		x->slot = rdma_slot_take(x->link, NULL, tag);
+	} else if (x->dev && (x->link = spare_take(x->dev))) {
+		if (!rdma_link_connect(x->link, &g, p->offer.qpn)) {
+			link_add(x->link, p->offer.host_id, p->offer.proc_id);
+			x->slot = rdma_slot_take(x->link, NULL, tag);
+		} else {
+			rdma_link_free(x->link);
+		}
+	}
+	pthread_mutex_unlock(&lock);
+	if (x->slot < 0) {
+		int r = x->dev ? SHUNT_R_RESOURCE : SHUNT_R_HS_NO_TRANSPORT;
+		free(x);
+		return r;
+	}
+	fill(o, x->link, x->slot);
+	*state = x;
+	return 0;
+}
+
+/* Server, on the client's CONFIRM: it must name the link we answered on. */
+int rdma_server_confirm(struct sk *s, int fd, void *state, const struct shunt_hs_msg *c, uint32_t tag)
+{
+	struct rdma_offer *x = state;
+	int r;
+
+	if (c->offer.qpn != x->link->peer_qpn || c->offer.transports != SHUNT_HS_T_RDMA) {
+		rdma_offer_drop(x);
+		return SHUNT_R_HS_MALFORMED;
+	}
+	r = attach(s, fd, x->link, (unsigned)x->slot, c->offer.addr, c->offer.rkey, tag, 1);
+	if (r)
+		rdma_offer_drop(x);
+	else
+		free(x);
+	return r;
+}
+
+/* ---- connections ---- */
+
+static int attach(struct sk *s, int fd, struct rdma_link *l, unsigned slot, uint64_t raddr,
+		  uint32_t rkey, uint32_t tag, int side)
+{
+	struct rdma_conn *rc = calloc(1, sizeof *rc);
+	struct conn *c = calloc(1, sizeof *c);
+	struct shunt_seg_hdr *h = aligned_alloc(SHUNT_CACHELINE, sizeof *h);
+	int dupfd = fd_dup_hidden(fd), efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	uint32_t rs = l->ring_size;
+
+	if (!rc || !c || !h || dupfd < 0 || efd < 0) {
+		free(rc);
+		free(c);
+		free(h);
+		fd_close_internal(dupfd);
+		if (efd >= 0)
+			real.close(efd);
+		return SHUNT_R_RESOURCE;
+	}
+	memset(h, 0, sizeof *h);
+	h->ring_size = rs;
+	rc->link = l;
+	rc->slot = slot;
+	rc->raddr = raddr;
+	rc->rkey = rkey;
+	rc->tag = tag;
+	rc->c = c;
+	pthread_mutex_init(&rc->lock, NULL);
+	c->seg = h;
+	c->side = side;
+	c->rd = rc;
+	c->efd_mine = fd_hide(efd);
+	c->efd_peer = -1;
+	c->tcp_fd = fd_hide(dupfd);
+	c->spin_ns = shunt_cfg.spin_ns;
+	c->tx = (struct ring){ &h->ring[0], rdma_slot_tx(l, slot), rs, 0 };
+	c->rx = (struct ring){ &h->ring[1], rdma_slot_rx(l, slot), rs, 0 };
+	/* from here cursor messages for the slot reach this connection */
+	pthread_mutex_lock(&l->cq_lock);
+	l->slot_ctx[slot] = rc;
+	pthread_mutex_unlock(&l->cq_lock);
+	s->conn = c;
+	s->kind = SK_SHM;
+	return 0;
+}
+
+static uint64_t max64(_Atomic uint64_t *p, uint64_t v)
+{
+	uint64_t o = __atomic_load_n(p, __ATOMIC_ACQUIRE);
+
+	while (v > o && !__atomic_compare_exchange_n(p, &o, v, 0, __ATOMIC_RELEASE, __ATOMIC_ACQUIRE))
+		;
+	return o;
+}
+
+static void release(struct rdma_conn *rc)
+{
+	rdma_slot_put(rc->link, rc->slot);
+	free(rc);
+}
+
+static int push_locked(struct conn *c, uint32_t extra, int may_poll);
+
+/* Called with the link's completion lock held. */
+static void on_cdc(struct rdma_link *l, unsigned slot, const struct shunt_cdc *m)
+{
+	struct rdma_conn *rc = l->slot_ctx[slot];
+	struct conn *c;
+
+	if (!rc)
+		return;
+	if (m->flags & SHUNT_CDC_F_CLOSED)
+		rc->closed_rcvd = 1;
+	if (!(c = rc->c)) {
+		if (rc->closed_rcvd && rc->closed_sent)
+			release(rc);
+		return;
+	}
+	/* a peer can only move cursors forward, and never past what fits */
+	if (m->prod - __atomic_load_n(&c->rx.ctl->cons, __ATOMIC_ACQUIRE) > c->rx.size ||
+	    m->cons > __atomic_load_n(&c->tx.ctl->prod, __ATOMIC_ACQUIRE)) {
+		c->peer_err = EPROTO;
+		conn_wake_local(c, POLLIN | POLLOUT);
+		return;
+	}
+	if (max64(&c->rx.ctl->prod, m->prod) < m->prod)
+		conn_wake_local(c, POLLIN);
+	if (max64(&c->tx.ctl->cons, m->cons) < m->cons)
+		conn_wake_local(c, POLLOUT);
+	if ((m->flags & (SHUNT_CDC_F_FIN | SHUNT_CDC_F_CLOSED)) && !c->rx.ctl->wr_done) {
+		__atomic_store_n(&c->rx.ctl->wr_done, 1, __ATOMIC_RELEASE);
+		conn_wake_local(c, POLLIN);
+	}
+	if (m->flags & SHUNT_CDC_F_BLOCKED) {
+		/* Answer now if we have read since our last word (a reader
+		 * asleep on an empty ring reads no more); a writer posting at
+		 * this moment carries our consumer anyway. */
+		__atomic_store_n(&rc->peer_blocked, 1, __ATOMIC_RELEASE);
+		if (!pthread_mutex_trylock(&rc->lock)) {
+			if (__atomic_load_n(&c->rx.ctl->cons, __ATOMIC_ACQUIRE) != rc->acked &&
+			    !push_locked(c, 0, 0))
+				__atomic_store_n(&rc->peer_blocked, 0, __ATOMIC_RELEASE);
+			pthread_mutex_unlock(&rc->lock);
+		}
+	}
+}
+
+static void on_down(struct rdma_link *l)
+{
+	for (unsigned s = 0; s < LINK_SLOTS; s++) {
+		struct rdma_conn *rc = l->slot_ctx[s];
+		if (rc && rc->c && !rc->c->peer_err) {
+			rc->c->peer_err = ECONNRESET;
+			conn_wake_local(rc->c, POLLIN | POLLOUT);
+		}
+	}
+}
+
+/* Post what the application staged, with a cursor message; rc->lock held. */
+static int push_locked(struct conn *c, uint32_t extra, int may_poll)
+{
+	struct rdma_conn *rc = c->rd;
+	struct shunt_cdc m;
+	uint64_t prod = __atomic_load_n(&c->tx.ctl->prod, __ATOMIC_ACQUIRE);
+	int r;
+
+	m = (struct shunt_cdc){ .ring = rc->raddr, .prod = prod, .tag = rc->tag, .flags = extra,
+				.cons = __atomic_load_n(&c->rx.ctl->cons, __ATOMIC_ACQUIRE) };
+	if (__atomic_load_n(&c->tx.ctl->wr_done, __ATOMIC_ACQUIRE) && !rc->fin_sent)
+		m.flags |= SHUNT_CDC_F_FIN;
+	if (prod == rc->sent && m.cons == rc->acked && !m.flags)
+		return 0;
+	r = rdma_push(rc->link, rc->slot, rc->raddr, rc->rkey, rc->sent, prod, &m, may_poll);
+	if (r)
+		return r; /* a failed link reports itself through its completions */
+	rc->sent = prod;
+	rc->acked = m.cons;
+	if (m.flags & SHUNT_CDC_F_FIN)
+		rc->fin_sent = 1;
+	if (m.flags & SHUNT_CDC_F_CLOSED)
+		rc->closed_sent = 1;
+	return 0;
+}
+
+static void push(struct conn *c, uint32_t extra)
+{
+	pthread_mutex_lock(&c->rd->lock);
+	push_locked(c, extra, 1);
+	pthread_mutex_unlock(&c->rd->lock);
+}
+
+void rdma_conn_push(struct conn *c)
+{
+	push(c, 0);
+}
+
+/* After a read: tell the writer about the space, lazily (a quarter of the
+ * ring), or at once when it said it waits (SMC's write_blocked). */
+void rdma_conn_ack(struct conn *c, int force)
+{
+	struct rdma_conn *rc = c->rd;
+	uint64_t cons = __atomic_load_n(&c->rx.ctl->cons, __ATOMIC_ACQUIRE);
+
+	if (__atomic_exchange_n(&rc->peer_blocked, 0, __ATOMIC_ACQ_REL))
+		force = 1;
+	if (force || cons - rc->acked >= c->rx.size / 4)
+		push(c, 0);
+}
+
+/* The writer is about to wait for space: the reader must answer every read. */
+void rdma_conn_blocked(struct conn *c)
+{
+	push(c, SHUNT_CDC_F_BLOCKED);
+}
+
+int rdma_conn_peer_blocked(struct conn *c)
+{
+	return __atomic_load_n(&c->rd->peer_blocked, __ATOMIC_ACQUIRE);
+}
+
+void rdma_conn_poll(struct conn *c)
+{
+	rdma_link_poll(c->rd->link);
+}
+
+/* The application let go: tell the peer (it stops writing into our ring);
+ * the slot is reused once the peer said the same. */
+void rdma_conn_free(struct conn *c)
+{
+	struct rdma_conn *rc = c->rd;
+	struct rdma_link *l = rc->link;
+	int now;
+
+	if (__atomic_load_n(&l->state, __ATOMIC_ACQUIRE) == LINK_UP)
+		push(c, SHUNT_CDC_F_CLOSED);
+	pthread_mutex_lock(&l->cq_lock);
+	rc->c = NULL;
+	now = rc->closed_rcvd || __atomic_load_n(&l->state, __ATOMIC_ACQUIRE) != LINK_UP;
+	if (now)
+		release(rc);
+	pthread_mutex_unlock(&l->cq_lock);
+	fd_close_internal(c->tcp_fd);
+	fd_close_internal(c->efd_mine);
+	free(c->seg);
+	free(c);
+}
+
+/* A forked child cannot reach the device's pages (MADV_DONTFORK) nor the
+ * queue pairs: its copies of RDMA connections fail with EIO, and it starts
+ * with no links (docs/rdma.md). */
+void rdma_atfork_child(void)
+{
+	links = spares = NULL;
+	thread_on = 0;
+	pthread_mutex_init(&lock, NULL);
+}

@@ -1,0 +1,377 @@
+/* SPDX-License-Identifier: MIT */
+/* link.c - RDMA devices, links (RC queue pairs) and their data path; see link.h. */
+#define _GNU_SOURCE
+#include <endian.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include "link.h"
+
+#define RECV_WRID_BASE 0x100000000ull /* wr_id of receive i: base + i */
+
+static struct rdma_dev *devs;
+static int devs_scanned;
+static pthread_mutex_t dev_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void gid_of(const struct sockaddr *sa, union ibv_gid *g)
+{
+	memset(g, 0, sizeof *g);
+	if (sa->sa_family == AF_INET) {
+		g->raw[10] = g->raw[11] = 0xff;
+		memcpy(&g->raw[12], &((const struct sockaddr_in *)sa)->sin_addr, 4);
+	} else {
+		memcpy(g->raw, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+	}
+}
+
+/* Every active port's GIDs, looked up once: (device, port, index, gid). */
+static void scan(void)
+{
+	struct ibv_device **list;
+	int n = 0;
+
+	if (ibv_load() || !(list = ibv.get_device_list(&n)))
+		return;
+	for (int i = 0; i < n; i++) {
+		struct ibv_context *ctx = ibv.open_device(list[i]);
+		struct ibv_device_attr da;
+		int kept = 0;
+		if (!ctx)
+			continue;
+		if (!ibv.query_device(ctx, &da)) {
+			for (uint8_t p = 1; p <= da.phys_port_cnt; p++) {
+				struct ibv_port_attr pa;
+				memset(&pa, 0, sizeof pa);
+				if (ibv.query_port(ctx, p, (void *)&pa) || pa.state != IBV_PORT_ACTIVE)
+					continue;
+				for (int k = 0; k < pa.gid_tbl_len && k < 256; k++) {
+					union ibv_gid g;
+					struct rdma_dev *d;
+					if (ibv.query_gid(ctx, p, k, &g) || !memcmp(g.raw, (uint8_t[16]){ 0 }, 16))
+						continue;
+					if (!(d = calloc(1, sizeof *d)))
+						break;
+					d->ctx = ctx;
+					d->port = p;
+					d->gid_index = k;
+					d->gid = g;
+					d->mtu = pa.active_mtu;
+					strncpy(d->name, ibv.get_device_name(list[i]), sizeof d->name - 1);
+					d->next = devs;
+					devs = d;
+					kept = 1;
+				}
+			}
+		}
+		if (!kept)
+			ibv.close_device(ctx);
+	}
+	ibv.free_device_list(list);
+}
+
+/* The last match in the table wins: rxe and most RoCE devices list a
+ * RoCE v1 entry before the v2 one (UDP, routable) for the same address. */
+struct rdma_dev *rdma_dev_for(const struct sockaddr *local)
+{
+	union ibv_gid want;
+	struct rdma_dev *d, *best = NULL;
+
+	pthread_mutex_lock(&dev_lock);
+	if (!devs_scanned) {
+		scan();
+		devs_scanned = 1;
+	}
+	gid_of(local, &want);
+	for (d = devs; d; d = d->next)
+		if (!memcmp(d->gid.raw, want.raw, 16) && (!best || d->gid_index > best->gid_index))
+			best = d;
+	if (best && !best->ch) {
+		/* one completion channel per device context, shared by its links */
+		struct rdma_dev *o;
+		for (o = devs; o; o = o->next)
+			if (o->ctx == best->ctx && o->ch)
+				best->ch = o->ch;
+		if (!best->ch)
+			best->ch = ibv.create_comp_channel(best->ctx);
+		if (!best->ch)
+			best = NULL;
+	}
+	pthread_mutex_unlock(&dev_lock);
+	return best;
+}
+
+static int post_recv(struct rdma_link *l, unsigned i)
+{
+	struct ibv_sge sge = { (uintptr_t)(l->local + (size_t)LINK_SLOTS * l->ring_size +
+					   (size_t)i * sizeof(struct shunt_cdc)),
+			       sizeof(struct shunt_cdc), l->local_mr->lkey };
+	struct ibv_recv_wr wr = { .wr_id = RECV_WRID_BASE + i, .sg_list = &sge, .num_sge = 1 }, *bad;
+
+	return ibv_post_recv(l->qp, &wr, &bad) ? -EIO : 0;
+}
+
+static void *region(size_t len)
+{
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		return NULL;
+	/* a forked child must not share pages the device writes (see rdma.md) */
+	madvise(p, len, MADV_DONTFORK);
+	return p;
+}
+
+int rdma_link_new(struct rdma_dev *d, uint32_t ring_size, const struct link_ops *ops,
+		  struct rdma_link **out)
+{
+	struct rdma_link *l = calloc(1, sizeof *l);
+	struct ibv_qp_init_attr qa = { .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = LINK_SQ, .max_recv_wr = LINK_RECVS, .max_send_sge = 1,
+			 .max_recv_sge = 1, .max_inline_data = sizeof(struct shunt_cdc) } };
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = d->port,
+				 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE };
+
+	if (!l)
+		return -ENOMEM;
+	l->dev = d;
+	l->ops = ops;
+	l->ring_size = ring_size;
+	l->rx_len = (size_t)LINK_SLOTS * ring_size;
+	l->local_len = l->rx_len + (size_t)LINK_RECVS * sizeof(struct shunt_cdc);
+	pthread_mutex_init(&l->sq_lock, NULL);
+	pthread_mutex_init(&l->cq_lock, NULL);
+	if (!(l->rx = region(l->rx_len)) || !(l->local = region(l->local_len)) ||
+	    !(l->pd = ibv.alloc_pd(d->ctx)) ||
+	    !(l->rx_mr = ibv.reg_mr(l->pd, l->rx, l->rx_len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE)) ||
+	    !(l->local_mr = ibv.reg_mr(l->pd, l->local, l->local_len, IBV_ACCESS_LOCAL_WRITE)) ||
+	    !(l->cq = ibv.create_cq(d->ctx, LINK_SQ + LINK_RECVS, l, d->ch, 0)))
+		goto fail;
+	qa.send_cq = qa.recv_cq = l->cq;
+	if (!(l->qp = ibv.create_qp(l->pd, &qa)) ||
+	    ibv.modify_qp(l->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+		goto fail;
+	for (unsigned i = 0; i < LINK_RECVS; i++)
+		if (post_recv(l, i))
+			goto fail;
+	if (ibv_req_notify_cq(l->cq, 0))
+		goto fail;
+	*out = l;
+	return 0;
+fail:
+	rdma_link_free(l);
+	return -ENOMEM;
+}
+
+/* Both ends derive each direction's first PSN from the sender's QPN. */
+int rdma_link_connect(struct rdma_link *l, const union ibv_gid *gid, uint32_t qpn)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTR, .path_mtu = l->dev->mtu, .dest_qp_num = qpn,
+				 .rq_psn = qpn & 0xffffff, .max_dest_rd_atomic = 1, .min_rnr_timer = 12 };
+
+	a.ah_attr.is_global = 1;
+	a.ah_attr.grh.dgid = *gid;
+	a.ah_attr.grh.sgid_index = (uint8_t)l->dev->gid_index;
+	a.ah_attr.grh.hop_limit = 64;
+	a.ah_attr.port_num = l->dev->port;
+	if (ibv.modify_qp(l->qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+			  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+		return -EIO;
+	memset(&a, 0, sizeof a);
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = 14;   /* 4.096 us * 2^14 = 67 ms per try */
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	a.sq_psn = l->qp->qp_num & 0xffffff;
+	a.max_rd_atomic = 1;
+	if (ibv.modify_qp(l->qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+			  IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
+		return -EIO;
+	l->peer_gid = *gid;
+	l->peer_qpn = qpn;
+	__atomic_store_n(&l->state, LINK_UP, __ATOMIC_RELEASE);
+	return 0;
+}
+
+void rdma_link_free(struct rdma_link *l)
+{
+	if (l->qp)
+		ibv.destroy_qp(l->qp);
+	if (l->cq)
+		ibv.destroy_cq(l->cq);
+	if (l->rx_mr)
+		ibv.dereg_mr(l->rx_mr);
+	if (l->local_mr)
+		ibv.dereg_mr(l->local_mr);
+	if (l->pd)
+		ibv.dealloc_pd(l->pd);
+	if (l->rx)
+		munmap(l->rx, l->rx_len);
+	if (l->local)
+		munmap(l->local, l->local_len);
+	free(l);
+}
+
+int rdma_slot_take(struct rdma_link *l, void *ctx, uint32_t tag)
+{
+	uint32_t u = __atomic_load_n(&l->used, __ATOMIC_ACQUIRE);
+
+	for (;;) {
+		unsigned s;
+		if (u == 0xffffffffu)
+			return -ENOSPC;
+		s = (unsigned)__builtin_ctz(~u);
+		if (__atomic_compare_exchange_n(&l->used, &u, u | (1u << s), 0, __ATOMIC_ACQ_REL,
+						__ATOMIC_ACQUIRE)) {
+			l->slot_ctx[s] = ctx;
+			l->slot_tag[s] = tag;
+			return (int)s;
+		}
+	}
+}
+
+void rdma_slot_put(struct rdma_link *l, unsigned slot)
+{
+	l->slot_ctx[slot] = NULL;
+	__atomic_fetch_and(&l->used, ~(1u << slot), __ATOMIC_ACQ_REL);
+}
+
+/* Make room in the send queue: completions are asked for every LINK_SQ/4
+ * posts, so at most LINK_SQ/4 * 3 are ever unaccounted. */
+static int sq_room(struct rdma_link *l, unsigned need, int may_poll)
+{
+	while (l->posted + need - __atomic_load_n(&l->completed, __ATOMIC_ACQUIRE) > LINK_SQ) {
+		if (__atomic_load_n(&l->state, __ATOMIC_ACQUIRE) != LINK_UP)
+			return -EPIPE;
+		if (!may_poll)
+			return -EAGAIN;
+		pthread_mutex_unlock(&l->sq_lock);
+		rdma_link_poll(l);
+		pthread_mutex_lock(&l->sq_lock);
+	}
+	return 0;
+}
+
+static void cdc_to_wire(struct shunt_cdc *w, const struct shunt_cdc *m)
+{
+	w->ring = htobe64(m->ring);
+	w->prod = htobe64(m->prod);
+	w->cons = htobe64(m->cons);
+	w->tag = htobe32(m->tag);
+	w->flags = htobe32(m->flags);
+}
+
+int rdma_push(struct rdma_link *l, unsigned slot, uint64_t raddr, uint32_t rkey,
+	      uint64_t from, uint64_t to, const struct shunt_cdc *m, int may_poll)
+{
+	uint32_t rs = l->ring_size, off = (uint32_t)(from & (rs - 1));
+	uint64_t len = to - from;
+	struct ibv_sge sg[3];
+	struct ibv_send_wr wr[3], *bad;
+	struct shunt_cdc w;
+	int n = 0, r;
+
+	memset(wr, 0, sizeof wr);
+	/* at most two writes: up to the end of the ring, then from its start */
+	while (len) {
+		uint32_t chunk = (uint32_t)(len < rs - off ? len : rs - off);
+		sg[n] = (struct ibv_sge){ (uintptr_t)(rdma_slot_tx(l, slot) + off), chunk, l->local_mr->lkey };
+		wr[n].opcode = IBV_WR_RDMA_WRITE;
+		wr[n].sg_list = &sg[n];
+		wr[n].num_sge = 1;
+		wr[n].wr.rdma.remote_addr = raddr + off;
+		wr[n].wr.rdma.rkey = rkey;
+		len -= chunk;
+		off = 0;
+		n++;
+	}
+	cdc_to_wire(&w, m);
+	sg[n] = (struct ibv_sge){ (uintptr_t)&w, sizeof w, 0 };
+	wr[n].opcode = IBV_WR_SEND;
+	wr[n].send_flags = IBV_SEND_INLINE;
+	wr[n].sg_list = &sg[n];
+	wr[n].num_sge = 1;
+	n++;
+	for (int i = 0; i + 1 < n; i++)
+		wr[i].next = &wr[i + 1];
+	pthread_mutex_lock(&l->sq_lock);
+	if ((r = sq_room(l, (unsigned)n, may_poll)) == 0) {
+		/* ask for a completion when crossing a quarter of the queue */
+		for (int i = 0; i < n; i++)
+			if ((l->posted + (uint64_t)i + 1) % (LINK_SQ / 4) == 0) {
+				wr[i].send_flags |= IBV_SEND_SIGNALED;
+				wr[i].wr_id = l->posted + (uint64_t)i + 1;
+			}
+		r = ibv_post_send(l->qp, wr, &bad) ? -EPIPE : 0;
+		if (!r)
+			l->posted += (uint64_t)n;
+	}
+	pthread_mutex_unlock(&l->sq_lock);
+	return r;
+}
+
+static int cdc_from_wire(struct rdma_link *l, const struct shunt_cdc *w, unsigned *slot,
+			 struct shunt_cdc *m)
+{
+	uint64_t base = (uintptr_t)l->rx, off;
+
+	m->ring = be64toh(w->ring);
+	m->prod = be64toh(w->prod);
+	m->cons = be64toh(w->cons);
+	m->tag = be32toh(w->tag);
+	m->flags = be32toh(w->flags);
+	off = m->ring - base;
+	if (m->ring < base || off >= l->rx_len || off % l->ring_size || (m->flags & ~SHUNT_CDC_F_ALL))
+		return -EPROTO;
+	*slot = (unsigned)(off / l->ring_size);
+	if (!(__atomic_load_n(&l->used, __ATOMIC_ACQUIRE) & (1u << *slot)) ||
+	    l->slot_tag[*slot] != m->tag)
+		return -EPROTO;
+	return 0;
+}
+
+int rdma_link_poll(struct rdma_link *l)
+{
+	struct ibv_wc wc[32];
+	int n, total = 0, down = 0;
+
+	if (pthread_mutex_trylock(&l->cq_lock))
+		return 0; /* someone else reaps: their dispatch wakes us */
+	while ((n = ibv_poll_cq(l->cq, 32, wc)) > 0) {
+		for (int i = 0; i < n; i++) {
+			if (wc[i].status != IBV_WC_SUCCESS) {
+				down = 1;
+				continue;
+			}
+			if (wc[i].wr_id >= RECV_WRID_BASE && wc[i].opcode == IBV_WC_RECV) {
+				unsigned k = (unsigned)(wc[i].wr_id - RECV_WRID_BASE), slot;
+				const struct shunt_cdc *w = (const void *)(l->local + (size_t)LINK_SLOTS *
+					l->ring_size + (size_t)k * sizeof *w);
+				struct shunt_cdc m;
+				if (k >= LINK_RECVS)
+					continue;
+				if (wc[i].byte_len == sizeof m && !cdc_from_wire(l, w, &slot, &m))
+					l->ops->cdc(l, slot, &m);
+				if (post_recv(l, k))
+					down = 1;
+			} else if (wc[i].wr_id) {
+				__atomic_store_n(&l->completed, wc[i].wr_id, __ATOMIC_RELEASE);
+			}
+		}
+		total += n;
+	}
+	if (n < 0)
+		down = 1;
+	pthread_mutex_unlock(&l->cq_lock);
+	if (down && __atomic_exchange_n(&l->state, LINK_DOWN, __ATOMIC_ACQ_REL) == LINK_UP)
+		l->ops->down(l);
+	return total;
+}
+
+void rdma_link_break(struct rdma_link *l)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+
+	ibv.modify_qp(l->qp, &a, IBV_QP_STATE);
+}

@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * link.h - RDMA links: one RC queue pair between two processes, carrying
+ * every shunt connection between them (SMC-R's link group, per process
+ * pair: the process owns its queue pairs - see docs/rdma.md for why).
+ *
+ * Memory of a link: a receive region of LINK_SLOTS rings, registered once
+ * with remote write access, which only this link's peer can reach (its own
+ * protection domain); and a local region (staging rings the sender copies
+ * into and RDMA-WRITEs from, and the receive buffers of cursor messages),
+ * registered once without remote access.  Slot i of a connection is ring i
+ * of both regions, so data is written at the same offsets it is staged at.
+ */
+#ifndef SHUNT_RDMA_LINK_H
+#define SHUNT_RDMA_LINK_H
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include "ibv.h"
+#include "shunt/wire.h"
+
+#define LINK_SLOTS 32
+#define LINK_RECVS 256   /* posted cursor-message buffers */
+#define LINK_SQ 512      /* send queue depth */
+
+struct rdma_dev {
+	struct ibv_context *ctx;
+	struct ibv_comp_channel *ch;
+	uint8_t port;
+	int gid_index;
+	union ibv_gid gid;
+	enum ibv_mtu mtu;
+	char name[32];
+	struct rdma_dev *next;
+};
+
+enum link_state { LINK_IDLE = 0, LINK_UP = 1, LINK_DOWN = 2 };
+
+struct rdma_link;
+struct link_ops {
+	/* a cursor message for slot (already validated: in range, in use) */
+	void (*cdc)(struct rdma_link *l, unsigned slot, const struct shunt_cdc *m);
+	/* the queue pair failed: every connection on it must move to TCP */
+	void (*down)(struct rdma_link *l);
+};
+
+struct rdma_link {
+	struct rdma_dev *dev;
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	struct ibv_mr *rx_mr, *local_mr;
+	uint8_t *rx, *local;      /* the two regions (local: staging rings, then receive buffers) */
+	size_t rx_len, local_len;
+	uint32_t ring_size;
+	_Atomic uint32_t used;    /* slots in use (bit i) */
+	void *slot_ctx[LINK_SLOTS];
+	uint32_t slot_tag[LINK_SLOTS];
+	_Atomic int state;        /* enum link_state */
+	const struct link_ops *ops;
+	/* the peer, once connected */
+	uint8_t peer_host[16];
+	uint64_t peer_proc;
+	union ibv_gid peer_gid;
+	uint32_t peer_qpn;
+	/* send side: posts are serialised; completions are requested on every
+	 * LINK_SQ/4-th post so the queue never overflows */
+	pthread_mutex_t sq_lock;
+	uint64_t posted, completed;
+	pthread_mutex_t cq_lock;
+	struct rdma_link *next;
+};
+
+/* The device and GID of a local address (IPv4 or IPv6), or NULL. */
+struct rdma_dev *rdma_dev_for(const struct sockaddr *local);
+int rdma_link_new(struct rdma_dev *d, uint32_t ring_size, const struct link_ops *ops,
+		  struct rdma_link **out);
+int rdma_link_connect(struct rdma_link *l, const union ibv_gid *gid, uint32_t qpn);
+void rdma_link_free(struct rdma_link *l);
+int rdma_slot_take(struct rdma_link *l, void *ctx, uint32_t tag);
+void rdma_slot_put(struct rdma_link *l, unsigned slot);
+static inline uint8_t *rdma_slot_rx(struct rdma_link *l, unsigned s) { return l->rx + (size_t)s * l->ring_size; }
+static inline uint8_t *rdma_slot_tx(struct rdma_link *l, unsigned s) { return l->local + (size_t)s * l->ring_size; }
+/* Copy staged bytes [from, to) of slot's ring to the peer's ring at
+ * raddr (same offsets), then send the cursor message; one post each.
+ * With a full send queue: reap completions (may_poll), or -EAGAIN (a
+ * caller that holds the completion lock). */
+int rdma_push(struct rdma_link *l, unsigned slot, uint64_t raddr, uint32_t rkey,
+	      uint64_t from, uint64_t to, const struct shunt_cdc *m, int may_poll);
+/* Reap completions; dispatch cursor messages.  Returns how many. */
+int rdma_link_poll(struct rdma_link *l);
+/* Force the queue pair into the error state (tests: link failure). */
+void rdma_link_break(struct rdma_link *l);
+#endif
