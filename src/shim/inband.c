@@ -260,6 +260,8 @@ int inband_client(struct sk *s, int fd, uint64_t nonce)
 		return rc == -ETIMEDOUT ? SHUNT_R_HS_TIMEOUT : SHUNT_R_HANDSHAKE;
 	}
 	rc = head(fd, &r, deadline);
+	shunt_log("handshake fd %d: answer %d type %d after %llu us", fd, rc, rc == 1 ? r.type : 0,
+		  (unsigned long long)(shunt_now_ns() + wait - deadline) / 1000);
 	if (rc == -ETIMEDOUT) {
 		s->hs = HS_STRIP_ANSWER; /* the answer may still come: removed on arrival */
 		rc = SHUNT_R_HS_TIMEOUT;
@@ -324,6 +326,7 @@ static int server_rdma(struct sk *s, int fd, const struct shunt_hs_msg *p, uint6
 		return SHUNT_R_HANDSHAKE;
 	}
 	rc = head(fd, &c, shunt_now_ns() + CONFIRM_WAIT_NS);
+	shunt_log("rdma handshake fd %d: client's word %d type %d", fd, rc, rc == 1 ? c.type : 0);
 	if (rc == 1 && c.type == SHUNT_HS_CONFIRM)
 		return rdma_server_confirm(s, fd, st, &c, tag);
 	if (rc == -ETIMEDOUT) {

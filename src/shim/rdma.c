@@ -32,9 +32,17 @@
 #include "../transport/rdma/link.h"
 #include "../common/handshake.h"
 
+enum { RC_OFFERED, RC_OPEN, RC_CLOSED };
+
+/* One slot's connection state.  It exists from the moment the slot is
+ * offered in the handshake, because the peer may write and send cursor
+ * messages as soon as it has sent its CONFIRM, before we read it: those
+ * are recorded in h and found there by the connection when it attaches. */
 struct rdma_conn {
 	struct rdma_link *link;
 	unsigned slot;
+	_Atomic int state;        /* RC_* */
+	struct shunt_seg_hdr *h;  /* the two rings' cursors: ring[0] ours, ring[1] the peer's */
 	uint64_t raddr;           /* the peer's receive ring */
 	uint32_t rkey, tag;
 	pthread_mutex_t lock;     /* serialises cursor messages of this connection */
@@ -168,19 +176,38 @@ static void spare_refill(void)
 				need = NULL;
 	}
 	pthread_mutex_unlock(&lock);
+	uint64_t t0 = shunt_now_ns();
 	if (!need || rdma_link_new(need, shunt_cfg.ring_size, &ops, &n))
 		return;
+	shunt_log("rdma: spare link on %s ready in %llu us", need->name,
+		  (unsigned long long)(shunt_now_ns() - t0) / 1000);
 	pthread_mutex_lock(&lock);
 	n->next = spares;
 	spares = n;
 	pthread_mutex_unlock(&lock);
 }
 
+static int usable(struct rdma_link *l, struct rdma_dev *d)
+{
+	return l->dev == d && __atomic_load_n(&l->state, __ATOMIC_ACQUIRE) == LINK_UP &&
+	       __atomic_load_n(&l->used, __ATOMIC_ACQUIRE) != 0xffffffffu;
+}
+
+/* Server: a link to that client process with a free slot (a full one is
+ * joined by another: the link group grows a queue pair). */
 static struct rdma_link *link_find(const uint8_t host[16], uint64_t proc, struct rdma_dev *d)
 {
 	for (struct rdma_link *l = links; l; l = l->next)
-		if (l->dev == d && l->peer_proc == proc && !memcmp(l->peer_host, host, 16) &&
-		    __atomic_load_n(&l->state, __ATOMIC_ACQUIRE) == LINK_UP)
+		if (usable(l, d) && l->peer_proc == proc && !memcmp(l->peer_host, host, 16))
+			return l;
+	return NULL;
+}
+
+/* Client: the link the server answered on, if it is one of ours. */
+static struct rdma_link *link_named(const union ibv_gid *g, uint32_t qpn, struct rdma_dev *d)
+{
+	for (struct rdma_link *l = links; l; l = l->next)
+		if (usable(l, d) && l->peer_qpn == qpn && !memcmp(l->peer_gid.raw, g->raw, 16))
 			return l;
 	return NULL;
 }
@@ -201,8 +228,59 @@ struct rdma_offer {
 	struct rdma_dev *dev;
 	struct rdma_link *link;  /* spare (client, until ACCEPT) or the link used */
 	int slot;
+	struct rdma_conn *rc;    /* the slot's state */
 	int spare;               /* link is a spare not yet connected */
 };
+
+static void rc_free(struct rdma_conn *rc)
+{
+	free(rc->h);
+	free(rc);
+}
+
+/* A slot with its state, ready for cursor messages. */
+static int slot_open(struct rdma_offer *x, struct rdma_link *l, uint32_t tag)
+{
+	struct rdma_conn *rc = calloc(1, sizeof *rc);
+	struct shunt_seg_hdr *h = aligned_alloc(SHUNT_CACHELINE, sizeof *h);
+	int slot;
+
+	if (!rc || !h) {
+		free(rc);
+		free(h);
+		return -1;
+	}
+	memset(h, 0, sizeof *h);
+	h->ring_size = l->ring_size;
+	rc->h = h;
+	rc->link = l;
+	rc->tag = tag;
+	pthread_mutex_init(&rc->lock, NULL);
+	pthread_mutex_lock(&l->cq_lock);
+	slot = rdma_slot_take(l, rc, tag);
+	pthread_mutex_unlock(&l->cq_lock);
+	if (slot < 0) {
+		rc_free(rc);
+		return -1;
+	}
+	rc->slot = (unsigned)slot;
+	x->link = l;
+	x->slot = slot;
+	x->rc = rc;
+	return slot;
+}
+
+static void slot_close(struct rdma_offer *x)
+{
+	if (x->slot < 0)
+		return;
+	pthread_mutex_lock(&x->link->cq_lock);
+	rdma_slot_put(x->link, (unsigned)x->slot);
+	pthread_mutex_unlock(&x->link->cq_lock);
+	rc_free(x->rc);
+	x->slot = -1;
+	x->rc = NULL;
+}
 
 static void fill(struct shunt_hs_offer *o, struct rdma_link *l, int slot)
 {
@@ -227,11 +305,13 @@ int rdma_client_offer(int fd, uint32_t tag, struct shunt_hs_offer *o, void **sta
 	pthread_mutex_lock(&lock);
 	x->dev = rdma_dev_for((void *)&ss);
 	x->link = x->dev ? spare_take(x->dev) : NULL;
-	x->slot = x->link ? rdma_slot_take(x->link, NULL, tag) : -1;
+	x->slot = -1;
+	if (x->link && slot_open(x, x->link, tag) < 0) {
+		rdma_link_free(x->link);
+		x->link = NULL;
+	}
 	pthread_mutex_unlock(&lock);
 	if (x->slot < 0) {
-		if (x->link)
-			rdma_link_free(x->link);
 		free(x);
 		return -ENODEV;
 	}
@@ -248,8 +328,7 @@ void rdma_offer_drop(void *state)
 	if (!x)
 		return;
 	pthread_mutex_lock(&lock);
-	if (x->slot >= 0)
-		rdma_slot_put(x->link, (unsigned)x->slot);
+	slot_close(x);
 	if (x->spare) { /* unused: back to the pool */
 		x->link->next = spares;
 		spares = x->link;
@@ -258,18 +337,24 @@ void rdma_offer_drop(void *state)
 	free(x);
 }
 
-/* The peer may still write into this slot: keep it reserved for good. */
+/* The peer may still write into this slot: it stays reserved until the
+ * peer says it closed, or the link ends. */
 void rdma_offer_abandon(void *state)
 {
 	struct rdma_offer *x = state;
 
-	if (x)
+	if (x && x->rc) {
+		pthread_mutex_lock(&x->link->cq_lock);
+		x->rc->closed_sent = 1;
+		__atomic_store_n(&x->rc->state, RC_CLOSED, __ATOMIC_RELEASE);
+		pthread_mutex_unlock(&x->link->cq_lock);
 		x->slot = -1;
+		x->rc = NULL;
+	}
 	rdma_offer_drop(x);
 }
 
-static int attach(struct sk *s, int fd, struct rdma_link *l, unsigned slot, uint64_t raddr,
-		  uint32_t rkey, uint32_t tag, int side);
+static int attach(struct sk *s, int fd, struct rdma_conn *rc, uint64_t raddr, uint32_t rkey, int side);
 
 /* Client, on ACCEPT(RDMA): use the link to that peer if we have one, else
  * connect the spare to it.  Fills *o for the CONFIRM. */
@@ -283,28 +368,26 @@ int rdma_client_accept(struct sk *s, int fd, void *state, const struct shunt_hs_
 
 	memcpy(g.raw, a->offer.gid, 16);
 	pthread_mutex_lock(&lock);
-	l = link_find(a->offer.host_id, a->offer.proc_id, x->dev);
-	if (l && (l->peer_qpn != a->offer.qpn || memcmp(l->peer_gid.raw, g.raw, 16)))
-		l = NULL; /* the server answers from another link: ours is stale */
+	l = link_named(&g, a->offer.qpn, x->dev);
 	if (l) {
-		rdma_slot_put(x->link, (unsigned)x->slot);
-		x->link->next = spares;
-		spares = x->link;
+		struct rdma_link *spare = x->link;
+		slot_close(x);
+		spare->next = spares;
+		spares = spare;
 		x->spare = 0;
-		x->link = l;
-		x->slot = rdma_slot_take(l, NULL, tag);
+		slot_open(x, l, tag);
 	} else if (!rdma_link_connect(x->link, &g, a->offer.qpn)) {
 		link_add(x->link, a->offer.host_id, a->offer.proc_id);
 		x->spare = 0;
 	} else {
-		x->slot = -1;
+		slot_close(x);
 	}
 	pthread_mutex_unlock(&lock);
 	if (x->slot < 0) {
 		rdma_offer_drop(x);
 		return SHUNT_R_RESOURCE;
 	}
-	r = attach(s, fd, x->link, (unsigned)x->slot, a->offer.addr, a->offer.rkey, tag, 0);
+	r = attach(s, fd, x->rc, a->offer.addr, a->offer.rkey, 0);
 	if (r) {
 		rdma_offer_drop(x);
 		return r;
@@ -333,11 +416,11 @@ int rdma_server_offer(int fd, const struct shunt_hs_msg *p, uint32_t tag, struct
 	pthread_mutex_lock(&lock);
 	x->dev = rdma_dev_for((void *)&ss);
 	if (x->dev && (x->link = link_find(p->offer.host_id, p->offer.proc_id, x->dev))) {
-		x->slot = rdma_slot_take(x->link, NULL, tag);
+		slot_open(x, x->link, tag);
 	} else if (x->dev && (x->link = spare_take(x->dev))) {
 		if (!rdma_link_connect(x->link, &g, p->offer.qpn)) {
 			link_add(x->link, p->offer.host_id, p->offer.proc_id);
-			x->slot = rdma_slot_take(x->link, NULL, tag);
+			slot_open(x, x->link, tag);
 		} else {
 			rdma_link_free(x->link);
 		}
@@ -363,7 +446,7 @@ int rdma_server_confirm(struct sk *s, int fd, void *state, const struct shunt_hs
 		rdma_offer_drop(x);
 		return SHUNT_R_HS_MALFORMED;
 	}
-	r = attach(s, fd, x->link, (unsigned)x->slot, c->offer.addr, c->offer.rkey, tag, 1);
+	r = attach(s, fd, x->rc, c->offer.addr, c->offer.rkey, 1);
 	if (r)
 		rdma_offer_drop(x);
 	else
@@ -373,45 +456,35 @@ int rdma_server_confirm(struct sk *s, int fd, void *state, const struct shunt_hs
 
 /* ---- connections ---- */
 
-static int attach(struct sk *s, int fd, struct rdma_link *l, unsigned slot, uint64_t raddr,
-		  uint32_t rkey, uint32_t tag, int side)
+static int attach(struct sk *s, int fd, struct rdma_conn *rc, uint64_t raddr, uint32_t rkey, int side)
 {
-	struct rdma_conn *rc = calloc(1, sizeof *rc);
+	struct rdma_link *l = rc->link;
 	struct conn *c = calloc(1, sizeof *c);
-	struct shunt_seg_hdr *h = aligned_alloc(SHUNT_CACHELINE, sizeof *h);
 	int dupfd = fd_dup_hidden(fd), efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	uint32_t rs = l->ring_size;
 
-	if (!rc || !c || !h || dupfd < 0 || efd < 0) {
-		free(rc);
+	if (!c || dupfd < 0 || efd < 0) {
 		free(c);
-		free(h);
 		fd_close_internal(dupfd);
 		if (efd >= 0)
 			real.close(efd);
 		return SHUNT_R_RESOURCE;
 	}
-	memset(h, 0, sizeof *h);
-	h->ring_size = rs;
-	rc->link = l;
-	rc->slot = slot;
 	rc->raddr = raddr;
 	rc->rkey = rkey;
-	rc->tag = tag;
 	rc->c = c;
-	pthread_mutex_init(&rc->lock, NULL);
-	c->seg = h;
+	c->seg = rc->h;
 	c->side = side;
 	c->rd = rc;
 	c->efd_mine = fd_hide(efd);
 	c->efd_peer = -1;
 	c->tcp_fd = fd_hide(dupfd);
 	c->spin_ns = shunt_cfg.spin_ns;
-	c->tx = (struct ring){ &h->ring[0], rdma_slot_tx(l, slot), rs, 0 };
-	c->rx = (struct ring){ &h->ring[1], rdma_slot_rx(l, slot), rs, 0 };
-	/* from here cursor messages for the slot reach this connection */
+	c->tx = (struct ring){ &rc->h->ring[0], rdma_slot_tx(l, rc->slot), rs, 0 };
+	c->rx = (struct ring){ &rc->h->ring[1], rdma_slot_rx(l, rc->slot), rs, 0 };
+	/* from here cursor messages wake this connection's sleepers */
 	pthread_mutex_lock(&l->cq_lock);
-	l->slot_ctx[slot] = rc;
+	__atomic_store_n(&rc->state, RC_OPEN, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&l->cq_lock);
 	s->conn = c;
 	s->kind = SK_SHM;
@@ -430,7 +503,7 @@ static uint64_t max64(_Atomic uint64_t *p, uint64_t v)
 static void release(struct rdma_conn *rc)
 {
 	rdma_slot_put(rc->link, rc->slot);
-	free(rc);
+	rc_free(rc);
 }
 
 static int push_locked(struct conn *c, uint32_t extra, int may_poll);
@@ -439,39 +512,48 @@ static int push_locked(struct conn *c, uint32_t extra, int may_poll);
 static void on_cdc(struct rdma_link *l, unsigned slot, const struct shunt_cdc *m)
 {
 	struct rdma_conn *rc = l->slot_ctx[slot];
+	struct shunt_ring_ctl *tx, *rx;
+	int st;
 	struct conn *c;
 
 	if (!rc)
 		return;
 	if (m->flags & SHUNT_CDC_F_CLOSED)
 		rc->closed_rcvd = 1;
-	if (!(c = rc->c)) {
+	st = __atomic_load_n(&rc->state, __ATOMIC_ACQUIRE);
+	if (st == RC_CLOSED) {
 		if (rc->closed_rcvd && rc->closed_sent)
 			release(rc);
 		return;
 	}
+	c = st == RC_OPEN ? rc->c : NULL;
+	tx = &rc->h->ring[0];
+	rx = &rc->h->ring[1];
 	/* a peer can only move cursors forward, and never past what fits */
-	if (m->prod - __atomic_load_n(&c->rx.ctl->cons, __ATOMIC_ACQUIRE) > c->rx.size ||
-	    m->cons > __atomic_load_n(&c->tx.ctl->prod, __ATOMIC_ACQUIRE)) {
-		c->peer_err = EPROTO;
-		conn_wake_local(c, POLLIN | POLLOUT);
+	if (m->prod - __atomic_load_n(&rx->cons, __ATOMIC_ACQUIRE) > l->ring_size ||
+	    m->cons > __atomic_load_n(&tx->prod, __ATOMIC_ACQUIRE)) {
+		if (c) {
+			c->peer_err = EPROTO;
+			conn_wake_local(c, POLLIN | POLLOUT);
+		}
 		return;
 	}
-	if (max64(&c->rx.ctl->prod, m->prod) < m->prod)
+	if (max64(&rx->prod, m->prod) < m->prod && c)
 		conn_wake_local(c, POLLIN);
-	if (max64(&c->tx.ctl->cons, m->cons) < m->cons)
+	if (max64(&tx->cons, m->cons) < m->cons && c)
 		conn_wake_local(c, POLLOUT);
-	if ((m->flags & (SHUNT_CDC_F_FIN | SHUNT_CDC_F_CLOSED)) && !c->rx.ctl->wr_done) {
-		__atomic_store_n(&c->rx.ctl->wr_done, 1, __ATOMIC_RELEASE);
-		conn_wake_local(c, POLLIN);
+	if ((m->flags & (SHUNT_CDC_F_FIN | SHUNT_CDC_F_CLOSED)) && !rx->wr_done) {
+		__atomic_store_n(&rx->wr_done, 1, __ATOMIC_RELEASE);
+		if (c)
+			conn_wake_local(c, POLLIN);
 	}
 	if (m->flags & SHUNT_CDC_F_BLOCKED) {
 		/* Answer now if we have read since our last word (a reader
 		 * asleep on an empty ring reads no more); a writer posting at
 		 * this moment carries our consumer anyway. */
 		__atomic_store_n(&rc->peer_blocked, 1, __ATOMIC_RELEASE);
-		if (!pthread_mutex_trylock(&rc->lock)) {
-			if (__atomic_load_n(&c->rx.ctl->cons, __ATOMIC_ACQUIRE) != rc->acked &&
+		if (c && !pthread_mutex_trylock(&rc->lock)) {
+			if (__atomic_load_n(&rx->cons, __ATOMIC_ACQUIRE) != rc->acked &&
 			    !push_locked(c, 0, 0))
 				__atomic_store_n(&rc->peer_blocked, 0, __ATOMIC_RELEASE);
 			pthread_mutex_unlock(&rc->lock);
@@ -483,7 +565,7 @@ static void on_down(struct rdma_link *l)
 {
 	for (unsigned s = 0; s < LINK_SLOTS; s++) {
 		struct rdma_conn *rc = l->slot_ctx[s];
-		if (rc && rc->c && !rc->c->peer_err) {
+		if (rc && __atomic_load_n(&rc->state, __ATOMIC_ACQUIRE) == RC_OPEN && !rc->c->peer_err) {
 			rc->c->peer_err = ECONNRESET;
 			conn_wake_local(rc->c, POLLIN | POLLOUT);
 		}
@@ -568,6 +650,7 @@ void rdma_conn_free(struct conn *c)
 	if (__atomic_load_n(&l->state, __ATOMIC_ACQUIRE) == LINK_UP)
 		push(c, SHUNT_CDC_F_CLOSED);
 	pthread_mutex_lock(&l->cq_lock);
+	__atomic_store_n(&rc->state, RC_CLOSED, __ATOMIC_RELEASE);
 	rc->c = NULL;
 	now = rc->closed_rcvd || __atomic_load_n(&l->state, __ATOMIC_ACQUIRE) != LINK_UP;
 	if (now)
@@ -575,7 +658,6 @@ void rdma_conn_free(struct conn *c)
 	pthread_mutex_unlock(&l->cq_lock);
 	fd_close_internal(c->tcp_fd);
 	fd_close_internal(c->efd_mine);
-	free(c->seg);
 	free(c);
 }
 
@@ -586,5 +668,6 @@ void rdma_atfork_child(void)
 {
 	links = spares = NULL;
 	thread_on = 0;
+	rdma_dev_forget();
 	pthread_mutex_init(&lock, NULL);
 }

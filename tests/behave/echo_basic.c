@@ -52,6 +52,8 @@ int main(void)
 	deadline(20);
 	run("127.0.0.1", "127.0.0.1");
 	run("127.0.0.1", "127.0.0.1");
+	if (getenv("SHUNT_TEST_ADDR"))
+		return 0; /* the RDMA suite: loopback addresses have no device */
 	run("0.0.0.0", "127.0.0.2");
 	run("::1", "::1");
 	return 0;

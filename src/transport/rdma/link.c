@@ -71,6 +71,15 @@ static void scan(void)
 	ibv.free_device_list(list);
 }
 
+/* A forked child may not use its parent's device contexts (the kernel
+ * refuses commands from another address space): it opens its own. */
+void rdma_dev_forget(void)
+{
+	devs = NULL;
+	devs_scanned = 0;
+	pthread_mutex_init(&dev_lock, NULL);
+}
+
 /* The last match in the table wins: rxe and most RoCE devices list a
  * RoCE v1 entry before the v2 one (UDP, routable) for the same address. */
 struct rdma_dev *rdma_dev_for(const struct sockaddr *local)

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# tests/rdma/run.sh - the RDMA suite.  Runs INSIDE the Soft-RoCE guest
+# (`make test-rdma` boots it: tests/vm/run.sh -- tests/rdma/run.sh): rxe0 on
+# veth0 10.0.0.1, rxe1 on veth1 10.0.0.2, traffic between the two crossing
+# the veth pair.  Every behaviour program runs between the two addresses
+# with the RDMA transport forced (SHUNT_TRANSPORT=rdma, SHUNT_EXPECT=rdma),
+# then real programs, fallbacks and link failures.  Ends with
+# "N passed, N failed, N skipped".  TESTS="name ..." runs a subset.
+set -u
+BUILD=${BUILD:-build}
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$ROOT"
+[ -d /sys/class/infiniband/rxe0 ] || { echo "not inside the Soft-RoCE guest (tests/vm/run.sh)"; exit 77; }
+LIB="$ROOT/$BUILD/libshunt.so"
+TIMEOUT=${TEST_TIMEOUT:-300}
+pass=0 fail=0 skip=0 failed=()
+export SHUNT_DIR=/tmp/shunt-rdma SHUNT_AGENT_SOCK=/tmp/shunt-agent.sock
+mkdir -p "$SHUNT_DIR"
+"$BUILD/shuntd" --cgroup /sys/fs/cgroup --socket "$SHUNT_AGENT_SOCK" > /tmp/shuntd.log 2>&1 &
+agent=$!
+for _ in $(seq 100); do grep -q ready /tmp/shuntd.log && break; sleep 0.1; done
+grep -q ready /tmp/shuntd.log || { cat /tmp/shuntd.log; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
+# Emulated RDMA is slow: the handshake waits are scaled up accordingly.
+export SHUNT_ACCEPT_WAIT_MS=30000
+RDMA_ENV=(SHUNT_TRANSPORT=rdma SHUNT_TEST_ADDR=10.0.0.1)
+
+run_one() { # name mode cmd...
+	local name=$1 mode=$2; shift 2
+	local log; log=$(mktemp)
+	local t0=$SECONDS
+	timeout -k 5 "$TIMEOUT" "$@" > "$log" 2>&1
+	local rc=$?
+	if [ $rc -eq 0 ]; then
+		pass=$((pass + 1)); printf 'ok    %-22s %-6s %3ss\n' "$name" "$mode" $((SECONDS - t0))
+	elif [ $rc -eq 77 ]; then
+		skip=$((skip + 1)); printf 'skip  %-22s %-6s %s\n' "$name" "$mode" "$(tail -1 "$log")"
+	else
+		fail=$((fail + 1)); failed+=("$name/$mode")
+		printf 'FAIL  %-22s %-6s rc=%d\n' "$name" "$mode" "$rc"; sed 's/^/      | /' "$log" | tail -25
+	fi
+	rm -f "$log"
+}
+want() { [ -z "${TESTS:-}" ] || [[ " $TESTS " == *" $1 "* ]]; }
+
+# 1. every behaviour program over RDMA, between the two devices.  Not here:
+#    exec_inherit (an RDMA connection does not cross exec: docs/rdma.md),
+#    fallback_resource (it starves shared memory, not RDMA).
+for t in "$BUILD"/tests/behave/*; do
+	n=$(basename "$t")
+	case $n in exec_inherit | fallback_resource) continue ;; esac
+	want "$n" || continue
+	run_one "$n" rdma env LD_PRELOAD="$LIB" "${RDMA_ENV[@]}" SHUNT_EXPECT=rdma "$t"
+done
+
+# 2. the rest: one script per behaviour
+for t in tests/rdma/*.sh; do
+	n=$(basename "$t" .sh)
+	[ "$n" = run ] && continue
+	want "$n" || continue
+	run_one "$n" rdma env BUILD="$BUILD" LIB="$LIB" bash "$t"
+done
+
+kill "$agent"; wait "$agent" 2> /dev/null
+[ ${#failed[@]} -eq 0 ] || echo "failed: ${failed[*]}"
+echo "$pass passed, $fail failed, $skip skipped"
+[ "$fail" -eq 0 ]
