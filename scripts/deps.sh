@@ -5,7 +5,10 @@
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 pkgs=(build-essential clang libclang-rt-14-dev libbpf-dev iproute2 procps gnuplot-nox
-      redis-server redis-tools nginx-light curl iperf3 socat sockperf wrk ncat iptables)
+      redis-server redis-tools nginx-light curl iperf3 socat sockperf wrk ncat iptables
+      # the RDMA suite: Debian's kernel with rdma_rxe under QEMU, rdma-core
+      qemu-system-x86 linux-image-amd64 busybox-static kmod cpio xz-utils zstd
+      rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest libibverbs-dev librdmacm-dev)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
@@ -17,4 +20,6 @@ if [ ! -e /usr/sbin/policy-rc.d ]; then
 	trap 'rm -f /usr/sbin/policy-rc.d' EXIT
 fi
 apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# The guest kernel is only booted by QEMU (tests/vm/run.sh builds its own
+# initramfs): no host initramfs is generated for it.
+INITRD=No apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

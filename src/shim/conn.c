@@ -202,9 +202,13 @@ void conn_refresh(struct conn *c)
 		r = real.recv(c->tcp_fd, buf, sizeof buf, MSG_DONTWAIT);
 		if (r > 0)
 			continue;
+		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+			break;
+		if (c->rd) /* cursor messages sent before that FIN count first */
+			rdma_conn_settle(c);
 		if (r == 0)
 			c->peer_eof = 1;
-		else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+		else
 			c->peer_err = errno;
 		break;
 	}
@@ -579,7 +583,10 @@ int conn_shutdown(struct sk *s, int how)
 		shunt_unlock(&c->tx.ctl->wlock);
 		/* Wake any sleeper: an epoll waiter must see the EOF too. */
 		__atomic_fetch_or(&c->tx.ctl->rd_want, WANT_EFD, __ATOMIC_SEQ_CST);
-		notify_reader(c);
+		if (c->rd)
+			rdma_conn_shutdown(c); /* delivered before the kernel's FIN */
+		else
+			notify_reader(c);
 	}
 	return real.shutdown(c->tcp_fd, how) ? -errno : 0;
 }

@@ -20,6 +20,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#ifndef SHUNT_NO_RDMA
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -506,7 +507,7 @@ static void release(struct rdma_conn *rc)
 	rc_free(rc);
 }
 
-static int push_locked(struct conn *c, uint32_t extra, int may_poll);
+static int push_locked(struct conn *c, uint32_t extra, int flags, uint64_t *seq);
 
 /* Called with the link's completion lock held. */
 static void on_cdc(struct rdma_link *l, unsigned slot, const struct shunt_cdc *m)
@@ -554,7 +555,7 @@ static void on_cdc(struct rdma_link *l, unsigned slot, const struct shunt_cdc *m
 		__atomic_store_n(&rc->peer_blocked, 1, __ATOMIC_RELEASE);
 		if (c && !pthread_mutex_trylock(&rc->lock)) {
 			if (__atomic_load_n(&rx->cons, __ATOMIC_ACQUIRE) != rc->acked &&
-			    !push_locked(c, 0, 0))
+			    !push_locked(c, 0, 0, NULL))
 				__atomic_store_n(&rc->peer_blocked, 0, __ATOMIC_RELEASE);
 			pthread_mutex_unlock(&rc->lock);
 		}
@@ -573,20 +574,24 @@ static void on_down(struct rdma_link *l)
 }
 
 /* Post what the application staged, with a cursor message; rc->lock held. */
-static int push_locked(struct conn *c, uint32_t extra, int may_poll)
+static int push_locked(struct conn *c, uint32_t extra, int flags, uint64_t *seq)
 {
 	struct rdma_conn *rc = c->rd;
 	struct shunt_cdc m;
+	/* the flag first: the writer sets it after its last byte, so a
+	 * producer read after seeing it covers every byte (FIN never
+	 * overtakes data, whichever thread posts) */
+	int fin = __atomic_load_n(&c->tx.ctl->wr_done, __ATOMIC_ACQUIRE) && !rc->fin_sent;
 	uint64_t prod = __atomic_load_n(&c->tx.ctl->prod, __ATOMIC_ACQUIRE);
 	int r;
 
 	m = (struct shunt_cdc){ .ring = rc->raddr, .prod = prod, .tag = rc->tag, .flags = extra,
 				.cons = __atomic_load_n(&c->rx.ctl->cons, __ATOMIC_ACQUIRE) };
-	if (__atomic_load_n(&c->tx.ctl->wr_done, __ATOMIC_ACQUIRE) && !rc->fin_sent)
+	if (fin)
 		m.flags |= SHUNT_CDC_F_FIN;
 	if (prod == rc->sent && m.cons == rc->acked && !m.flags)
 		return 0;
-	r = rdma_push(rc->link, rc->slot, rc->raddr, rc->rkey, rc->sent, prod, &m, may_poll);
+	r = rdma_push(rc->link, rc->slot, rc->raddr, rc->rkey, rc->sent, prod, &m, flags, seq);
 	if (r)
 		return r; /* a failed link reports itself through its completions */
 	rc->sent = prod;
@@ -601,8 +606,36 @@ static int push_locked(struct conn *c, uint32_t extra, int may_poll)
 static void push(struct conn *c, uint32_t extra)
 {
 	pthread_mutex_lock(&c->rd->lock);
-	push_locked(c, extra, 1);
+	push_locked(c, extra, PUSH_MAY_POLL, NULL);
 	pthread_mutex_unlock(&c->rd->lock);
+}
+
+/* Before the TCP socket says FIN: the cursor message that ends the stream
+ * (FIN, CLOSED) must have reached the peer's device, or the peer could see
+ * the kernel's FIN first and end its stream short of our last bytes. */
+static void push_and_wait(struct conn *c, uint32_t extra)
+{
+	struct rdma_conn *rc = c->rd;
+	uint64_t seq = 0;
+	int r;
+
+	pthread_mutex_lock(&rc->lock);
+	r = push_locked(c, extra, PUSH_MAY_POLL | PUSH_SIGNAL, &seq);
+	pthread_mutex_unlock(&rc->lock);
+	if (!r && seq)
+		rdma_link_wait(rc->link, seq, 2000000000ull);
+}
+
+void rdma_conn_shutdown(struct conn *c)
+{
+	push_and_wait(c, 0);
+}
+
+/* The kernel socket ended: process every cursor message already here
+ * first (the peer sent its last before its FIN left). */
+void rdma_conn_settle(struct conn *c)
+{
+	rdma_link_drain(c->rd->link);
 }
 
 void rdma_conn_push(struct conn *c)
@@ -648,7 +681,7 @@ void rdma_conn_free(struct conn *c)
 	int now;
 
 	if (__atomic_load_n(&l->state, __ATOMIC_ACQUIRE) == LINK_UP)
-		push(c, SHUNT_CDC_F_CLOSED);
+		push_and_wait(c, SHUNT_CDC_F_CLOSED);
 	pthread_mutex_lock(&l->cq_lock);
 	__atomic_store_n(&rc->state, RC_CLOSED, __ATOMIC_RELEASE);
 	rc->c = NULL;
@@ -671,3 +704,25 @@ void rdma_atfork_child(void)
 	rdma_dev_forget();
 	pthread_mutex_init(&lock, NULL);
 }
+#else /* built without libibverbs-dev: no connection is ever offered RDMA */
+#include "shim.h"
+int rdma_available(void) { return 0; }
+int rdma_client_offer(int fd, uint32_t tag, struct shunt_hs_offer *o, void **state) { return -ENODEV; }
+int rdma_client_accept(struct sk *s, int fd, void *state, const struct shunt_hs_msg *a, uint32_t tag,
+		       struct shunt_hs_offer *o) { return SHUNT_R_HS_NO_TRANSPORT; }
+int rdma_server_offer(int fd, const struct shunt_hs_msg *p, uint32_t tag, struct shunt_hs_offer *o,
+		      void **state) { return SHUNT_R_HS_NO_TRANSPORT; }
+int rdma_server_confirm(struct sk *s, int fd, void *state, const struct shunt_hs_msg *c, uint32_t tag)
+{ return SHUNT_R_HS_NO_TRANSPORT; }
+void rdma_offer_drop(void *state) { (void)state; }
+void rdma_offer_abandon(void *state) { (void)state; }
+void rdma_conn_push(struct conn *c) { (void)c; }
+void rdma_conn_ack(struct conn *c, int force) { (void)c; }
+void rdma_conn_blocked(struct conn *c) { (void)c; }
+int rdma_conn_peer_blocked(struct conn *c) { return 0; }
+void rdma_conn_poll(struct conn *c) { (void)c; }
+void rdma_conn_free(struct conn *c) { (void)c; }
+void rdma_conn_shutdown(struct conn *c) { (void)c; }
+void rdma_conn_settle(struct conn *c) { (void)c; }
+void rdma_atfork_child(void) {}
+#endif

@@ -138,6 +138,8 @@ void rdma_conn_blocked(struct conn *c);
 int rdma_conn_peer_blocked(struct conn *c);
 void rdma_conn_poll(struct conn *c);
 void rdma_conn_free(struct conn *c);
+void rdma_conn_shutdown(struct conn *c);
+void rdma_conn_settle(struct conn *c);
 void rdma_atfork_child(void);
 void conn_wake_local(struct conn *c, unsigned ev);
 

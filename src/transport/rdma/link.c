@@ -6,7 +6,9 @@
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/mman.h>
+#include <time.h>
 #include "link.h"
 
 #define RECV_WRID_BASE 0x100000000ull /* wr_id of receive i: base + i */
@@ -272,8 +274,9 @@ static void cdc_to_wire(struct shunt_cdc *w, const struct shunt_cdc *m)
 }
 
 int rdma_push(struct rdma_link *l, unsigned slot, uint64_t raddr, uint32_t rkey,
-	      uint64_t from, uint64_t to, const struct shunt_cdc *m, int may_poll)
+	      uint64_t from, uint64_t to, const struct shunt_cdc *m, int flags, uint64_t *seq)
 {
+	int may_poll = flags & PUSH_MAY_POLL;
 	uint32_t rs = l->ring_size, off = (uint32_t)(from & (rs - 1));
 	uint64_t len = to - from;
 	struct ibv_sge sg[3];
@@ -306,15 +309,19 @@ int rdma_push(struct rdma_link *l, unsigned slot, uint64_t raddr, uint32_t rkey,
 		wr[i].next = &wr[i + 1];
 	pthread_mutex_lock(&l->sq_lock);
 	if ((r = sq_room(l, (unsigned)n, may_poll)) == 0) {
-		/* ask for a completion when crossing a quarter of the queue */
+		/* ask for a completion when crossing a quarter of the queue,
+		 * and for the cursor message itself when the caller waits */
 		for (int i = 0; i < n; i++)
-			if ((l->posted + (uint64_t)i + 1) % (LINK_SQ / 4) == 0) {
+			if ((l->posted + (uint64_t)i + 1) % (LINK_SQ / 4) == 0 ||
+			    (i == n - 1 && (flags & PUSH_SIGNAL))) {
 				wr[i].send_flags |= IBV_SEND_SIGNALED;
 				wr[i].wr_id = l->posted + (uint64_t)i + 1;
 			}
 		r = ibv_post_send(l->qp, wr, &bad) ? -EPIPE : 0;
 		if (!r)
 			l->posted += (uint64_t)n;
+		if (seq)
+			*seq = l->posted;
 	}
 	pthread_mutex_unlock(&l->sq_lock);
 	return r;
@@ -340,13 +347,45 @@ static int cdc_from_wire(struct rdma_link *l, const struct shunt_cdc *w, unsigne
 	return 0;
 }
 
+static int poll_locked(struct rdma_link *l);
+
 int rdma_link_poll(struct rdma_link *l)
+{
+	if (pthread_mutex_trylock(&l->cq_lock))
+		return 0; /* someone else reaps: their dispatch wakes us */
+	return poll_locked(l);
+}
+
+/* Every completion that exists now is processed when this returns. */
+void rdma_link_drain(struct rdma_link *l)
+{
+	pthread_mutex_lock(&l->cq_lock);
+	poll_locked(l);
+}
+
+int rdma_link_wait(struct rdma_link *l, uint64_t seq, uint64_t timeout_ns)
+{
+	struct timespec t0, t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (__atomic_load_n(&l->completed, __ATOMIC_ACQUIRE) < seq) {
+		if (__atomic_load_n(&l->state, __ATOMIC_ACQUIRE) != LINK_UP)
+			return -EPIPE;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if ((uint64_t)(t.tv_sec - t0.tv_sec) * 1000000000ull + (uint64_t)t.tv_nsec -
+		    (uint64_t)t0.tv_nsec > timeout_ns)
+			return -ETIMEDOUT;
+		if (!rdma_link_poll(l))
+			sched_yield();
+	}
+	return 0;
+}
+
+static int poll_locked(struct rdma_link *l)
 {
 	struct ibv_wc wc[32];
 	int n, total = 0, down = 0;
 
-	if (pthread_mutex_trylock(&l->cq_lock))
-		return 0; /* someone else reaps: their dispatch wakes us */
 	while ((n = ibv_poll_cq(l->cq, 32, wc)) > 0) {
 		for (int i = 0; i < n; i++) {
 			if (wc[i].status != IBV_WC_SUCCESS) {
@@ -364,7 +403,7 @@ int rdma_link_poll(struct rdma_link *l)
 					l->ops->cdc(l, slot, &m);
 				if (post_recv(l, k))
 					down = 1;
-			} else if (wc[i].wr_id) {
+			} else if (wc[i].wr_id > __atomic_load_n(&l->completed, __ATOMIC_RELAXED)) {
 				__atomic_store_n(&l->completed, wc[i].wr_id, __ATOMIC_RELEASE);
 			}
 		}

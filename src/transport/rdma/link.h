@@ -84,10 +84,18 @@ static inline uint8_t *rdma_slot_rx(struct rdma_link *l, unsigned s) { return l-
 static inline uint8_t *rdma_slot_tx(struct rdma_link *l, unsigned s) { return l->local + (size_t)s * l->ring_size; }
 /* Copy staged bytes [from, to) of slot's ring to the peer's ring at
  * raddr (same offsets), then send the cursor message; one post each.
- * With a full send queue: reap completions (may_poll), or -EAGAIN (a
- * caller that holds the completion lock). */
+ * With a full send queue: reap completions (PUSH_MAY_POLL), or -EAGAIN (a
+ * caller that holds the completion lock).  PUSH_SIGNAL: the message's
+ * completion is reported; *seq names it for rdma_link_wait. */
+#define PUSH_MAY_POLL 1
+#define PUSH_SIGNAL 2
 int rdma_push(struct rdma_link *l, unsigned slot, uint64_t raddr, uint32_t rkey,
-	      uint64_t from, uint64_t to, const struct shunt_cdc *m, int may_poll);
+	      uint64_t from, uint64_t to, const struct shunt_cdc *m, int flags, uint64_t *seq);
+/* Wait until post `seq` completed (the peer's device has it), the link
+ * failed (-EPIPE) or the time passed (-ETIMEDOUT). */
+int rdma_link_wait(struct rdma_link *l, uint64_t seq, uint64_t timeout_ns);
+/* Process every completion there is now (waits for a concurrent reaper). */
+void rdma_link_drain(struct rdma_link *l);
 /* Reap completions; dispatch cursor messages.  Returns how many. */
 int rdma_link_poll(struct rdma_link *l);
 /* Force the queue pair into the error state (tests: link failure). */
