@@ -18,11 +18,11 @@ TIMEOUT=${TEST_TIMEOUT:-120}
 pass=0 fail=0 skip=0 failed=()
 export SHUNT_DIR=${SHUNT_DIR:-$(mktemp -d /tmp/shunt-test.XXXXXX)}
 
-run_one() { # name mode cmd...
+run_one() { # name mode cmd...  (TEST_LIMIT overrides the time limit)
 	local name=$1 mode=$2; shift 2
 	local log; log=$(mktemp)
 	local t0=$SECONDS
-	timeout -k 5 "$TIMEOUT" "$@" >"$log" 2>&1
+	timeout -k 5 "${TEST_LIMIT:-$TIMEOUT}" "$@" >"$log" 2>&1
 	local rc=$?
 	if [ $rc -eq 0 ]; then
 		pass=$((pass + 1)); printf 'ok    %-22s %-6s %3ss\n' "$name" "$mode" $((SECONDS - t0))
@@ -49,7 +49,9 @@ done
 if [ -z "${SKIP_INTEGRATION:-}" ]; then
 	for t in "$ROOT"/tests/integration/*.sh; do
 		n=$(basename "$t" .sh); want "$n" || continue
-		run_one "$n" integ env BUILD="$BUILD" bash "$t"
+		# a script may need longer: "# Time limit: SECONDS" in its header
+		TEST_LIMIT=$(sed -n 's/^# Time limit: \([0-9]*\).*/\1/p' "$t" | head -1) \
+			run_one "$n" integ env BUILD="$BUILD" bash "$t"
 	done
 fi
 

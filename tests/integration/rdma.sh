@@ -3,6 +3,7 @@
 # guest (tests/vm/run.sh): every behaviour program, the peers and the
 # fallbacks over real verbs on rxe.  Skipped (77) only where QEMU or a guest
 # kernel is missing; `make test-rdma` runs the same suite with its output.
+# Time limit: 1500
 . "$(dirname "$0")/lib.sh"
 out=$("$ROOT/tests/vm/run.sh" -t 1500 -- env BUILD="$BUILD" bash tests/rdma/run.sh 2>&1)
 rc=$?
