@@ -2,7 +2,7 @@
 # bench/rdma-guest.sh - runs INSIDE the Soft-RoCE guest (bench/rdma.sh boots
 # it): between rxe1 (10.0.0.2) and rxe0 (10.0.0.1), one run, side by side:
 # plain TCP over the same veth pair, shunt over RDMA, RDMA CM (cmtime) and
-# rsocket (rstream) on the same devices.  Prints a TSV on stdout.
+# rsocket on the same devices (not yet: see the end).  Prints a TSV.
 set -u
 cd "$(dirname "$0")/.."
 B=build/shunt
@@ -22,15 +22,6 @@ for m in 64 16384; do
 done
 row stream-64KiB tcp "$($B bench-worker stream tcp 65536 67108864)" GB/s
 row stream-64KiB shunt-rdma "$("${R[@]}" $B bench-worker stream tcp 65536 67108864)" GB/s
-# RDMA CM: connection setup through the kernel's connection manager
-cmtime -s -b 10.0.0.1 -c 100 > /tmp/cm.log 2>&1 &
-sleep 1
-cm=$(cmtime -s 10.0.0.1 -b 10.0.0.2 -c 100 2>&1 | awk '/connect/ && /us/ { print }' | head -3 | tr '\n' ' ')
-wait
-row rdma-cm-connect cmtime "${cm:-n/a}" "(cmtime lines)"
-# rsocket streaming on the same devices
-rstream -b 10.0.0.1 -S 65536 -C 500 > /tmp/rs.log 2>&1 &
-sleep 1
-rs=$(rstream -s 10.0.0.1 -S 65536 -C 500 2>&1 | tail -1)
-wait
-row rsocket-stream rstream "$rs" "(rstream line)"
+# Not yet: cmtime (RDMA CM) and rstream (rsocket) side by side - in this
+# guest kernel a cmtime run did not finish within minutes and could not be
+# killed (RDMA CM teardown; docs/rdma.md), so they need their own guest run.
