@@ -245,7 +245,8 @@ int inband_client(struct sk *s, int fd, uint64_t nonce)
 	proc = shunt_proc_id();
 	if (shm)
 		t |= SHUNT_HS_T_SHM;
-	if (!rdma_client_offer(fd, tag, &ro, &rst))
+	int rdma = rdma_client_offer(fd, tag, &ro, &rst);
+	if (!rdma)
 		t |= SHUNT_HS_T_RDMA;
 	/* Nothing to offer: a shared-memory offer no server can match. */
 	offer(&m, SHUNT_HS_PROPOSAL, nonce, proc, t ? t : SHUNT_HS_T_SHM);
@@ -270,7 +271,9 @@ int inband_client(struct sk *s, int fd, uint64_t nonce)
 	} else if (rc < 0) {
 		rc = SHUNT_R_HS_MALFORMED;
 	} else if (r.type == SHUNT_HS_DECLINE) {
-		rc = (int)r.reason;
+		/* we could not offer RDMA for want of resources: say that */
+		rc = r.reason == SHUNT_R_HS_NO_TRANSPORT && rdma == -ENOMEM ? SHUNT_R_RESOURCE
+									     : (int)r.reason;
 	} else if (r.type != SHUNT_HS_ACCEPT) {
 		rc = SHUNT_R_HS_MALFORMED; /* the server waits for nothing more */
 	} else if (r.offer.nonce != nonce || !(r.offer.transports & t)) {

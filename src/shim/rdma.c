@@ -291,7 +291,8 @@ static void fill(struct shunt_hs_offer *o, struct rdma_link *l, int slot)
 	o->addr = (uintptr_t)rdma_slot_rx(l, (unsigned)slot);
 }
 
-/* Client: reserve a slot in a spare link for the PROPOSAL. */
+/* Client: reserve a slot in a spare link for the PROPOSAL.  -ENODEV: no
+ * device for this address; -ENOMEM: a device, but no resources. */
 int rdma_client_offer(int fd, uint32_t tag, struct shunt_hs_offer *o, void **state)
 {
 	struct sockaddr_storage ss;
@@ -313,8 +314,13 @@ int rdma_client_offer(int fd, uint32_t tag, struct shunt_hs_offer *o, void **sta
 	}
 	pthread_mutex_unlock(&lock);
 	if (x->slot < 0) {
+		/* a device, but no queue pair or registration for us: resources */
+		int r = x->dev ? -ENOMEM : -ENODEV;
+		if (x->dev)
+			shunt_log("rdma: no link on %s (queue pairs or locked memory exhausted)",
+				  x->dev->name);
 		free(x);
-		return -ENODEV;
+		return r;
 	}
 	x->spare = 1;
 	fill(o, x->link, x->slot);
