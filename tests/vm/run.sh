@@ -44,7 +44,10 @@ say() { echo "vm: $*" >&2; }
 skip() { say "skip: $*"; exit 77; }
 
 command -v qemu-system-x86_64 > /dev/null || skip "qemu-system-x86_64 missing (scripts/deps.sh --rdma)"
-[ -n "$KVER" ] || KVER=$(ls /boot/vmlinuz-* 2>/dev/null | sed 's|/boot/vmlinuz-||' | sort -V | tail -n1)
+# the newest installed kernel that has Soft-RoCE (a cloud flavour may not)
+[ -n "$KVER" ] || KVER=$(ls /boot/vmlinuz-* 2> /dev/null | sed 's|/boot/vmlinuz-||' | sort -V |
+	while read -r k; do ls /lib/modules/"$k"/kernel/drivers/infiniband/sw/rxe/rdma_rxe.ko* > /dev/null 2>&1 &&
+		echo "$k"; done | tail -n1)
 [ -n "$KVER" ] && [ -r "/boot/vmlinuz-$KVER" ] && [ -d "/lib/modules/$KVER" ] ||
 	skip "no guest kernel in /boot (apt-get install linux-image-amd64)"
 for t in cpio busybox kmod ldd; do command -v $t > /dev/null || skip "missing $t"; done
