@@ -5,7 +5,7 @@
 # kernel booted under QEMU (software emulation, no KVM needed) has rdma_rxe,
 # so the RDMA transport runs real libibverbs code against real kernel verbs.
 #
-#   tests/vm/run.sh [-t SECS] [-k KVER] [-m MEM] [-r] [-v] [-n] -- COMMAND...
+#   tests/vm/run.sh [-t SECS] [-k KVER] [-m MEM] [-r] [-v] [-n] [-H A|B:PORT] -- COMMAND...
 #
 # COMMAND runs as root in the shared tree (this repository, read-write at
 # the same path as on the host, so build/ and scripts work unchanged).
@@ -19,6 +19,9 @@
 #   see every RoCEv2 packet (UDP 4791), which is where faults go in.
 #   rxe0 on veth0, rxe1 on veth1.  RLIMIT_MEMLOCK unlimited.
 # -n: no rxe devices (plain guest).  -r: rebuild the cached image.
+# -H A:PORT / -H B:PORT: one of two hosts joined by a QEMU socket netdev on
+# 127.0.0.1:PORT (A listens, B connects; tests/vm/pair.sh runs both): eth0
+# is 10.1.0.1 (A) or 10.1.0.2 (B) with rxe0 on it, instead of the veth pair.
 # -v: stream the guest console to stderr.  Cache: $SHUNT_VM_CACHE
 # (default /var/tmp/shunt-vm).
 #
@@ -30,10 +33,10 @@ SELF=$(readlink -f "$0")
 TREE=$(cd "$(dirname "$SELF")/../.." && pwd)
 CACHE=${SHUNT_VM_CACHE:-/var/tmp/shunt-vm}
 LIBDIR=/usr/lib/x86_64-linux-gnu
-TIMEOUT=900 KVER= MEM=2G REBUILD=0 VERBOSE=0 RXE=1
-while getopts "t:k:m:rvn" o; do
+TIMEOUT=900 KVER= MEM=2G REBUILD=0 VERBOSE=0 RXE=1 HOST=
+while getopts "t:k:m:rvnH:" o; do
 	case $o in
-	t) TIMEOUT=$OPTARG ;; k) KVER=$OPTARG ;; m) MEM=$OPTARG ;;
+	t) TIMEOUT=$OPTARG ;; k) KVER=$OPTARG ;; m) MEM=$OPTARG ;; H) HOST=$OPTARG ;;
 	r) REBUILD=1 ;; v) VERBOSE=1 ;; n) RXE=0 ;;
 	*) sed -n '2,/^set -euo/p' "$SELF" | sed '$d'; exit 2 ;;
 	esac
@@ -55,7 +58,7 @@ mkdir -p "$CACHE"
 
 # ---- the guest image: host programs + their libraries + kernel modules ----
 MODULES="rdma_rxe ib_uverbs rdma_ucm ib_umad veth smc smc_diag crc32_generic crc32c_generic
-	9p 9pnet_virtio virtio_pci virtio_console sch_netem sch_ingress cls_u32 cls_bpf
+	9p 9pnet_virtio virtio_pci virtio_console virtio_net sch_netem sch_ingress cls_u32 cls_bpf
 	act_gact ip_tables iptable_filter iptable_mangle xt_statistic xt_u32 xt_tcpudp
 	nf_tables nft_compat"
 PROGS="bash kmod ip tc rdma ss tcpdump xtables-legacy-multi timeout setsid stdbuf
@@ -114,7 +117,19 @@ fail() { echo "vm setup failed: $*" > $OUT; done_ 125; }
 modprobe 9pnet_virtio && modprobe 9p || fail "9p"
 mkdir -p "$VM_TREE"
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,cache=none tree "$VM_TREE" || fail "mount tree"
-if [ "$VM_RXE" = 1 ]; then
+if [ -n "$VM_HOST" ]; then
+	# one of two hosts: eth0 on the socket link, rxe0 on eth0
+	modprobe -q crc32_generic
+	for m in virtio_net rdma_rxe ib_uverbs rdma_ucm; do modprobe $m || fail "modprobe $m"; done
+	n=1; [ "$VM_HOST" = B ] && n=2
+	ip addr add 10.1.0.$n/24 dev eth0 && ip link set eth0 up || fail eth0
+	rdma link add rxe0 type rxe netdev eth0 || fail "rxe0"
+	for _ in $(seq 100); do
+		grep -q ACTIVE /sys/class/infiniband/rxe0/ports/1/state 2>/dev/null && break
+		sleep 0.1
+	done
+	export RXE_DEV0=rxe0 RXE_IP0=10.1.0.$n VM_HOST
+elif [ "$VM_RXE" = 1 ]; then
 	modprobe -q crc32_generic
 	for m in rdma_rxe ib_uverbs rdma_ucm veth; do modprobe $m || fail "modprobe $m"; done
 	ip link add veth0 type veth peer name veth1 || fail veth
@@ -147,6 +162,8 @@ EOF
 }
 
 BASE=$CACHE/base-$KVER.cpio
+exec 9> "$CACHE/.lock"
+flock 9 # one builder at a time (tests/vm/pair.sh starts two guests)
 if [ "$REBUILD" = 1 ] || [ ! -s "$BASE" ] || [ "$SELF" -nt "$BASE" ] || [ /var/lib/dpkg/status -nt "$BASE" ]; then
 	t0=$(date +%s)
 	R=$CACHE/root-$KVER
@@ -183,6 +200,7 @@ if [ "$REBUILD" = 1 ] || [ ! -s "$BASE" ] || [ "$SELF" -nt "$BASE" ] || [ /var/l
 	rm -rf "$R"
 	say "guest image $BASE built in $(($(date +%s) - t0)) s"
 fi
+flock -u 9
 
 # The kernel decompresses itself slowly under emulation: boot the ELF inside
 # (PVH) when the kernel supports it, extracted once.
@@ -201,6 +219,14 @@ fi
 [ -s "$VMLINUX" ] && KERNEL=$VMLINUX
 
 # ---- this run: the command, the programs it needs, and boot ----
+NET=()
+if [ -n "$HOST" ]; then
+	case ${HOST%%:*} in
+	A) NET=(-netdev "socket,id=n0,listen=127.0.0.1:${HOST#*:}" -device virtio-net-pci,netdev=n0,mac=52:54:00:00:01:01) ;;
+	B) NET=(-netdev "socket,id=n0,connect=127.0.0.1:${HOST#*:}" -device virtio-net-pci,netdev=n0,mac=52:54:00:00:01:02) ;;
+	*) echo "vm: -H A:PORT or B:PORT" >&2; exit 2 ;;
+	esac
+fi
 RUN=$(mktemp -d "$CACHE/run.XXXXXX")
 QPID=
 finish() { local e=$?; [ -n "$QPID" ] && kill "$QPID" 2> /dev/null; [ -n "${KEEP:-}" ] || rm -rf "$RUN"; exit $e; }
@@ -208,7 +234,7 @@ trap finish EXIT
 O=$RUN/ovl
 mkdir -p "$O/etc"
 if [ $# -eq 1 ]; then printf '%s\n' "$1"; else printf '%q ' "$@"; echo; fi > "$O/etc/shunt-vm.cmd"
-printf 'VM_TREE=%q\nVM_RXE=%s\n' "$TREE" "$RXE" > "$O/etc/shunt-vm.conf"
+printf 'VM_TREE=%q\nVM_RXE=%s\nVM_HOST=%s\n' "$TREE" "$RXE" "${HOST%%:*}" > "$O/etc/shunt-vm.conf"
 # the libraries of whatever the tree built (libbpf, libibverbs, ...)
 for f in "$TREE"/build/* "$TREE"/build/tests/*/*; do [ -f "$f" ] && [ -x "$f" ] && libs "$O" "$f"; done
 (cd "$O" && find . | LC_ALL=C sort | cpio -o -H newc --quiet | gzip -1) > "$RUN/ovl.cpio.gz"
@@ -222,7 +248,7 @@ timeout --kill-after=10 "$TIMEOUT" qemu-system-x86_64 -accel tcg,thread=multi -c
 	-device virtio-serial-pci -chardev "file,id=o,path=$RUN/out" -device virtserialport,chardev=o,nr=1 \
 	-chardev "file,id=r,path=$RUN/rc" -device virtserialport,chardev=r,nr=2 \
 	-virtfs "local,path=$TREE,mount_tag=tree,security_model=none,id=tree" \
-	< /dev/null > "$RUN/qemu.log" 2>&1 &
+	${NET[@]+"${NET[@]}"} < /dev/null > "$RUN/qemu.log" 2>&1 &
 QPID=$!
 tail -n +1 -f --pid=$QPID "$RUN/out" &
 [ "$VERBOSE" = 1 ] && tail -n +1 -f --pid=$QPID "$RUN/console" >&2 &

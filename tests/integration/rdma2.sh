@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Description: two hosts for real: two Soft-RoCE guests (two kernels, two
+# agents, two boot ids) joined by a QEMU socket netdev (tests/vm/pair.sh).
+# With nothing forced, the agents' option exchange and the in-band
+# handshake choose RDMA; the checksummed peers run both orders and report
+# mode rdma on both hosts.  Skipped (77) only where QEMU cannot run.
+# Time limit: 1200
+. "$(dirname "$0")/lib.sh"
+out=$("$ROOT/tests/vm/pair.sh" -t 900 -- env BUILD="$BUILD" bash tests/rdma/two-hosts.sh 2>&1)
+rc=$?
+[ $rc = 77 ] && { echo "$out" | tail -3; exit 77; }
+[ $rc = 0 ] || die "two hosts (rc $rc): $(echo "$out" | tail -30)"
+[ "$(echo "$out" | grep -c '^\[A\] role=server mode=rdma reason=0')" = 2 ] || die "host A: $(echo "$out" | grep role=)"
+[ "$(echo "$out" | grep -c '^\[B\] role=client mode=rdma reason=0')" = 2 ] || die "host B: $(echo "$out" | grep role=)"
+echo "rdma2: two hosts, two kernels, two agents: RDMA chosen, data intact, both orders"
