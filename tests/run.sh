@@ -15,27 +15,9 @@ if [ -n "${SHUNT_ASAN:-}" ]; then
 	SKIP_INTEGRATION=1
 fi
 TIMEOUT=${TEST_TIMEOUT:-120}
-pass=0 fail=0 skip=0 failed=()
 export SHUNT_DIR=${SHUNT_DIR:-$(mktemp -d /tmp/shunt-test.XXXXXX)}
 
-run_one() { # name mode cmd...  (TEST_LIMIT overrides the time limit)
-	local name=$1 mode=$2; shift 2
-	local log; log=$(mktemp)
-	local t0=$SECONDS
-	timeout -k 5 "${TEST_LIMIT:-$TIMEOUT}" "$@" >"$log" 2>&1
-	local rc=$?
-	if [ $rc -eq 0 ]; then
-		pass=$((pass + 1)); printf 'ok    %-22s %-6s %3ss\n' "$name" "$mode" $((SECONDS - t0))
-	elif [ $rc -eq 77 ]; then
-		skip=$((skip + 1)); printf 'skip  %-22s %-6s %s\n' "$name" "$mode" "$(tail -1 "$log")"
-	else
-		fail=$((fail + 1)); failed+=("$name/$mode")
-		printf 'FAIL  %-22s %-6s rc=%d\n' "$name" "$mode" "$rc"; sed 's/^/      | /' "$log" | tail -20
-	fi
-	rm -f "$log"
-}
-
-want() { [ -z "${TESTS:-}" ] || [[ " $TESTS " == *" $1 "* ]]; }
+. "$ROOT/tests/runner.sh"
 
 for t in "$ROOT/$BUILD"/tests/unit/*; do
 	[ -x "$t" ] || continue; n=$(basename "$t"); want "$n" || continue
@@ -64,6 +46,4 @@ else
 	pass=$((pass + 1)); echo "ok    no-leftovers"
 fi
 rm -rf "$SHUNT_DIR"
-[ ${#failed[@]} -eq 0 ] || echo "failed: ${failed[*]}"
-echo "$pass passed, $fail failed, $skip skipped"
-[ "$fail" -eq 0 ]
+summary

@@ -13,7 +13,6 @@ cd "$ROOT"
 [ -d /sys/class/infiniband/rxe0 ] || { echo "not inside the Soft-RoCE guest (tests/vm/run.sh)"; exit 77; }
 LIB="$ROOT/$BUILD/libshunt.so"
 TIMEOUT=${TEST_TIMEOUT:-300}
-pass=0 fail=0 skip=0 failed=()
 export SHUNT_DIR=/tmp/shunt-rdma SHUNT_AGENT_SOCK=/tmp/shunt-agent.sock RESULTS=/tmp/rdma-results
 mkdir -p "$SHUNT_DIR"
 "$BUILD/shuntd" --cgroup /sys/fs/cgroup --socket "$SHUNT_AGENT_SOCK" > /tmp/shuntd.log 2>&1 &
@@ -24,23 +23,7 @@ grep -q ready /tmp/shuntd.log || { cat /tmp/shuntd.log; echo "0 passed, 1 failed
 export SHUNT_ACCEPT_WAIT_MS=30000
 RDMA_ENV=(SHUNT_TRANSPORT=rdma SHUNT_TEST_ADDR=10.0.0.1)
 
-run_one() { # name mode cmd...
-	local name=$1 mode=$2; shift 2
-	local log; log=$(mktemp)
-	local t0=$SECONDS
-	timeout -k 5 "$TIMEOUT" "$@" > "$log" 2>&1
-	local rc=$?
-	if [ $rc -eq 0 ]; then
-		pass=$((pass + 1)); printf 'ok    %-22s %-6s %3ss\n' "$name" "$mode" $((SECONDS - t0))
-	elif [ $rc -eq 77 ]; then
-		skip=$((skip + 1)); printf 'skip  %-22s %-6s %s\n' "$name" "$mode" "$(tail -1 "$log")"
-	else
-		fail=$((fail + 1)); failed+=("$name/$mode")
-		printf 'FAIL  %-22s %-6s rc=%d\n' "$name" "$mode" "$rc"; sed 's/^/      | /' "$log" | tail -25
-	fi
-	rm -f "$log"
-}
-want() { [ -z "${TESTS:-}" ] || [[ " $TESTS " == *" $1 "* ]]; }
+. tests/runner.sh
 
 # 1. every behaviour program over RDMA, between the two devices.  Not here:
 #    exec_inherit and fork_prefork's accept-then-fork (an RDMA connection
@@ -64,6 +47,4 @@ done
 
 kill "$agent"; wait "$agent" 2> /dev/null
 [ -s "$RESULTS" ] && sed 's/^/measured: /' "$RESULTS"
-[ ${#failed[@]} -eq 0 ] || echo "failed: ${failed[*]}"
-echo "$pass passed, $fail failed, $skip skipped"
-[ "$fail" -eq 0 ]
+summary
