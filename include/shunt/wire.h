@@ -42,6 +42,8 @@ enum shunt_reason {
 	SHUNT_R_HS_TIMEOUT = 13,   /* the peer's message did not come in time */
 	SHUNT_R_OPTION_REPLAYED = 14, /* the peer echoed our TCP option instead of answering */
 	SHUNT_R_NO_AGENT = 15,     /* another host's peer, and no agent here to ask it (shuntd) */
+	SHUNT_R_LINK_FAILED = 16,  /* was RDMA; the link failed and the connection went on over TCP */
+	SHUNT_R_PEER_FAILOVER = 17,/* was RDMA; the peer moved it to TCP (its link failed) */
 	SHUNT_R_MAX
 };
 
@@ -289,7 +291,8 @@ struct shunt_hs_trailer {
 #define SHUNT_CDC_F_FIN 1u       /* the sender did shutdown(SHUT_WR): no byte after prod */
 #define SHUNT_CDC_F_BLOCKED 2u   /* the sender waits for space: send consumer updates now */
 #define SHUNT_CDC_F_CLOSED 4u    /* the sender closed: it writes no more, nor reads */
-#define SHUNT_CDC_F_ALL 7u
+#define SHUNT_CDC_F_FAILOVER 8u /* the sender moved to the TCP socket (struct shunt_fo there) */
+#define SHUNT_CDC_F_ALL 15u
 struct shunt_cdc {
 	uint64_t ring;   /* receiver's ring address (its handshake addr) */
 	uint64_t prod;   /* bytes the sender has written into that ring, ever */
@@ -298,6 +301,31 @@ struct shunt_cdc {
 	uint32_t flags;  /* SHUNT_CDC_F_* */
 };
 _Static_assert(sizeof(struct shunt_cdc) == 32, "cdc layout");
+
+/* ---- 5c. failover to the kernel socket (issue #4; network order) ----
+ * When an RDMA connection's link fails, each end moves its sending half to
+ * the TCP socket it kept: it writes this message there, then every byte
+ * from `start` (the peer's last consumer update: the oldest byte it may
+ * not have) to `end` (all it had staged) out of its staging ring, then the
+ * application's later bytes.  The receiver reads what its ring holds first,
+ * freezes its producer P (start <= P <= end, end - start <= ring size) and
+ * drops the P - start bytes it already has: the stream goes on at the exact
+ * byte where RDMA stopped, with no answer awaited from the peer.  After the
+ * handshake the socket carried only zero-byte probes, so the first non-zero
+ * byte starts this message. */
+#define SHUNT_FO_KIND 0xfau
+#define SHUNT_FO_VERSION 1u
+#define SHUNT_FO_MAGIC 0x53484e54464f5652ull /* "SHNTFOVR" */
+struct shunt_fo {
+	uint8_t kind;     /* SHUNT_FO_KIND */
+	uint8_t version;  /* SHUNT_FO_VERSION */
+	uint16_t pad;     /* 0 */
+	uint32_t reason;  /* why the sender moved: enum shunt_reason */
+	uint64_t magic;   /* SHUNT_FO_MAGIC */
+	uint64_t start;   /* stream offset of the first byte that follows */
+	uint64_t end;     /* stream offset after the last resent byte */
+};
+_Static_assert(sizeof(struct shunt_fo) == 32, "failover layout");
 
 /* ---- 6. the TCP option (issue #3; src/agent/sockops.bpf.c writes it) ----
  * RFC 6994 experimental option: kind 254, length 12, ExID 0x5348 ("SH"),

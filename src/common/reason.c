@@ -19,6 +19,8 @@ static const char *const reasons[SHUNT_R_MAX] = {
 	[SHUNT_R_HS_TIMEOUT] = "handshake-timeout",
 	[SHUNT_R_OPTION_REPLAYED] = "option-replayed",
 	[SHUNT_R_NO_AGENT] = "no-agent",
+	[SHUNT_R_LINK_FAILED] = "link-failed",
+	[SHUNT_R_PEER_FAILOVER] = "peer-failover",
 };
 
 const char *shunt_reason_str(unsigned reason)

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <linux/futex.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -198,14 +199,17 @@ void conn_refresh(struct conn *c)
 	ssize_t r;
 
 	c->last_probe_ns = shunt_now_ns();
+	if (c->rd) { /* probes, then maybe the peer's failover message */
+		rdma_conn_refresh(c);
+		errno = e;
+		return;
+	}
 	for (;;) {
 		r = real.recv(c->tcp_fd, buf, sizeof buf, MSG_DONTWAIT);
 		if (r > 0)
 			continue;
 		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
 			break;
-		if (c->rd) /* cursor messages sent before that FIN count first */
-			rdma_conn_settle(c);
 		if (r == 0)
 			c->peer_eof = 1;
 		else
@@ -237,12 +241,18 @@ unsigned conn_events(struct conn *c)
 		ev |= POLLERR;
 	if (c->peer_err || (c->shut_wr && eof))
 		ev |= POLLHUP;
-	return ev;
+	return c->rd ? rdma_conn_events(c, ev) : ev;
 }
 
 size_t conn_nread(struct conn *c)
 {
-	return ring_used(&c->rx);
+	size_t n = ring_used(&c->rx);
+	int k = 0;
+
+	if (c->rd && __atomic_load_n(&c->fo_rx, __ATOMIC_ACQUIRE) == 2 &&
+	    !real.ioctl(c->tcp_fd, FIONREAD, &k) && k > 0)
+		n += (size_t)k;
+	return n;
 }
 
 static int ready_for(struct conn *c, unsigned want)
@@ -361,6 +371,8 @@ static int conn_wait(struct conn *c, unsigned want, int *deadline_ms, int short_
 	if (*deadline_ms == -2)
 		*deadline_ms = sock_timeout_ms(c->tcp_fd, want & POLLIN ? SO_RCVTIMEO : SO_SNDTIMEO);
 	tmo = *deadline_ms < 0 || *deadline_ms > SLEEP_SLICE_MS ? SLEEP_SLICE_MS : *deadline_ms;
+	if (c->rd && rdma_conn_moving(c) && tmo > 10)
+		tmo = 10; /* the peer's failover message comes on the socket */
 	ts = (struct timespec){ tmo / 1000, (long)(tmo % 1000) * 1000000L };
 	now = shunt_now_ns();
 	r = (int)futex(w, FUTEX_WAIT, v, &ts);
@@ -384,7 +396,8 @@ static int conn_wait(struct conn *c, unsigned want, int *deadline_ms, int short_
 		conn_refresh(c);
 	/* A writer facing a peer that half-closed must learn whether it is
 	 * gone: probe the TCP socket (a gone peer answers RST). */
-	if ((want & POLLOUT) && c->peer_eof && !c->peer_err && err == ETIMEDOUT) {
+	if ((want & POLLOUT) && c->peer_eof && !c->peer_err && err == ETIMEDOUT &&
+	    !rdma_conn_moving(c)) {
 		if (real.send(c->tcp_fd, "", 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 &&
 		    errno != EAGAIN)
 			c->peer_err = errno;
@@ -456,7 +469,7 @@ ssize_t conn_send(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 	struct conn *c = s->conn;
 	size_t len = iov_total(iov0, iovcnt), total = 0;
 	int nonblock = s->nonblock || (flags & MSG_DONTWAIT);
-	int deadline = -2, r = 0;
+	int deadline = -2, r = 0, moved = 0;
 	uint64_t sig0 = shunt_signals_seen();
 	struct iovec copy[IOV_MAX], *iov = copy;
 
@@ -466,11 +479,19 @@ ssize_t conn_send(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 		return -EOPNOTSUPP;
 	if (c->broken)
 		return -c->broken;
-	if (c->shut_wr || c->peer_err)
+	if ((c->shut_wr || c->peer_err) && !rdma_conn_moving(c))
 		return send_on_kernel(s, len, flags);
 	memcpy(copy, iov0, sizeof(struct iovec) * (size_t)iovcnt);
 	shunt_lock(&c->tx.ctl->wlock);
 	while (total < len || !len) {
+		if (rdma_conn_moving(c)) { /* the link failed: on with TCP */
+			ssize_t m = rdma_conn_send_tcp(c, iov, iovcnt, flags, nonblock);
+			if (m > 0)
+				total += (size_t)m;
+			moved = 1;
+			r = m < 0 ? (int)m : 0;
+			break;
+		}
 		size_t n = ring_writev(&c->tx, iov, iovcnt, len - total);
 		if (n) {
 			total += n;
@@ -487,13 +508,15 @@ ssize_t conn_send(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 			break; /* with total > 0 the error is dropped: a short write */
 	}
 	shunt_unlock(&c->tx.ctl->wlock);
+	if (moved)
+		stats_moved(s);
 	if (total) {
 		if (s->stat) /* a statistic: a plain add (threads may lose a count) */
 			__atomic_store_n(&s->stat->tx, s->stat->tx + total, __ATOMIC_RELAXED);
 		return (ssize_t)total;
 	}
-	if (!len)
-		return 0;
+	if (!len || moved)
+		return r;
 	if (c->peer_err)
 		return send_on_kernel(s, len, flags);
 	if (nonblock) {
@@ -535,6 +558,15 @@ ssize_t conn_recv(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 				break;
 			continue;
 		}
+		if (c->rd && __atomic_load_n(&c->fo_rx, __ATOMIC_ACQUIRE)) {
+			/* the peer moved to TCP: its bytes follow there */
+			ssize_t m = rdma_conn_recv_tcp(c, iov, iovcnt, flags, nonblock);
+			if (m > 0)
+				total += (size_t)m;
+			r = m < 0 ? (int)m : 0;
+			stats_moved(s);
+			break;
+		}
 		/* EOF only if the ring is still empty after seeing the flag:
 		 * the writer sets it after its last byte. */
 		if (rx_eof(c) || c->peer_err) {
@@ -545,7 +577,7 @@ ssize_t conn_recv(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 		if (nonblock) {
 			if (shunt_now_ns() - c->last_probe_ns > REFRESH_INTERVAL_NS) {
 				conn_refresh(c);
-				if (c->peer_eof || c->peer_err)
+				if (c->peer_eof || c->peer_err || (c->rd && c->fo_rx))
 					continue;
 			}
 			conn_arm(c, POLLIN);
@@ -564,7 +596,7 @@ ssize_t conn_recv(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 			__atomic_store_n(&s->stat->rx, s->stat->rx + total, __ATOMIC_RELAXED);
 		return (ssize_t)total;
 	}
-	if (!r && c->peer_err && !rx_eof(c))
+	if (!r && c->peer_err && !rx_eof(c) && !(c->rd && c->fo_rx))
 		return -c->peer_err;
 	return r;
 }
@@ -580,12 +612,12 @@ int conn_shutdown(struct sk *s, int how)
 		shunt_lock(&c->tx.ctl->wlock);
 		c->shut_wr = 1;
 		__atomic_store_n(&c->tx.ctl->wr_done, 1, __ATOMIC_RELEASE);
+		if (c->rd) /* every byte at the peer (RDMA, or moved to TCP) before the kernel's FIN */
+			rdma_conn_shutdown(c);
 		shunt_unlock(&c->tx.ctl->wlock);
 		/* Wake any sleeper: an epoll waiter must see the EOF too. */
 		__atomic_fetch_or(&c->tx.ctl->rd_want, WANT_EFD, __ATOMIC_SEQ_CST);
-		if (c->rd)
-			rdma_conn_shutdown(c); /* delivered before the kernel's FIN */
-		else
+		if (!c->rd)
 			notify_reader(c);
 	}
 	return real.shutdown(c->tcp_fd, how) ? -errno : 0;

@@ -186,7 +186,11 @@ static int reg_add(struct epset *ep, int fd, struct sk *s, struct epoll_event *e
 		free(r);
 		return err == -EEXIST ? -EEXIST : err;
 	}
-	in = (struct epoll_event){ .events = EPOLLIN | EPOLLRDHUP | EPOLLET, .data.u64 = token(fd, 1) };
+	/* over RDMA the socket may carry the connection again (failover):
+	 * its writability matters then too */
+	in = (struct epoll_event){ .events = EPOLLIN | EPOLLRDHUP | EPOLLET |
+					    (s->conn->rd ? EPOLLOUT : 0u),
+				   .data.u64 = token(fd, 1) };
 	r->tcp_on = !(s->conn->peer_eof || s->conn->peer_err) &&
 		    !real.epoll_ctl(ep->epfd, EPOLL_CTL_ADD, s->conn->tcp_fd, &in);
 	reset_edges(r);
@@ -359,6 +363,9 @@ static int translate(struct epset *ep, struct epoll_event *evs, int k, int n)
 			continue; /* stale: the socket was removed */
 		if (e.data.u64 & 1) {
 			conn_refresh(r->s->conn);
+			/* moved to TCP: the kernel's wake-up is the edge */
+			if (r->s->conn->rd && (rdma_conn_moving(r->s->conn) || r->s->conn->fo_rx))
+				reset_edges(r);
 			if (r->s->conn->peer_eof || r->s->conn->peer_err) {
 				real.epoll_ctl(ep->epfd, EPOLL_CTL_DEL, r->s->conn->tcp_fd, NULL);
 				r->tcp_on = 0;

@@ -9,11 +9,37 @@
  *                         the peer receives a well-framed but hostile
  *                         message: it must decline or ignore it, never
  *                         crash, hang or lose a data byte.
+ *   SHUNT_FAULT_RDMA=BYTES   the first RDMA connection of this process
+ *                         whose staged bytes reach BYTES has its link's
+ *                         queue pair forced into the error state right
+ *                         after that post (SHUNT_FAULT_RDMA_ONCE=0: every
+ *                         link, once each): a link failure at an exact
+ *                         byte, which its connections must survive on TCP.
  */
 #ifdef SHUNT_FAULTS
 #define _GNU_SOURCE
 #include <stdlib.h>
 #include "shim.h"
+
+int shunt_fault_rdma(uint64_t staged)
+{
+	static uint64_t at;
+	static int armed = -1, once = 1, fired;
+	const char *v;
+
+	if (armed < 0) {
+		v = getenv("SHUNT_FAULT_RDMA");
+		armed = v && *v;
+		at = armed ? strtoull(v, NULL, 0) : 0;
+		v = getenv("SHUNT_FAULT_RDMA_ONCE");
+		once = !(v && *v == '0');
+	}
+	if (!armed || staged < at || (once && fired))
+		return 0;
+	fired = 1;
+	shunt_log("fault: link broken after %llu staged bytes", (unsigned long long)staged);
+	return 1;
+}
 
 void shunt_fault_hs(uint8_t *msg, int len)
 {

@@ -342,9 +342,12 @@ EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 		errno = s ? EINVAL : ENOPROTOOPT;
 		return -1;
 	}
-	info.mode = s->kind == SK_SHM ? (s->conn->rd ? SHUNT_M_RDMA : SHUNT_M_SHM)
-				      : s->kind == SK_LISTEN ? SHUNT_M_LISTEN : SHUNT_M_TCP;
-	info.reason = s->kind == SK_SHM ? SHUNT_R_NONE : (uint32_t)s->reason;
+	{
+		unsigned mode, reason;
+		sk_describe(s, &mode, &reason);
+		info.mode = mode;
+		info.reason = reason;
+	}
 	if (s->stat) {
 		info.tx = s->stat->tx;
 		info.rx = s->stat->rx;

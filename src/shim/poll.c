@@ -57,7 +57,8 @@ static int build(struct pollfd *fds, nfds_t n, struct sk **sks, struct pollfd *e
 		conn_arm(c, (unsigned)fds[i].events & (POLLIN | POLLOUT));
 		ext[k++] = (struct pollfd){ .fd = c->efd_mine, .events = POLLIN };
 		ext[k++] = (struct pollfd){ .fd = c->peer_eof || c->peer_err ? -1 : c->tcp_fd,
-					    .events = POLLIN | POLLRDHUP };
+					    .events = (short)(POLLIN | POLLRDHUP |
+						(rdma_conn_moving(c) ? fds[i].events & POLLOUT : 0)) };
 	}
 	return k;
 }

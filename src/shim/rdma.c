@@ -32,6 +32,7 @@
 #include "real.h"
 #include "../transport/rdma/link.h"
 #include "../common/handshake.h"
+#include "../common/failover.h"
 
 enum { RC_OFFERED, RC_OPEN, RC_CLOSED };
 
@@ -51,6 +52,7 @@ struct rdma_conn {
 	uint64_t acked;           /* our receive consumer, as last told */
 	_Atomic int peer_blocked; /* the peer waits for space: tell it every read */
 	int fin_sent;
+	int fin_done;             /* FIN reached the peer's device (shutdown) */
 	_Atomic int closed_sent, closed_rcvd;
 	struct conn *c;           /* NULL once the application closed it */
 };
@@ -71,6 +73,11 @@ int rdma_available(void)
 }
 
 static void spare_refill(void);
+static void fo_sweep(void);
+static int fo_tx_begin(struct conn *c, int push_flags);
+static int fo_flush(struct conn *c, int flags);
+static int fo_flush_wait(struct conn *c);
+static void fo_orphan(struct conn *c);
 
 /* ---- the progress thread ---- */
 
@@ -108,6 +115,7 @@ static void progress_once(int timeout_ms)
 	for (l = links; l; l = l->next)
 		rdma_link_poll(l);
 	pthread_mutex_unlock(&lock);
+	fo_sweep();
 	spare_refill();
 }
 
@@ -487,6 +495,7 @@ static int attach(struct sk *s, int fd, struct rdma_conn *rc, uint64_t raddr, ui
 	c->efd_peer = -1;
 	c->tcp_fd = fd_hide(dupfd);
 	c->spin_ns = shunt_cfg.spin_ns;
+	pthread_mutex_init(&c->fo_lock, NULL);
 	c->tx = (struct ring){ &rc->h->ring[0], rdma_slot_tx(l, rc->slot), rs, 0 };
 	c->rx = (struct ring){ &rc->h->ring[1], rdma_slot_rx(l, rc->slot), rs, 0 };
 	/* from here cursor messages wake this connection's sleepers */
@@ -514,6 +523,7 @@ static void release(struct rdma_conn *rc)
 }
 
 static int push_locked(struct conn *c, uint32_t extra, int flags, uint64_t *seq);
+static void fo_request(struct conn *c, int reason);
 
 /* Called with the link's completion lock held. */
 static void on_cdc(struct rdma_link *l, unsigned slot, const struct shunt_cdc *m)
@@ -534,6 +544,14 @@ static void on_cdc(struct rdma_link *l, unsigned slot, const struct shunt_cdc *m
 		return;
 	}
 	c = st == RC_OPEN ? rc->c : NULL;
+	if (m->flags & SHUNT_CDC_F_FAILOVER) {
+		/* the peer writes here no more: its bytes follow on TCP */
+		if (c)
+			fo_request(c, SHUNT_R_PEER_FAILOVER);
+		return;
+	}
+	if (c && __atomic_load_n(&c->fo_rx, __ATOMIC_ACQUIRE))
+		return; /* our producer is frozen: the TCP stream has the rest */
 	tx = &rc->h->ring[0];
 	rx = &rc->h->ring[1];
 	/* a peer can only move cursors forward, and never past what fits */
@@ -568,15 +586,19 @@ static void on_cdc(struct rdma_link *l, unsigned slot, const struct shunt_cdc *m
 	}
 }
 
+/* The queue pair failed: every connection on it moves to its TCP socket
+ * (not one is lost; wire.h 5c). */
 static void on_down(struct rdma_link *l)
 {
+	shunt_log("rdma: link on %s to qp %u failed; its connections move to TCP",
+		  l->dev->name, l->peer_qpn);
+	pthread_mutex_lock(&l->cq_lock);
 	for (unsigned s = 0; s < LINK_SLOTS; s++) {
 		struct rdma_conn *rc = l->slot_ctx[s];
-		if (rc && __atomic_load_n(&rc->state, __ATOMIC_ACQUIRE) == RC_OPEN && !rc->c->peer_err) {
-			rc->c->peer_err = ECONNRESET;
-			conn_wake_local(rc->c, POLLIN | POLLOUT);
-		}
+		if (rc && __atomic_load_n(&rc->state, __ATOMIC_ACQUIRE) == RC_OPEN)
+			fo_request(rc->c, SHUNT_R_LINK_FAILED);
 	}
+	pthread_mutex_unlock(&l->cq_lock);
 }
 
 /* Post what the application staged, with a cursor message; rc->lock held. */
@@ -591,6 +613,8 @@ static int push_locked(struct conn *c, uint32_t extra, int flags, uint64_t *seq)
 	uint64_t prod = __atomic_load_n(&c->tx.ctl->prod, __ATOMIC_ACQUIRE);
 	int r;
 
+	if (__atomic_load_n(&c->fo_tx, __ATOMIC_ACQUIRE))
+		return -EPIPE; /* the sending half is on TCP now */
 	m = (struct shunt_cdc){ .ring = rc->raddr, .prod = prod, .tag = rc->tag, .flags = extra,
 				.cons = __atomic_load_n(&c->rx.ctl->cons, __ATOMIC_ACQUIRE) };
 	if (fin)
@@ -602,6 +626,8 @@ static int push_locked(struct conn *c, uint32_t extra, int flags, uint64_t *seq)
 		return r; /* a failed link reports itself through its completions */
 	rc->sent = prod;
 	rc->acked = m.cons;
+	if (shunt_fault_rdma(prod))
+		rdma_link_break(rc->link);
 	if (m.flags & SHUNT_CDC_F_FIN)
 		rc->fin_sent = 1;
 	if (m.flags & SHUNT_CDC_F_CLOSED)
@@ -619,7 +645,7 @@ static void push(struct conn *c, uint32_t extra)
 /* Before the TCP socket says FIN: the cursor message that ends the stream
  * (FIN, CLOSED) must have reached the peer's device, or the peer could see
  * the kernel's FIN first and end its stream short of our last bytes. */
-static void push_and_wait(struct conn *c, uint32_t extra)
+static int push_and_wait(struct conn *c, uint32_t extra)
 {
 	struct rdma_conn *rc = c->rd;
 	uint64_t seq = 0;
@@ -629,12 +655,20 @@ static void push_and_wait(struct conn *c, uint32_t extra)
 	r = push_locked(c, extra, PUSH_MAY_POLL | PUSH_SIGNAL, &seq);
 	pthread_mutex_unlock(&rc->lock);
 	if (!r && seq)
-		rdma_link_wait(rc->link, seq, 2000000000ull);
+		r = rdma_link_wait(rc->link, seq, 2000000000ull);
+	return r;
 }
 
-void rdma_conn_shutdown(struct conn *c)
+/* shutdown(SHUT_WR), writer lock held, before the kernel's FIN: every byte
+ * must be at the peer first - over RDMA, or moved to TCP if that fails. */
+int rdma_conn_shutdown(struct conn *c)
 {
-	push_and_wait(c, 0);
+	if (!rdma_conn_moving(c) && !push_and_wait(c, 0)) {
+		c->rd->fin_done = 1;
+		return 0;
+	}
+	fo_tx_begin(c, PUSH_MAY_POLL);
+	return fo_flush_wait(c);
 }
 
 /* The kernel socket ended: process every cursor message already here
@@ -686,8 +720,17 @@ void rdma_conn_free(struct conn *c)
 	struct rdma_link *l = rc->link;
 	int now;
 
-	if (__atomic_load_n(&l->state, __ATOMIC_ACQUIRE) == LINK_UP)
-		push_and_wait(c, SHUNT_CDC_F_CLOSED);
+	/* every byte reaches the peer: over RDMA with the closing word, or on
+	 * TCP (moved now if the link failed meanwhile; a flusher finishes
+	 * what the socket cannot take yet, as the kernel would after close) */
+	shunt_lock(&c->tx.ctl->wlock);
+	if (rdma_conn_moving(c) || __atomic_load_n(&l->state, __ATOMIC_ACQUIRE) != LINK_UP ||
+	    push_and_wait(c, SHUNT_CDC_F_CLOSED)) {
+		fo_tx_begin(c, PUSH_MAY_POLL);
+		if (fo_flush(c, MSG_NOSIGNAL | MSG_DONTWAIT) == -EAGAIN)
+			fo_orphan(c);
+	}
+	shunt_unlock(&c->tx.ctl->wlock);
 	pthread_mutex_lock(&l->cq_lock);
 	__atomic_store_n(&rc->state, RC_CLOSED, __ATOMIC_RELEASE);
 	rc->c = NULL;
@@ -695,9 +738,394 @@ void rdma_conn_free(struct conn *c)
 	if (now)
 		release(rc);
 	pthread_mutex_unlock(&l->cq_lock);
-	fd_close_internal(c->tcp_fd);
+	if (c->tcp_fd >= 0)
+		fd_close_internal(c->tcp_fd);
 	fd_close_internal(c->efd_mine);
 	free(c);
+}
+
+/* ---- failover: the TCP socket after the link (wire.h 5c) ----
+ *
+ * Each half of a connection moves once.  The sending half (writer lock):
+ * our message, then the staged bytes the peer may lack, then the
+ * application's; nothing more is posted.  The receiving half (fo_lock): the
+ * peer's message, read off the socket after any probes, freezes our
+ * producer, and the bytes it says we have are dropped.  A move asked for
+ * (fo_want: the link failed, or the peer moved) is made by whoever holds
+ * the writer lock next, or by the progress thread, which also sends what
+ * a full socket could not take. */
+
+static _Atomic int fo_work;
+
+int rdma_conn_moving(struct conn *c)
+{
+	return c->rd && (__atomic_load_n(&c->fo_want, __ATOMIC_ACQUIRE) ||
+			 __atomic_load_n(&c->fo_tx, __ATOMIC_ACQUIRE));
+}
+
+int rdma_conn_reason(struct conn *c)
+{
+	int w = __atomic_load_n(&c->fo_want, __ATOMIC_ACQUIRE);
+
+	if (!c->rd || !(w || c->fo_tx || c->fo_rx))
+		return 0;
+	return w ? w : SHUNT_R_PEER_FAILOVER;
+}
+
+static void fo_request(struct conn *c, int reason)
+{
+	int z = 0;
+
+	if (__atomic_compare_exchange_n(&c->fo_want, &z, reason, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		shunt_log("rdma: connection (tcp fd %d) moves to TCP: %s", c->tcp_fd,
+			  shunt_reason_str((unsigned)reason));
+	__atomic_store_n(&fo_work, 1, __ATOMIC_RELEASE);
+	conn_wake_local(c, POLLIN | POLLOUT);
+}
+
+/* Writer lock held.  push_flags: PUSH_MAY_POLL, or 0 from the progress
+ * thread, which holds the link's completion lock: it must not wait for a
+ * poster (who may wait for completions only it could reap); -EBUSY then. */
+static int fo_tx_begin(struct conn *c, int push_flags)
+{
+	struct rdma_conn *rc = c->rd;
+	struct rdma_link *l = rc->link;
+	uint64_t start, end;
+	int why;
+
+	if (__atomic_load_n(&c->fo_tx, __ATOMIC_ACQUIRE))
+		return 0;
+	/* no post is under way */
+	if (!(push_flags & PUSH_MAY_POLL)) {
+		if (pthread_mutex_trylock(&rc->lock))
+			return -EBUSY;
+	} else {
+		pthread_mutex_lock(&rc->lock);
+	}
+	why = __atomic_load_n(&c->fo_want, __ATOMIC_ACQUIRE);
+	if (!why) {
+		why = SHUNT_R_LINK_FAILED;
+		__atomic_store_n(&c->fo_want, why, __ATOMIC_RELEASE);
+	}
+	start = __atomic_load_n(&c->tx.ctl->cons, __ATOMIC_ACQUIRE);
+	end = __atomic_load_n(&c->tx.ctl->prod, __ATOMIC_ACQUIRE);
+	shunt_fo_encode(c->fo_hdr, start, end, (uint32_t)why);
+	c->fo_hdr_off = 0;
+	c->fo_next = start;
+	c->fo_end = end;
+	if (rc->fin_done) { /* all of it reached the peer and the kernel's FIN followed */
+		c->fo_hdr_off = sizeof c->fo_hdr;
+		c->fo_next = end;
+	}
+	/* a live link (the peer's failed, or the peer moved): say so there too,
+	 * and that we write into its ring no more */
+	if (__atomic_load_n(&l->state, __ATOMIC_ACQUIRE) == LINK_UP && !rc->closed_sent) {
+		struct shunt_cdc m = { .ring = rc->raddr, .prod = rc->sent, .tag = rc->tag,
+				       .cons = rc->acked,
+				       .flags = SHUNT_CDC_F_FAILOVER | SHUNT_CDC_F_CLOSED };
+		if (!rdma_push(l, rc->slot, rc->raddr, rc->rkey, rc->sent, rc->sent, &m, push_flags, NULL))
+			rc->closed_sent = 1;
+	}
+	__atomic_store_n(&c->fo_tx, 1, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&rc->lock);
+	__atomic_store_n(&fo_work, 1, __ATOMIC_RELEASE);
+	return 0;
+}
+
+/* Send what the move owes the peer (writer lock held): 0 when all is on
+ * the socket, else -errno (-EAGAIN: a full socket). */
+static int fo_flush(struct conn *c, int flags)
+{
+	while (c->fo_hdr_off < sizeof c->fo_hdr) {
+		ssize_t n = real.send(c->tcp_fd, c->fo_hdr + c->fo_hdr_off,
+				      sizeof c->fo_hdr - c->fo_hdr_off, flags);
+		if (n < 0)
+			return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+		c->fo_hdr_off += (unsigned)n;
+	}
+	while (c->fo_next != c->fo_end) {
+		uint32_t off = (uint32_t)(c->fo_next & (c->tx.size - 1));
+		uint64_t left = c->fo_end - c->fo_next;
+		size_t len = (size_t)(left < c->tx.size - off ? left : c->tx.size - off);
+		ssize_t n = real.send(c->tcp_fd, c->tx.data + off, len, flags);
+		if (n < 0)
+			return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+		c->fo_next += (uint64_t)n;
+	}
+	return 0;
+}
+
+/* shutdown: everything on the socket before its FIN, however long it takes
+ * the peer to make room (a TCP shutdown never drops queued bytes either). */
+static int fo_flush_wait(struct conn *c)
+{
+	for (;;) {
+		int r = fo_flush(c, MSG_NOSIGNAL | MSG_DONTWAIT);
+		struct pollfd p = { .fd = c->tcp_fd, .events = POLLOUT };
+		if (r != -EAGAIN && r != -EINTR)
+			return r;
+		real.poll(&p, 1, 1000);
+	}
+}
+
+/* close() with bytes the socket cannot take yet: a thread finishes them
+ * and closes our descriptor of the socket, as the kernel sends what was
+ * queued after close(). */
+struct orphan {
+	int fd;
+	size_t len, off;
+	uint8_t buf[];
+};
+
+static void *orphan_run(void *arg)
+{
+	struct orphan *o = arg;
+
+	while (o->off < o->len) {
+		struct pollfd p = { .fd = o->fd, .events = POLLOUT };
+		ssize_t n = real.send(o->fd, o->buf + o->off, o->len - o->off, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n > 0) {
+			o->off += (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+			break; /* the peer is gone: so are the bytes, as with TCP */
+		real.poll(&p, 1, 1000);
+	}
+	fd_close_internal(o->fd);
+	free(o);
+	return NULL;
+}
+
+static void fo_orphan(struct conn *c)
+{
+	size_t hdr = sizeof c->fo_hdr - c->fo_hdr_off, len = hdr + (size_t)(c->fo_end - c->fo_next);
+	struct orphan *o = malloc(sizeof *o + len);
+	sigset_t all, old;
+	pthread_t t;
+
+	if (!o) {
+		fo_flush_wait(c);
+		return;
+	}
+	o->fd = c->tcp_fd;
+	o->len = len;
+	o->off = 0;
+	memcpy(o->buf, c->fo_hdr + c->fo_hdr_off, hdr);
+	for (size_t k = hdr; c->fo_next != c->fo_end; k++, c->fo_next++)
+		o->buf[k] = c->tx.data[c->fo_next & (c->tx.size - 1)];
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	if (!pthread_create(&t, NULL, orphan_run, o)) {
+		pthread_detach(t);
+		c->tcp_fd = -1; /* the thread's now */
+	} else {
+		free(o);
+		fo_flush_wait(c);
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* Progress thread: make the moves asked for and send what full sockets
+ * could not take, for connections no application thread is writing on. */
+static void fo_sweep(void)
+{
+	int again = 0;
+
+	if (!__atomic_exchange_n(&fo_work, 0, __ATOMIC_ACQ_REL))
+		return;
+	pthread_mutex_lock(&lock);
+	for (struct rdma_link *l = links; l; l = l->next) {
+		pthread_mutex_lock(&l->cq_lock); /* keeps each rc->c alive */
+		for (unsigned s = 0; s < LINK_SLOTS; s++) {
+			struct rdma_conn *rc = l->slot_ctx[s];
+			struct conn *c;
+			if (!rc || __atomic_load_n(&rc->state, __ATOMIC_ACQUIRE) != RC_OPEN)
+				continue;
+			c = rc->c;
+			if (!rdma_conn_moving(c) || (c->fo_tx && c->fo_hdr_off == sizeof c->fo_hdr &&
+						     c->fo_next == c->fo_end))
+				continue;
+			if (shunt_trylock(&c->tx.ctl->wlock)) {
+				again = 1; /* an application thread writes: it moves it */
+				continue;
+			}
+			if (fo_tx_begin(c, 0) || fo_flush(c, MSG_NOSIGNAL | MSG_DONTWAIT) == -EAGAIN)
+				again = 1;
+			shunt_unlock(&c->tx.ctl->wlock);
+		}
+		pthread_mutex_unlock(&l->cq_lock);
+	}
+	pthread_mutex_unlock(&lock);
+	if (again)
+		__atomic_store_n(&fo_work, 1, __ATOMIC_RELEASE);
+}
+
+/* fo_lock held: consume what precedes the peer's application bytes on the
+ * socket (probes, its failover message, the bytes our ring has).  Never
+ * blocks and never takes an application byte. */
+static void fo_rx_settle(struct conn *c)
+{
+	uint8_t buf[4096];
+	ssize_t r;
+
+	while (!c->fo_rx) {
+		struct shunt_fo m;
+		uint64_t prod;
+		size_t z = 0;
+		int e;
+
+		r = real.recv(c->tcp_fd, buf, 64, MSG_PEEK | MSG_DONTWAIT);
+		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+			return;
+		if (r <= 0) {
+			/* the kernel's FIN or RST: cursor messages sent before
+			 * it count first */
+			rdma_link_drain(c->rd->link);
+			if (r == 0)
+				c->peer_eof = 1;
+			else
+				c->peer_err = errno;
+			return;
+		}
+		while (z < (size_t)r && !buf[z])
+			z++;
+		if (z) { /* liveness probes */
+			(void)!real.recv(c->tcp_fd, buf, z, MSG_DONTWAIT);
+			continue;
+		}
+		e = shunt_fo_parse(buf, (size_t)r, &m);
+		if (e == -EAGAIN) {
+			struct pollfd p = { .fd = c->tcp_fd, .events = POLLRDHUP };
+			if (real.poll(&p, 1, 0) <= 0 || !(p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+				return; /* the rest is on its way */
+			e = -EPROTO; /* and will never come */
+		}
+		if (!e) {
+			pthread_mutex_lock(&c->rd->link->cq_lock);
+			__atomic_store_n(&c->fo_rx, 1, __ATOMIC_RELEASE); /* cursor messages stop here */
+			prod = __atomic_load_n(&c->rx.ctl->prod, __ATOMIC_ACQUIRE);
+			pthread_mutex_unlock(&c->rd->link->cq_lock);
+			e = shunt_fo_skip(&m, prod, c->rx.size, &c->fo_skip);
+		}
+		if (e) {
+			shunt_log("rdma: invalid failover message on tcp fd %d", c->tcp_fd);
+			__atomic_store_n(&c->fo_rx, 2, __ATOMIC_RELEASE);
+			c->peer_err = EPROTO;
+			conn_wake_local(c, POLLIN | POLLOUT);
+			return;
+		}
+		(void)!real.recv(c->tcp_fd, buf, sizeof m, MSG_DONTWAIT);
+		fo_request(c, SHUNT_R_PEER_FAILOVER);
+		/* the peer's end of our link failed: ours is no better (its
+		 * queue pair may not know yet), so every connection on it
+		 * moves now and no new one is put on it */
+		if (m.reason == SHUNT_R_LINK_FAILED &&
+		    __atomic_load_n(&c->rd->link->state, __ATOMIC_ACQUIRE) == LINK_UP)
+			rdma_link_break(c->rd->link);
+	}
+	while (c->fo_rx == 1) {
+		if (!c->fo_skip) {
+			__atomic_store_n(&c->fo_rx, 2, __ATOMIC_RELEASE);
+			break;
+		}
+		r = real.recv(c->tcp_fd, buf, c->fo_skip < sizeof buf ? (size_t)c->fo_skip : sizeof buf,
+			      MSG_DONTWAIT);
+		if (r > 0)
+			c->fo_skip -= (uint64_t)r;
+		else if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+			__atomic_store_n(&c->fo_rx, 2, __ATOMIC_RELEASE); /* the application reads it */
+		else
+			break;
+	}
+}
+
+/* conn_refresh() for RDMA connections. */
+void rdma_conn_refresh(struct conn *c)
+{
+	if (__atomic_load_n(&c->fo_rx, __ATOMIC_ACQUIRE) == 2)
+		return;
+	pthread_mutex_lock(&c->fo_lock);
+	fo_rx_settle(c);
+	pthread_mutex_unlock(&c->fo_lock);
+}
+
+/* Readiness once a half moved: the ring's bytes first, then the socket. */
+unsigned rdma_conn_events(struct conn *c, unsigned ring_ev)
+{
+	struct pollfd p = { .fd = c->tcp_fd, .events = POLLIN | POLLOUT | POLLRDHUP };
+	int rx = __atomic_load_n(&c->fo_rx, __ATOMIC_ACQUIRE), tx = rdma_conn_moving(c);
+	unsigned ev = ring_ev;
+
+	if (!rx && !tx)
+		return ring_ev;
+	if (rx == 1) {
+		rdma_conn_refresh(c);
+		rx = __atomic_load_n(&c->fo_rx, __ATOMIC_ACQUIRE);
+	}
+	if (real.poll(&p, 1, 0) < 0)
+		p.revents = 0;
+	if (tx) {
+		ev &= ~(unsigned)(POLLOUT | POLLWRNORM);
+		if (p.revents & (POLLOUT | POLLERR | POLLHUP))
+			ev |= p.revents & (POLLOUT | POLLWRNORM | POLLERR | POLLHUP);
+		if (c->shut_wr)
+			ev |= POLLOUT | POLLWRNORM;
+	}
+	if (rx == 2 && !ring_used(&c->rx)) {
+		ev &= ~(unsigned)(POLLIN | POLLRDNORM | POLLRDHUP);
+		ev |= p.revents & (POLLIN | POLLRDNORM | POLLRDHUP | POLLERR | POLLHUP);
+		if (c->shut_rd)
+			ev |= POLLIN | POLLRDNORM;
+	} else if (rx == 1 && !ring_used(&c->rx)) {
+		ev &= ~(unsigned)(POLLIN | POLLRDNORM | POLLRDHUP);
+	}
+	return ev;
+}
+
+/* A write once the sending half moved (or is to move): writer lock held. */
+ssize_t rdma_conn_send_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int flags, int nonblock)
+{
+	int fl = (flags & MSG_NOSIGNAL) | (nonblock ? MSG_DONTWAIT : 0);
+	struct msghdr mh = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt };
+	ssize_t n;
+	int r;
+
+	fo_tx_begin(c, PUSH_MAY_POLL);
+	for (;;) {
+		struct pollfd p = { .fd = c->tcp_fd, .events = POLLOUT };
+		r = fo_flush(c, fl | MSG_DONTWAIT);
+		if (r != -EAGAIN || nonblock)
+			break;
+		if (real.poll(&p, 1, -1) < 0 && errno == EINTR)
+			return -EINTR;
+	}
+	if (r) /* EPIPE raised SIGPIPE unless the caller said MSG_NOSIGNAL, as the kernel does */
+		return r;
+	n = real.sendmsg(c->tcp_fd, &mh, flags);
+	return n < 0 ? -errno : n;
+}
+
+/* A read once the ring is empty and the peer moved: rx lock held. */
+ssize_t rdma_conn_recv_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int flags, int nonblock)
+{
+	struct msghdr mh = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt };
+	ssize_t n;
+
+	while (__atomic_load_n(&c->fo_rx, __ATOMIC_ACQUIRE) != 2) {
+		struct pollfd p = { .fd = c->tcp_fd, .events = POLLIN };
+		rdma_conn_refresh(c);
+		if (__atomic_load_n(&c->fo_rx, __ATOMIC_ACQUIRE) == 2)
+			break;
+		if (nonblock)
+			return -EAGAIN;
+		if (real.poll(&p, 1, -1) < 0 && errno == EINTR)
+			return -EINTR;
+	}
+	if (c->peer_err == EPROTO)
+		return -EPROTO;
+	n = real.recvmsg(c->tcp_fd, &mh, flags);
+	return n < 0 ? -errno : n;
 }
 
 /* A forked child cannot reach the device's pages (MADV_DONTFORK) nor the
@@ -728,7 +1156,15 @@ void rdma_conn_blocked(struct conn *c) { (void)c; }
 int rdma_conn_peer_blocked(struct conn *c) { return 0; }
 void rdma_conn_poll(struct conn *c) { (void)c; }
 void rdma_conn_free(struct conn *c) { (void)c; }
-void rdma_conn_shutdown(struct conn *c) { (void)c; }
+int rdma_conn_shutdown(struct conn *c) { (void)c; return 0; }
+int rdma_conn_moving(struct conn *c) { (void)c; return 0; }
+void rdma_conn_refresh(struct conn *c) { (void)c; }
+unsigned rdma_conn_events(struct conn *c, unsigned ring_ev) { (void)c; return ring_ev; }
+ssize_t rdma_conn_send_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int flags, int nonblock)
+{ return -EIO; }
+ssize_t rdma_conn_recv_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int flags, int nonblock)
+{ return -EIO; }
+int rdma_conn_reason(struct conn *c) { (void)c; return 0; }
 void rdma_conn_settle(struct conn *c) { (void)c; }
 void rdma_atfork_child(void) {}
 #endif

@@ -59,6 +59,17 @@ struct conn {
 	struct rdma_conn *rd;     /* over an RDMA link (rdma.c), else shared memory */
 	int broken;               /* unusable here (positive errno): an RDMA
 				     connection in a forked child */
+	/* RDMA failover (rdma.c, wire.h 5c): each half moves to the TCP
+	 * socket once, the sending half under the writer lock, the receiving
+	 * half under fo_lock; fo_want asks for the sending half's move. */
+	_Atomic int fo_want;      /* 0, or the reason (link failed, peer moved) */
+	_Atomic int fo_tx;        /* our bytes go to the TCP socket */
+	_Atomic int fo_rx;        /* 0 ring; 1 peer's message read, fo_skip to drop; 2 TCP */
+	uint8_t fo_hdr[32];       /* our failover message ... */
+	unsigned fo_hdr_off;      /* ... sent up to here */
+	uint64_t fo_next, fo_end; /* staged bytes still to send on TCP */
+	uint64_t fo_skip;         /* bytes the peer resends that our ring has */
+	pthread_mutex_t fo_lock;
 };
 
 struct sk {
@@ -138,9 +149,16 @@ void rdma_conn_blocked(struct conn *c);
 int rdma_conn_peer_blocked(struct conn *c);
 void rdma_conn_poll(struct conn *c);
 void rdma_conn_free(struct conn *c);
-void rdma_conn_shutdown(struct conn *c);
+int rdma_conn_shutdown(struct conn *c);
 void rdma_conn_settle(struct conn *c);
 void rdma_atfork_child(void);
+/* failover (rdma.c): the TCP socket after the link */
+int rdma_conn_moving(struct conn *c);            /* fo_want or fo_tx */
+void rdma_conn_refresh(struct conn *c);          /* the kernel socket: probes, FAILOVER, FIN */
+unsigned rdma_conn_events(struct conn *c, unsigned ring_ev);
+ssize_t rdma_conn_send_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int flags, int nonblock);
+ssize_t rdma_conn_recv_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int flags, int nonblock);
+int rdma_conn_reason(struct conn *c);            /* 0 while on RDMA */
 void conn_wake_local(struct conn *c, unsigned ev);
 
 /* rendezvous.c */
@@ -159,6 +177,8 @@ int shunt_addr_from_sockaddr(struct shunt_addr *a, const struct sockaddr *sa);
 struct shunt_stat_rec *stats_alloc(int fd, struct sk *s);
 void stats_free(struct shunt_stat_rec *r);
 void stats_update(struct sk *s, int fd);
+void sk_describe(const struct sk *s, unsigned *mode, unsigned *reason);
+void stats_moved(struct sk *s);
 void stats_atfork_child(void);
 int stats_init(void);
 
@@ -177,8 +197,10 @@ int shim_select(int nfds, fd_set *r, fd_set *w, fd_set *e, int timeout_ms, const
  * for tests of hostile peers; the real library has none of it. */
 #ifdef SHUNT_FAULTS
 void shunt_fault_hs(uint8_t *msg, int len);
+int shunt_fault_rdma(uint64_t staged);
 #else
 static inline void shunt_fault_hs(uint8_t *msg, int len) { (void)msg; (void)len; }
+static inline int shunt_fault_rdma(uint64_t staged) { (void)staged; return 0; }
 #endif
 
 /* exec.c */

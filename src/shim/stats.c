@@ -91,15 +91,39 @@ void stats_atfork_child(void)
 	fdtab_each(adopt_inherited, NULL);
 }
 
+/* What a socket is now: its mode and, when not accelerated, why. */
+void sk_describe(const struct sk *s, unsigned *mode, unsigned *reason)
+{
+	int moved = s->kind == SK_SHM ? rdma_conn_reason(s->conn) : 0;
+
+	*mode = s->kind == SK_SHM ? (moved ? SHUNT_M_TCP : s->conn->rd ? SHUNT_M_RDMA : SHUNT_M_SHM)
+		: s->kind == SK_LISTEN ? SHUNT_M_LISTEN : SHUNT_M_TCP;
+	*reason = s->kind == SK_SHM ? (unsigned)moved : (unsigned)s->reason;
+}
+
+/* An RDMA connection moved to TCP: shunt ss says so from now on. */
+void stats_moved(struct sk *s)
+{
+	unsigned mode, reason;
+
+	if (!s->stat)
+		return;
+	sk_describe(s, &mode, &reason);
+	s->stat->mode = (uint8_t)mode;
+	s->stat->reason = (uint8_t)reason;
+}
+
 static void fill(struct shunt_stat_rec *r, int fd, struct sk *s)
 {
+	unsigned mode, reason;
+
 	struct sockaddr_storage a, b;
 	socklen_t la = sizeof a, lb = sizeof b;
 
 	r->fd = fd;
-	r->mode = (uint8_t)(s->kind == SK_SHM ? (s->conn->rd ? SHUNT_M_RDMA : SHUNT_M_SHM)
-			    : s->kind == SK_LISTEN ? SHUNT_M_LISTEN : SHUNT_M_TCP);
-	r->reason = (uint8_t)(s->kind == SK_SHM ? SHUNT_R_NONE : s->reason);
+	sk_describe(s, &mode, &reason);
+	r->mode = (uint8_t)mode;
+	r->reason = (uint8_t)reason;
 	r->is_client = (uint8_t)s->is_client;
 	if (s->has_tuple) {
 		r->tuple = s->tuple;

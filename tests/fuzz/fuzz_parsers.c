@@ -1,7 +1,8 @@
 /* Description: libFuzzer harness for everything shunt parses from other
  * processes, peers or the environment: the accept message, the segment
  * header, the configuration, the in-band handshake and a saved SYN's TCP
- * options.  The first input byte selects the parser. */
+ * options, the RDMA failover message.  The first input byte selects the
+ * parser. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdint.h>
@@ -11,6 +12,7 @@
 #include "../../src/common/msg.h"
 #include "../../src/common/handshake.h"
 #include "../../src/common/synopt.h"
+#include "../../src/common/failover.h"
 
 static void fuzz_config(const uint8_t *d, size_t n)
 {
@@ -37,7 +39,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
 
 	if (!n)
 		return 0;
-	switch (d[0] % 6) {
+	switch (d[0] % 7) {
+	case 6: {
+		/* the failover message and the receiver's range check */
+		struct shunt_fo fo;
+		uint64_t prod = n > 9 ? d[1] * 131ull : 0, skip;
+		if (!shunt_fo_parse(d + 1, n - 1, &fo) &&
+		    (fo.end < fo.start ||
+		     (!shunt_fo_skip(&fo, prod, 65536, &skip) &&
+		      (skip > fo.end - fo.start || fo.end - fo.start > 65536))))
+			abort();
+		break;
+	}
 	case 4: {
 		struct shunt_hs_msg hm;
 		uint8_t again[SHUNT_HS_MAX_LEN];

@@ -192,7 +192,7 @@ int rdma_link_connect(struct rdma_link *l, const union ibv_gid *gid, uint32_t qp
 	memset(&a, 0, sizeof a);
 	a.qp_state = IBV_QPS_RTS;
 	a.timeout = 14;   /* 4.096 us * 2^14 = 67 ms per try */
-	a.retry_cnt = 7;
+	a.retry_cnt = 6;  /* not 7: rxe takes 7 as "retry for ever" */
 	a.rnr_retry = 7;
 	a.sq_psn = l->qp->qp_num & 0xffffff;
 	a.max_rd_atomic = 1;

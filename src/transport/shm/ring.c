@@ -97,6 +97,13 @@ void shunt_lock(_Atomic uint32_t *l)
 	}
 }
 
+int shunt_trylock(_Atomic uint32_t *l)
+{
+	uint32_t c = 0;
+
+	return __atomic_compare_exchange_n(l, &c, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED) ? 0 : -1;
+}
+
 void shunt_unlock(_Atomic uint32_t *l)
 {
 	if (__atomic_exchange_n(l, 0, __ATOMIC_RELEASE) == 2)

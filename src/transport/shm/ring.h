@@ -46,5 +46,6 @@ void ring_consume(struct ring *r, size_t n);
 
 void shunt_lock(_Atomic uint32_t *l);
 void shunt_unlock(_Atomic uint32_t *l);
+int shunt_trylock(_Atomic uint32_t *l); /* 0 if taken */
 
 #endif

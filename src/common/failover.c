@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: MIT */
+/* failover.c - encode, parse and check the failover message (failover.h). */
+#include <endian.h>
+#include <errno.h>
+#include <string.h>
+#include "failover.h"
+
+int shunt_fo_encode(void *buf, uint64_t start, uint64_t end, uint32_t reason)
+{
+	struct shunt_fo m = {
+		.kind = SHUNT_FO_KIND,
+		.version = SHUNT_FO_VERSION,
+		.reason = htobe32(reason),
+		.magic = htobe64(SHUNT_FO_MAGIC),
+		.start = htobe64(start),
+		.end = htobe64(end),
+	};
+
+	memcpy(buf, &m, sizeof m);
+	return (int)sizeof m;
+}
+
+int shunt_fo_parse(const void *buf, size_t len, struct shunt_fo *out)
+{
+	struct shunt_fo m;
+
+	if (len < sizeof m)
+		return -EAGAIN;
+	memcpy(&m, buf, sizeof m);
+	m.reason = be32toh(m.reason);
+	m.magic = be64toh(m.magic);
+	m.start = be64toh(m.start);
+	m.end = be64toh(m.end);
+	if (m.kind != SHUNT_FO_KIND || m.version != SHUNT_FO_VERSION || m.pad ||
+	    m.magic != SHUNT_FO_MAGIC || m.end < m.start ||
+	    (m.reason != SHUNT_R_LINK_FAILED && m.reason != SHUNT_R_PEER_FAILOVER))
+		return -EPROTO;
+	*out = m;
+	return 0;
+}
+
+int shunt_fo_skip(const struct shunt_fo *m, uint64_t prod, uint32_t ring_size, uint64_t *skip)
+{
+	if (m->start > prod || prod > m->end || m->end - m->start > ring_size)
+		return -EPROTO;
+	*skip = prod - m->start;
+	return 0;
+}

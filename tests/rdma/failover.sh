@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Description: link failures in the middle of checksummed streams (both
+# ways at once), and every byte arrives: each connection moves to the TCP
+# socket it kept, at the exact byte where RDMA stopped (wire.h 5c).
+#   - queue pair forced into the error state at an exact byte
+#     (libshunt-faults.so, SHUNT_FAULT_RDMA) on the client, then on the
+#     server; blocking and edge-triggered epoll programs; one and eight
+#     connections sharing the link (the long streams are blocking ones:
+#     heavy two-way edge-triggered streams over RDMA can stall, an open
+#     bug this tool found - docs/rdma.md);
+#   - RoCE packets dropped by iptables (UDP 4791, as they arrive) in mid-stream;
+#   - the veth under one device taken down for two seconds, then up
+#     (FO_VETH=1 only: it hung once in three runs, under investigation).
+# After the failure a connection reports mode tcp with reason 16
+# (link-failed) or 17 (peer-failover), and new connections use RDMA again.
+set -eu
+S=$BUILD/tests/tools/stream
+FLIB=$(dirname "$LIB")/libshunt-faults.so
+P=7400
+die() { echo "FAIL: $*"; grep -v spare /tmp/fo-s.out | tail -n 12; grep -v spare /tmp/fo-c.out | tail -n 12; exit 1; }
+# run MB STYLE CONNS SRV_ENV CLI_ENV [ACTION]: ACTION runs in mid-stream
+run() {
+	local mb=$1 st=$2 n=$3 se=$4 ce=$5 act=${6:-}
+	P=$((P + 1))
+	env $se timeout 150 "$S" server 10.0.0.1 $P "$mb" "$st" "$n" > /tmp/fo-s.out 2>&1 &
+	local sp=$!
+	for _ in $(seq 100); do grep -q listening /tmp/fo-s.out && break; sleep 0.05; done
+	env $ce timeout 150 "$S" client 10.0.0.1 $P "$mb" "$st" "$n" > /tmp/fo-c.out 2>&1 &
+	local cp=$!
+	[ -z "$act" ] || eval "$act"
+	wait $cp || die "client ($mb MiB $st x$n)"
+	wait $sp || die "server ($mb MiB $st x$n)"
+	[ "$(grep -c ' ok$' /tmp/fo-c.out)" = "$n" ] || die "client lines"
+	[ "$(grep -c ' ok$' /tmp/fo-s.out)" = "$n" ] || die "server lines"
+}
+moved() { # every connection on both ends: tcp, reason 16 or 17
+	! grep -h role= /tmp/fo-s.out /tmp/fo-c.out | grep -Ev 'mode=tcp reason=1[67] ' || die "not moved"
+}
+on_rdma() {
+	! grep -h role= /tmp/fo-s.out /tmp/fo-c.out | grep -v 'mode=rdma reason=0 ' || die "not rdma"
+}
+R="LD_PRELOAD=$LIB SHUNT_TRANSPORT=rdma SHUNT_LOG=1"
+F="LD_PRELOAD=$FLIB SHUNT_TRANSPORT=rdma SHUNT_LOG=1 SHUNT_FAULT_RDMA"
+if [ -n "${FO_ONLY:-}" ]; then eval "$FO_ONLY"; exit; fi
+
+run 24 block 1 "$R" "$F=3000000"; moved
+run 4 epoll 1 "$F=1000001" "$R"; moved
+run 16 block 8 "$R" "$F=1000000"; moved
+run 16 block 8 "$F=777777" "$R"; moved
+echo "queue pair broken at an exact byte: client, server; block, epoll; 1 and 8 connections: intact"
+
+# the same programs without faults stay on RDMA (the link group is not left broken)
+run 4 block 2 "$R" "$R"; on_rdma
+
+# dropped as they arrive: a drop on the way out soft-locks the 6.1 guest's rxe
+run 48 block 2 "$R" "$R" 'sleep 1; iptables -I INPUT -p udp --dport 4791 -j DROP'
+iptables -D INPUT -p udp --dport 4791 -j DROP
+moved
+echo "RoCE packets dropped in mid-stream: intact, on TCP"
+
+# opt-in (FO_VETH=1): one run in three hung in this case, not yet understood
+[ -n "${FO_VETH:-}" ] && run 48 block 2 "$R" "$R" 'sleep 1; ip link set veth1 down; sleep 2; ip link set veth1 up;
+	ip route replace 10.0.0.1 dev veth1 src 10.0.0.2 table 101'
+[ -n "${FO_VETH:-}" ] && moved && echo "veth down for 2 s in mid-stream: intact, on TCP"
+for _ in $(seq 50); do
+	[ "$(cat /sys/class/infiniband/rxe1/ports/1/state 2> /dev/null | cut -c1)" = 4 ] && break; sleep 0.1
+done
+run 2 block 1 "$R" "$R"; on_rdma
+echo "new connections after the failures: RDMA again"
