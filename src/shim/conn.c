@@ -469,7 +469,7 @@ ssize_t conn_send(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 	struct conn *c = s->conn;
 	size_t len = iov_total(iov0, iovcnt), total = 0;
 	int nonblock = s->nonblock || (flags & MSG_DONTWAIT);
-	int deadline = -2, r = 0, moved = 0;
+	int deadline = -2, r = 0, moved = 0, armed = 0;
 	uint64_t sig0 = shunt_signals_seen();
 	struct iovec copy[IOV_MAX], *iov = copy;
 
@@ -499,8 +499,18 @@ ssize_t conn_send(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 			notify_reader(c);
 			continue;
 		}
-		if (!len || nonblock)
+		if (!len || (nonblock && total))
 			break;
+		if (nonblock) {
+			/* Arm, then look again: space freed between the full
+			 * ring above and the arming woke no one, and no edge
+			 * would ever say so (the reader's Dekker pair). */
+			conn_arm(c, POLLOUT);
+			armed = 1;
+			if (ring_space(&c->tx) && !c->peer_err && !rdma_conn_moving(c))
+				continue;
+			break;
+		}
 		if (c->peer_err)
 			break;
 		r = wait_or_fail(s, POLLOUT, &deadline, total, &sig0);
@@ -520,7 +530,8 @@ ssize_t conn_send(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 	if (c->peer_err)
 		return send_on_kernel(s, len, flags);
 	if (nonblock) {
-		conn_arm(c, POLLOUT);
+		if (!armed)
+			conn_arm(c, POLLOUT);
 		return -EAGAIN;
 	}
 	return r;

@@ -3,7 +3,10 @@
 # agents, two boot ids) joined by a QEMU socket netdev (tests/vm/pair.sh).
 # With nothing forced, the agents' option exchange and the in-band
 # handshake choose RDMA; the checksummed peers run both orders and report
-# mode rdma on both hosts.  Skipped (77) only where QEMU cannot run.
+# mode rdma on both hosts; checksummed two-way streams (8 connections on
+# one link, epoll), a link broken at an exact byte (failover to TCP, every
+# byte intact), unmodified redis and iperf3 run across the hosts
+# (tests/rdma/two-hosts.sh).  Skipped (77) only where QEMU cannot run.
 # Time limit: 1200
 . "$(dirname "$0")/lib.sh"
 out=$("$ROOT/tests/vm/pair.sh" -t 900 -- env BUILD="$BUILD" bash tests/rdma/two-hosts.sh 2>&1)
@@ -12,4 +15,6 @@ rc=$?
 [ $rc = 0 ] || die "two hosts (rc $rc): $(echo "$out" | tail -30)"
 [ "$(echo "$out" | grep -c '^\[A\] role=server mode=rdma reason=0')" = 2 ] || die "host A: $(echo "$out" | grep role=)"
 [ "$(echo "$out" | grep -c '^\[B\] role=client mode=rdma reason=0')" = 2 ] || die "host B: $(echo "$out" | grep role=)"
+[ "$(echo "$out" | grep -c '^\[B\] ok ')" = 5 ] || die "host B: $(echo "$out" | grep -v spare | tail -20)"
+echo "$out" | grep '^\[B\] ok ' | sed 's/^\[B\] ok /rdma2: /'
 echo "rdma2: two hosts, two kernels, two agents: RDMA chosen, data intact, both orders"

@@ -1,8 +1,16 @@
 #!/usr/bin/env bash
 # Runs in BOTH guests of tests/vm/pair.sh (see tests/integration/rdma2.sh):
 # each host starts its own agent; A serves, B connects.  With no forcing at
-# all (two kernels: two boot ids) the negotiation picks RDMA: the peers
-# check every byte both ways and report mode rdma on both hosts.
+# all (two kernels: two boot ids) the negotiation picks RDMA.  In order:
+#   1. the checksummed peers, both orders (mode rdma on both hosts);
+#   2. checksummed streams both ways at once: 8 connections sharing one
+#      link (blocking), 2 connections (edge-triggered epoll);
+#   3. the same with B's queue pair broken at an exact byte
+#      (libshunt-faults.so): every byte arrives, both hosts on TCP (16/17);
+#   4. unmodified redis-server on A, redis-benchmark on B (every benchmark
+#      connection over RDMA on both hosts);
+#   5. unmodified iperf3 server on A, client on B, over RDMA.
+# Every line B prints that starts with "ok " is one check passed.
 set -u
 BUILD=${BUILD:-build}
 build() { echo "$PWD/$BUILD/$1"; }
@@ -10,18 +18,51 @@ build() { echo "$PWD/$BUILD/$1"; }
 for _ in $(seq 100); do grep -q ready /tmp/a.log && break; sleep 0.1; done
 export SHUNT_AGENT_SOCK=/tmp/a.sock SHUNT_ACCEPT_WAIT_MS=30000 SHUNT_LOG=1
 S=("$(build shunt)" run --)
+FAULTS=(env LD_PRELOAD="$(build libshunt-faults.so)" SHUNT_FAULT_RDMA=2000000)
 PEER=$(build tests/tools/peer)
+STREAM=$(build tests/tools/stream)
+fail() { echo "FAIL: $*"; exit 1; }
+retry() { # until A's server listens
+	for _ in $(seq 300); do "$@" > /tmp/c.out 2>&1 && return 0; sleep 0.2; done
+	cat /tmp/c.out; return 1
+}
 if [ "$VM_HOST" = A ]; then
 	for o in cfirst sfirst; do
 		"${S[@]}" "$PEER" server 10.1.0.1 7400 $o || exit 1
 	done
+	"${S[@]}" "$STREAM" server 10.1.0.1 7401 16 block 8 | grep role= || exit 1
+	"${S[@]}" "$STREAM" server 10.1.0.1 7402 16 epoll 2 | grep role= || exit 1
+	"${S[@]}" "$STREAM" server 10.1.0.1 7403 16 block 2 | grep role= || exit 1
+	"${S[@]}" redis-server --port 6390 --bind 10.1.0.1 --save '' --appendonly no \
+		--protected-mode no > /tmp/rs.log 2>&1 || exit 1
+	echo "redis server accepted over rdma: $(grep -c 'accept fd .*: rdma' /tmp/rs.log)"
+	"${S[@]}" iperf3 -s -1 -B 10.1.0.1 -p 5301 > /tmp/ip.log 2>&1 || { cat /tmp/ip.log; exit 1; }
+	echo "iperf3 server accepted over rdma: $(grep -c 'accept fd .*: rdma' /tmp/ip.log)"
 else
 	for o in cfirst sfirst; do
-		for _ in $(seq 300); do # until A's server listens
-			"${S[@]}" "$PEER" client 10.1.0.1 7400 $o > /tmp/c.out 2>&1 && break
-			sleep 0.2
-		done
+		retry "${S[@]}" "$PEER" client 10.1.0.1 7400 $o || fail "peers $o"
 		cat /tmp/c.out
 		grep -q 'role=client mode=rdma reason=0' /tmp/c.out || exit 1
 	done
+	retry "${S[@]}" "$STREAM" client 10.1.0.1 7401 16 block 8 || fail "stream block"
+	[ "$(grep -c 'mode=rdma reason=0 .* ok$' /tmp/c.out)" = 8 ] || fail "stream block: $(grep role= /tmp/c.out)"
+	echo "ok stream: 8 connections on one link, 16 MiB each way each, intact, rdma"
+	retry "${S[@]}" "$STREAM" client 10.1.0.1 7402 16 epoll 2 || fail "stream epoll"
+	[ "$(grep -c 'mode=rdma reason=0 .* ok$' /tmp/c.out)" = 2 ] || fail "stream epoll: $(grep role= /tmp/c.out)"
+	echo "ok stream: edge-triggered epoll, 2 connections, intact, rdma"
+	retry "${FAULTS[@]}" "$STREAM" client 10.1.0.1 7403 16 block 2 || fail "stream with the link broken"
+	[ "$(grep -Ec 'mode=tcp reason=1[67] .* ok$' /tmp/c.out)" = 2 ] || fail "failover: $(grep -v spare /tmp/c.out | tail)"
+	echo "ok failover: queue pair broken after 2,000,000 bytes, intact, on TCP"
+	for _ in $(seq 300); do redis-cli -h 10.1.0.1 -p 6390 ping 2> /dev/null | grep -q PONG && break; sleep 0.2; done
+	"${S[@]}" redis-benchmark -h 10.1.0.1 -p 6390 -c 4 -n 2000 -t set,get -q > /tmp/rb.out 2> /tmp/rb.err
+	rc=$?
+	redis-cli -h 10.1.0.1 -p 6390 shutdown nosave > /dev/null 2>&1
+	[ $rc = 0 ] || fail "redis-benchmark: $(tail -3 /tmp/rb.err)"
+	grep -q 'connect fd .*: tcp' /tmp/rb.err && fail "a benchmark connection stayed on TCP"
+	n=$(grep -c 'connect fd .*accelerated (rdma)' /tmp/rb.err)
+	[ "$n" -ge 4 ] || fail "redis-benchmark connections over rdma: $n"
+	echo "ok redis across hosts: $n benchmark connections over rdma; $(tr '\r' '\n' < /tmp/rb.out | grep -E '^(SET|GET): [0-9.]+ requests' | cut -d, -f1 | tr '\n' ' ')"
+	retry "${S[@]}" iperf3 -c 10.1.0.1 -p 5301 -t 2 || fail "iperf3: $(tail -3 /tmp/c.out)"
+	grep -q 'connect fd .*: tcp' /tmp/c.out && fail "an iperf3 connection stayed on TCP"
+	echo "ok iperf3 across hosts over rdma: $(grep -c 'accelerated (rdma)' /tmp/c.out) connections; $(grep receiver /tmp/c.out | tail -1 | awk '{print $7, $8}')"
 fi
