@@ -479,6 +479,11 @@ ssize_t conn_send(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 		return -EOPNOTSUPP;
 	if (c->broken)
 		return -c->broken;
+	if (c->shut_wr && c->rd && c->fo_fin) { /* the kernel's FIN is still owed */
+		if (!(flags & MSG_NOSIGNAL))
+			raise(SIGPIPE);
+		return -EPIPE;
+	}
 	if ((c->shut_wr || c->peer_err) && !rdma_conn_moving(c))
 		return send_on_kernel(s, len, flags);
 	memcpy(copy, iov0, sizeof(struct iovec) * (size_t)iovcnt);
@@ -623,13 +628,17 @@ int conn_shutdown(struct sk *s, int how)
 		shunt_lock(&c->tx.ctl->wlock);
 		c->shut_wr = 1;
 		__atomic_store_n(&c->tx.ctl->wr_done, 1, __ATOMIC_RELEASE);
-		if (c->rd) /* every byte at the peer (RDMA, or moved to TCP) before the kernel's FIN */
-			rdma_conn_shutdown(c);
+		/* every byte at the peer (RDMA, or moved to TCP) before the
+		 * kernel's FIN; deferred while bytes wait for room */
+		if (c->rd && rdma_conn_shutdown(c))
+			how = how == SHUT_WR ? -1 : SHUT_RD;
 		shunt_unlock(&c->tx.ctl->wlock);
 		/* Wake any sleeper: an epoll waiter must see the EOF too. */
 		__atomic_fetch_or(&c->tx.ctl->rd_want, WANT_EFD, __ATOMIC_SEQ_CST);
 		if (!c->rd)
 			notify_reader(c);
 	}
+	if (how < 0)
+		return 0;
 	return real.shutdown(c->tcp_fd, how) ? -errno : 0;
 }

@@ -78,13 +78,37 @@ static int fo_tx_begin(struct conn *c, int push_flags);
 static int fo_flush(struct conn *c, int flags);
 static int fo_flush_wait(struct conn *c);
 static void fo_orphan(struct conn *c);
+static _Atomic int fo_work; /* the progress thread has moves, backlogs or FINs to finish */
 
 /* ---- the progress thread ---- */
 
+/* A device's port went down or the device failed (the veth under rxe
+ * taken down, a NIC reset): its queue pairs may never report an error
+ * themselves, so every link on it is broken now and its connections move
+ * to TCP. */
+static void dev_events(struct rdma_dev *d)
+{
+	struct ibv_async_event e;
+	int dead = 0;
+
+	while (!ibv.get_async_event(d->ctx, &e)) {
+		dead |= e.event_type == IBV_EVENT_PORT_ERR || e.event_type == IBV_EVENT_DEVICE_FATAL;
+		ibv.ack_async_event(&e);
+	}
+	if (!dead)
+		return;
+	shunt_log("rdma: %s: port down or device failed", d->name);
+	pthread_mutex_lock(&lock);
+	for (struct rdma_link *l = links; l; l = l->next)
+		if (l->dev == d && __atomic_load_n(&l->state, __ATOMIC_ACQUIRE) == LINK_UP)
+			rdma_link_break(l);
+	pthread_mutex_unlock(&lock);
+}
+
 static void progress_once(int timeout_ms)
 {
-	struct pollfd p[16];
-	struct ibv_comp_channel *ch[16];
+	struct pollfd p[32];
+	struct rdma_dev *dev[16];
 	struct rdma_link *l;
 	int n = 0;
 
@@ -92,20 +116,24 @@ static void progress_once(int timeout_ms)
 	for (l = links; l && n < 16; l = l->next) {
 		int dup = 0;
 		for (int i = 0; i < n; i++)
-			dup |= ch[i] == l->dev->ch;
-		if (!dup) {
-			ch[n] = l->dev->ch;
-			p[n++] = (struct pollfd){ .fd = l->dev->ch->fd, .events = POLLIN };
-		}
+			dup |= dev[i] == l->dev;
+		if (!dup)
+			dev[n++] = l->dev;
 	}
 	pthread_mutex_unlock(&lock);
-	real.poll(p, (nfds_t)n, timeout_ms);
+	for (int i = 0; i < n; i++) {
+		p[2 * i] = (struct pollfd){ .fd = dev[i]->ch->fd, .events = POLLIN };
+		p[2 * i + 1] = (struct pollfd){ .fd = dev[i]->ctx->async_fd, .events = POLLIN };
+	}
+	real.poll(p, (nfds_t)(2 * n), timeout_ms);
 	for (int i = 0; i < n; i++) {
 		struct ibv_cq *cq;
 		void *ctx;
-		if (!(p[i].revents & POLLIN))
+		if (p[2 * i + 1].revents & POLLIN)
+			dev_events(dev[i]);
+		if (!(p[2 * i].revents & POLLIN))
 			continue;
-		while (!ibv.get_cq_event(ch[i], &cq, &ctx)) {
+		while (!ibv.get_cq_event(dev[i]->ch, &cq, &ctx)) {
 			ibv.ack_cq_events(cq, 1);
 			ibv_req_notify_cq(cq, 0);
 		}
@@ -228,6 +256,7 @@ static void link_add(struct rdma_link *l, const uint8_t host[16], uint64_t proc)
 	l->next = links;
 	links = l;
 	nonblock(l->dev->ch->fd);
+	nonblock(l->dev->ctx->async_fd);
 	thread_start();
 }
 
@@ -660,7 +689,9 @@ static int push_and_wait(struct conn *c, uint32_t extra)
 }
 
 /* shutdown(SHUT_WR), writer lock held, before the kernel's FIN: every byte
- * must be at the peer first - over RDMA, or moved to TCP if that fails. */
+ * must be at the peer first - over RDMA, or moved to TCP if that fails.
+ * Like TCP's, it never waits for the peer to read: what the socket cannot
+ * take yet is sent by the progress thread, and the FIN after it (1). */
 int rdma_conn_shutdown(struct conn *c)
 {
 	if (!rdma_conn_moving(c) && !push_and_wait(c, 0)) {
@@ -668,7 +699,11 @@ int rdma_conn_shutdown(struct conn *c)
 		return 0;
 	}
 	fo_tx_begin(c, PUSH_MAY_POLL);
-	return fo_flush_wait(c);
+	if (fo_flush(c, MSG_NOSIGNAL | MSG_DONTWAIT) != -EAGAIN)
+		return 0;
+	__atomic_store_n(&c->fo_fin, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&fo_work, 1, __ATOMIC_RELEASE);
+	return 1;
 }
 
 /* The kernel socket ended: process every cursor message already here
@@ -729,6 +764,8 @@ void rdma_conn_free(struct conn *c)
 		fo_tx_begin(c, PUSH_MAY_POLL);
 		if (fo_flush(c, MSG_NOSIGNAL | MSG_DONTWAIT) == -EAGAIN)
 			fo_orphan(c);
+		else if (__atomic_exchange_n(&c->fo_fin, 0, __ATOMIC_ACQ_REL))
+			real.shutdown(c->tcp_fd, SHUT_WR);
 	}
 	shunt_unlock(&c->tx.ctl->wlock);
 	pthread_mutex_lock(&l->cq_lock);
@@ -754,8 +791,6 @@ void rdma_conn_free(struct conn *c)
  * (fo_want: the link failed, or the peer moved) is made by whoever holds
  * the writer lock next, or by the progress thread, which also sends what
  * a full socket could not take. */
-
-static _Atomic int fo_work;
 
 int rdma_conn_moving(struct conn *c)
 {
@@ -872,7 +907,7 @@ static int fo_flush_wait(struct conn *c)
  * and closes our descriptor of the socket, as the kernel sends what was
  * queued after close(). */
 struct orphan {
-	int fd;
+	int fd, fin;
 	size_t len, off;
 	uint8_t buf[];
 };
@@ -892,6 +927,8 @@ static void *orphan_run(void *arg)
 			break; /* the peer is gone: so are the bytes, as with TCP */
 		real.poll(&p, 1, 1000);
 	}
+	if (o->fin) /* the application's shutdown, owed until now */
+		real.shutdown(o->fd, SHUT_WR);
 	fd_close_internal(o->fd);
 	free(o);
 	return NULL;
@@ -909,6 +946,7 @@ static void fo_orphan(struct conn *c)
 		return;
 	}
 	o->fd = c->tcp_fd;
+	o->fin = __atomic_exchange_n(&c->fo_fin, 0, __ATOMIC_ACQ_REL);
 	o->len = len;
 	o->off = 0;
 	memcpy(o->buf, c->fo_hdr + c->fo_hdr_off, hdr);
@@ -944,14 +982,21 @@ static void fo_sweep(void)
 				continue;
 			c = rc->c;
 			if (!rdma_conn_moving(c) || (c->fo_tx && c->fo_hdr_off == sizeof c->fo_hdr &&
-						     c->fo_next == c->fo_end))
+						     c->fo_next == c->fo_end && !c->fo_fin))
 				continue;
 			if (shunt_trylock(&c->tx.ctl->wlock)) {
 				again = 1; /* an application thread writes: it moves it */
 				continue;
 			}
-			if (fo_tx_begin(c, 0) || fo_flush(c, MSG_NOSIGNAL | MSG_DONTWAIT) == -EAGAIN)
+			if (fo_tx_begin(c, 0)) {
 				again = 1;
+			} else {
+				int r = fo_flush(c, MSG_NOSIGNAL | MSG_DONTWAIT);
+				if (r == -EAGAIN)
+					again = 1;
+				else if (__atomic_exchange_n(&c->fo_fin, 0, __ATOMIC_ACQ_REL))
+					real.shutdown(c->tcp_fd, SHUT_WR); /* the shutdown owed */
+			}
 			shunt_unlock(&c->tx.ctl->wlock);
 		}
 		pthread_mutex_unlock(&l->cq_lock);

@@ -69,6 +69,7 @@ struct conn {
 	unsigned fo_hdr_off;      /* ... sent up to here */
 	uint64_t fo_next, fo_end; /* staged bytes still to send on TCP */
 	uint64_t fo_skip;         /* bytes the peer resends that our ring has */
+	_Atomic int fo_fin;       /* shutdown(SHUT_WR) owed once the backlog is out */
 	pthread_mutex_t fo_lock;
 };
 
@@ -149,7 +150,7 @@ void rdma_conn_blocked(struct conn *c);
 int rdma_conn_peer_blocked(struct conn *c);
 void rdma_conn_poll(struct conn *c);
 void rdma_conn_free(struct conn *c);
-int rdma_conn_shutdown(struct conn *c);
+int rdma_conn_shutdown(struct conn *c);            /* 1: the kernel's FIN comes later */
 void rdma_conn_settle(struct conn *c);
 void rdma_atfork_child(void);
 /* failover (rdma.c): the TCP socket after the link */

@@ -35,6 +35,8 @@ struct ibv_api {
 	int (*destroy_qp)(struct ibv_qp *qp);
 	struct ibv_mr *(*reg_mr)(struct ibv_pd *pd, void *addr, size_t len, int access);
 	int (*dereg_mr)(struct ibv_mr *mr);
+	int (*get_async_event)(struct ibv_context *c, struct ibv_async_event *e);
+	void (*ack_async_event)(struct ibv_async_event *e);
 };
 
 extern struct ibv_api ibv;
