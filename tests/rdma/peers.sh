@@ -19,14 +19,14 @@ pair() { # srv_env cli_env order -> prints "srvline|cliline"
 }
 R="LD_PRELOAD=$LIB SHUNT_TRANSPORT=rdma"
 for o in cfirst sfirst; do
-	out=$(pair "$R" "$R" $o)
+	out=$(pair "$R" "$R" $o) || die "$out"
 	echo "$out" | grep -q 'role=server mode=rdma reason=0' || die "rdma $o server: $out"
 	echo "$out" | grep -q 'role=client mode=rdma reason=0' || die "rdma $o client: $out"
-	out=$(pair "$R" "" $o)
+	out=$(pair "$R" "" $o) || die "$out"
 	echo "$out" | grep -q 'role=server mode=tcp reason=1' || die "plain client $o: $out"
-	out=$(pair "" "$R" $o)
+	out=$(pair "" "$R" $o) || die "$out"
 	echo "$out" | grep -q 'role=client mode=tcp reason=1' || die "plain server $o: $out"
-	out=$(pair "$R" "LD_PRELOAD=$LIB SHUNT_TRANSPORT=shm SHUNT_LOCAL=0 SHUNT_DIR=/tmp/other" $o)
+	out=$(pair "$R" "LD_PRELOAD=$LIB SHUNT_TRANSPORT=shm SHUNT_LOCAL=0 SHUNT_DIR=/tmp/other" $o) || die "$out"
 	echo "$out" | grep -q 'role=client mode=tcp reason=12' || die "no rdma on the client $o: $out"
 done
 echo "peers: rdma both orders; plain peers reason 1; no common transport 12"
