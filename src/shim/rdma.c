@@ -155,21 +155,30 @@ static void *progress(void *arg)
 	return NULL;
 }
 
-static void thread_start(void)
+/* A detached thread of ours: the application's signals are not for it. */
+static int spawn(void *(*fn)(void *), void *arg)
 {
 	pthread_t t;
 	sigset_t all, old;
+	int r;
 
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	r = pthread_create(&t, NULL, fn, arg);
+	if (!r)
+		pthread_detach(t);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return r;
+}
+
+static void thread_start(void)
+{
 	if (thread_on && thread_pid == shunt_pid())
 		return;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old); /* the application's signals are not ours */
-	if (!pthread_create(&t, NULL, progress, NULL)) {
-		pthread_detach(t);
+	if (!spawn(progress, NULL)) {
 		thread_on = 1;
 		thread_pid = shunt_pid();
 	}
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 static void nonblock(int fd)
@@ -706,13 +715,6 @@ int rdma_conn_shutdown(struct conn *c)
 	return 1;
 }
 
-/* The kernel socket ended: process every cursor message already here
- * first (the peer sent its last before its FIN left). */
-void rdma_conn_settle(struct conn *c)
-{
-	rdma_link_drain(c->rd->link);
-}
-
 void rdma_conn_push(struct conn *c)
 {
 	push(c, 0);
@@ -890,8 +892,8 @@ static int fo_flush(struct conn *c, int flags)
 	return 0;
 }
 
-/* shutdown: everything on the socket before its FIN, however long it takes
- * the peer to make room (a TCP shutdown never drops queued bytes either). */
+/* close() when no flusher thread can be had: everything on the socket
+ * before it closes, however long the peer takes to make room. */
 static int fo_flush_wait(struct conn *c)
 {
 	for (;;) {
@@ -938,8 +940,6 @@ static void fo_orphan(struct conn *c)
 {
 	size_t hdr = sizeof c->fo_hdr - c->fo_hdr_off, len = hdr + (size_t)(c->fo_end - c->fo_next);
 	struct orphan *o = malloc(sizeof *o + len);
-	sigset_t all, old;
-	pthread_t t;
 
 	if (!o) {
 		fo_flush_wait(c);
@@ -952,16 +952,12 @@ static void fo_orphan(struct conn *c)
 	memcpy(o->buf, c->fo_hdr + c->fo_hdr_off, hdr);
 	for (size_t k = hdr; c->fo_next != c->fo_end; k++, c->fo_next++)
 		o->buf[k] = c->tx.data[c->fo_next & (c->tx.size - 1)];
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	if (!pthread_create(&t, NULL, orphan_run, o)) {
-		pthread_detach(t);
+	if (!spawn(orphan_run, o)) {
 		c->tcp_fd = -1; /* the thread's now */
 	} else {
 		free(o);
 		fo_flush_wait(c);
 	}
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 /* Progress thread: make the moves asked for and send what full sockets
@@ -1210,6 +1206,5 @@ ssize_t rdma_conn_send_tcp(struct conn *c, const struct iovec *iov, int iovcnt, 
 ssize_t rdma_conn_recv_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int flags, int nonblock)
 { return -EIO; }
 int rdma_conn_reason(struct conn *c) { (void)c; return 0; }
-void rdma_conn_settle(struct conn *c) { (void)c; }
 void rdma_atfork_child(void) {}
 #endif

@@ -151,7 +151,6 @@ int rdma_conn_peer_blocked(struct conn *c);
 void rdma_conn_poll(struct conn *c);
 void rdma_conn_free(struct conn *c);
 int rdma_conn_shutdown(struct conn *c);            /* 1: the kernel's FIN comes later */
-void rdma_conn_settle(struct conn *c);
 void rdma_atfork_child(void);
 /* failover (rdma.c): the TCP socket after the link */
 int rdma_conn_moving(struct conn *c);            /* fo_want or fo_tx */
