@@ -43,7 +43,8 @@ enum shunt_reason {
 	SHUNT_R_OPTION_REPLAYED = 14, /* the peer echoed our TCP option instead of answering */
 	SHUNT_R_NO_AGENT = 15,     /* another host's peer, and no agent here to ask it (shuntd) */
 	SHUNT_R_LINK_FAILED = 16,  /* was RDMA; the link failed and the connection went on over TCP */
-	SHUNT_R_PEER_FAILOVER = 17,/* was RDMA; the peer moved it to TCP (its link failed) */
+	SHUNT_R_PEER_FAILOVER = 17,/* was RDMA; the peer moved it to TCP (its link failed, it forked...) */
+	SHUNT_R_FORK = 18,         /* was RDMA; moved to TCP because this process forked or exec'd */
 	SHUNT_R_MAX
 };
 
@@ -326,6 +327,14 @@ struct shunt_fo {
 	uint64_t end;     /* stream offset after the last resent byte */
 };
 _Static_assert(sizeof(struct shunt_fo) == 32, "failover layout");
+
+/* A connection that moved before fork or exec keeps the bytes its ring
+ * held unread in a shared region (a memfd: the forked child maps it too,
+ * exec hands it over in SHUNT_INHERIT): a struct shunt_seg_hdr with this
+ * magic and ring[1] as the receive ring, its data at SHUNT_SEG_HDR_SIZE
+ * (ring_size bytes, a power of two); ring[0] only carries the writer's lock
+ * and shutdown flag (the sending half writes to the socket). */
+#define SHUNT_MOVED_MAGIC 0x53484d56u /* "SHMV" */
 
 /* ---- 6. the TCP option (issue #3; src/agent/sockops.bpf.c writes it) ----
  * RFC 6994 experimental option: kind 254, length 12, ExID 0x5348 ("SH"),

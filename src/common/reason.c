@@ -21,6 +21,7 @@ static const char *const reasons[SHUNT_R_MAX] = {
 	[SHUNT_R_NO_AGENT] = "no-agent",
 	[SHUNT_R_LINK_FAILED] = "link-failed",
 	[SHUNT_R_PEER_FAILOVER] = "peer-failover",
+	[SHUNT_R_FORK] = "fork-exec",
 };
 
 const char *shunt_reason_str(unsigned reason)

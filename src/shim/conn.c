@@ -219,6 +219,22 @@ void conn_refresh(struct conn *c)
 	errno = e;
 }
 
+/* The writer's (rx: the reader's) lock, of the rings the connection has
+ * once it is held: a move before fork replaces an RDMA connection's rings
+ * (rdma.c), and a thread that waited for the old lock must not use the new
+ * rings unlocked.  Unlock the control block returned. */
+struct shunt_ring_ctl *conn_lock(struct conn *c, int rx)
+{
+	for (;;) {
+		struct shunt_ring_ctl *t = __atomic_load_n(rx ? &c->rx.ctl : &c->tx.ctl, __ATOMIC_ACQUIRE);
+		_Atomic uint32_t *l = rx ? &t->rlock : &t->wlock;
+		shunt_lock(l);
+		if (t == __atomic_load_n(rx ? &c->rx.ctl : &c->tx.ctl, __ATOMIC_ACQUIRE))
+			return t;
+		shunt_unlock(l);
+	}
+}
+
 static int rx_eof(struct conn *c)
 {
 	return __atomic_load_n(&c->rx.ctl->wr_done, __ATOMIC_ACQUIRE) || c->peer_eof;
@@ -487,7 +503,7 @@ ssize_t conn_send(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 	if ((c->shut_wr || c->peer_err) && !rdma_conn_moving(c))
 		return send_on_kernel(s, len, flags);
 	memcpy(copy, iov0, sizeof(struct iovec) * (size_t)iovcnt);
-	shunt_lock(&c->tx.ctl->wlock);
+	struct shunt_ring_ctl *locked = conn_lock(c, 0);
 	while (total < len || !len) {
 		if (rdma_conn_moving(c)) { /* the link failed: on with TCP */
 			ssize_t m = rdma_conn_send_tcp(c, iov, iovcnt, flags, nonblock);
@@ -522,7 +538,7 @@ ssize_t conn_send(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 		if (r)
 			break; /* with total > 0 the error is dropped: a short write */
 	}
-	shunt_unlock(&c->tx.ctl->wlock);
+	shunt_unlock(&locked->wlock);
 	if (moved)
 		stats_moved(s);
 	if (total) {
@@ -561,7 +577,7 @@ ssize_t conn_recv(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 	if (c->shut_rd || !len)
 		return 0;
 	memcpy(copy, iov0, sizeof(struct iovec) * (size_t)iovcnt);
-	shunt_lock(&c->rx.ctl->rlock);
+	struct shunt_ring_ctl *locked = conn_lock(c, 1);
 	for (;;) {
 		size_t n = ring_readv(&c->rx, iov, iovcnt, len - total, peek);
 		if (n) {
@@ -606,7 +622,7 @@ ssize_t conn_recv(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 		if (r)
 			break;
 	}
-	shunt_unlock(&c->rx.ctl->rlock);
+	shunt_unlock(&locked->rlock);
 	if (total) {
 		if (s->stat && !peek)
 			__atomic_store_n(&s->stat->rx, s->stat->rx + total, __ATOMIC_RELAXED);
@@ -625,14 +641,14 @@ int conn_shutdown(struct sk *s, int how)
 		c->shut_rd = 1;
 	if (how == SHUT_WR || how == SHUT_RDWR) {
 		/* Take the writer lock so the flag follows every byte in flight. */
-		shunt_lock(&c->tx.ctl->wlock);
+		struct shunt_ring_ctl *locked = conn_lock(c, 0);
 		c->shut_wr = 1;
 		__atomic_store_n(&c->tx.ctl->wr_done, 1, __ATOMIC_RELEASE);
 		/* every byte at the peer (RDMA, or moved to TCP) before the
 		 * kernel's FIN; deferred while bytes wait for room */
 		if (c->rd && rdma_conn_shutdown(c))
 			how = how == SHUT_WR ? -1 : SHUT_RD;
-		shunt_unlock(&c->tx.ctl->wlock);
+		shunt_unlock(&locked->wlock);
 		/* Wake any sleeper: an epoll waiter must see the EOF too. */
 		__atomic_fetch_or(&c->tx.ctl->rd_want, WANT_EFD, __ATOMIC_SEQ_CST);
 		if (!c->rd)

@@ -128,12 +128,19 @@ static void hold_inherited(int fd, struct sk *s, void *gen)
 	(void)fd;
 	if (s->kind != SK_SHM || !c || c->fork_gen == *(uint64_t *)gen)
 		return;
-	if (c->rd) { /* the device's pages and queue pairs stay with the parent */
-		c->broken = EIO;
+	if (c->rd) { /* moved to TCP before the fork (rdma.c), or it stays the parent's */
+		if (!c->moved)
+			c->broken = EIO;
 		return;
 	}
 	c->fork_gen = *(uint64_t *)gen;
 	arena_hold_more(c->arena, c->segno, c->side);
+}
+
+/* Before fork: RDMA connections move to TCP, so the child can use them. */
+static void atfork_prepare(void)
+{
+	rdma_share_prepare("fork");
 }
 
 static void atfork_child(void)
@@ -176,7 +183,7 @@ __attribute__((constructor)) static void shunt_init(void)
 		return;
 	}
 	read_dir_mode();
-	pthread_atfork(NULL, NULL, atfork_child);
+	pthread_atfork(atfork_prepare, NULL, atfork_child);
 	shunt_active = 1;
 	stats_init();
 	exec_inherit();

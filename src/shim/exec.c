@@ -9,6 +9,9 @@
  * with the segment and eventfds made inheritable, and make sure the new image
  * loads the shim; its constructor re-attaches.  If exec fails, nothing
  * changed.  Sockets marked close-on-exec are not handed over.
+ *
+ * RDMA connections move to TCP first (rdma.c: the new image has no link)
+ * and hand over the region with their unread bytes: "m fd,memfd,side,reason;".
  */
 #define _GNU_SOURCE
 #include <alloca.h>
@@ -51,15 +54,20 @@ static void collect(int fd, struct sk *s, void *arg)
 	char item[96];
 	int n, f;
 
-	if (s->kind != SK_SHM || c->rd || h->nfds + 3 > (int)(sizeof h->fds / sizeof h->fds[0]))
-		return; /* RDMA connections do not survive exec (docs/rdma.md) */
+	if (s->kind != SK_SHM || (c->rd && !c->moved) ||
+	    h->nfds + 3 > (int)(sizeof h->fds / sizeof h->fds[0]))
+		return; /* an RDMA connection that could not move stays behind */
 	f = R(fcntl)(fd, F_GETFD);
 	if (f < 0 || (f & FD_CLOEXEC))
 		return;
-	n = snprintf(item, sizeof item, "%d,%d,%llx,%u,%d,%d,%d,%u;", fd, c->arena->memfd,
-		     (unsigned long long)c->arena->id, c->segno, c->side,
-		     c->arena->efd[c->segno][0], c->arena->efd[c->segno][1],
-		     c->arena->efd_gen[c->segno]);
+	if (c->rd)
+		n = snprintf(item, sizeof item, "m%d,%d,%d,%d;", fd, c->moved_fd, c->side,
+			     rdma_conn_reason(c));
+	else
+		n = snprintf(item, sizeof item, "%d,%d,%llx,%u,%d,%d,%d,%u;", fd, c->arena->memfd,
+			     (unsigned long long)c->arena->id, c->segno, c->side,
+			     c->arena->efd[c->segno][0], c->arena->efd[c->segno][1],
+			     c->arena->efd_gen[c->segno]);
 	if (h->len + (size_t)n + 1 > h->cap) {
 		size_t cap = h->cap ? h->cap * 2 : 256;
 		char *b = realloc(h->buf, cap);
@@ -71,6 +79,10 @@ static void collect(int fd, struct sk *s, void *arg)
 	memcpy(h->buf + h->len, item, (size_t)n + 1);
 	h->len += (size_t)n;
 	h->count++;
+	if (c->rd) {
+		h->fds[h->nfds++] = c->moved_fd;
+		return;
+	}
 	h->fds[h->nfds++] = c->arena->memfd;
 	h->fds[h->nfds++] = c->arena->efd[c->segno][0];
 	h->fds[h->nfds++] = c->arena->efd[c->segno][1];
@@ -93,6 +105,7 @@ static char **prepare(char *const envp[], struct handover *h)
 	size_t n = 0, k = 0;
 
 	memset(h, 0, sizeof *h);
+	rdma_share_prepare("exec");
 	fdtab_each(collect, h);
 	if (!h->count)
 		return NULL;
@@ -246,12 +259,29 @@ EXPORT int execle(const char *path, const char *arg, ...)
 
 /* ---- in the new image ---- */
 
+/* The adopted connection becomes fd's. */
+static int install(int fd, struct conn *c, int side)
+{
+	struct sk *s = sk_new(SK_SHM, AF_INET);
+
+	if (!s) {
+		conn_free(c);
+		return -ENOMEM;
+	}
+	s->conn = c;
+	s->reason = SHUNT_R_NONE;
+	s->is_client = !side;
+	s->nonblock = !!(R(fcntl)(fd, F_GETFL) & O_NONBLOCK);
+	stats_update(s, fd);
+	fdtab_set(fd, s);
+	return 0;
+}
+
 static int adopt(int fd, int memfd, uint64_t id, unsigned seg, int side, const int efd[2],
 		 uint32_t gen)
 {
 	struct arena *a;
 	struct conn *c;
-	struct sk *s;
 	int dupfd;
 
 	/* Several sockets may share the arena: the first adopts its memfd. */
@@ -266,18 +296,17 @@ static int adopt(int fd, int memfd, uint64_t id, unsigned seg, int side, const i
 		arena_put(a);
 		return -EPROTO;
 	}
-	s = sk_new(SK_SHM, AF_INET);
-	if (!s) {
-		conn_free(c);
-		return -ENOMEM;
-	}
-	s->conn = c;
-	s->reason = SHUNT_R_NONE;
-	s->is_client = !side;
-	s->nonblock = !!(R(fcntl)(fd, F_GETFL) & O_NONBLOCK);
-	stats_update(s, fd);
-	fdtab_set(fd, s);
-	return 0;
+	return install(fd, c, side);
+}
+
+static int adopt_moved(int fd, int memfd, int side, int reason)
+{
+	struct conn *c;
+	int r = rdma_conn_adopt(fd, memfd, side, reason, &c);
+
+	if (r)
+		return r;
+	return install(fd, c, side);
 }
 
 void exec_inherit(void)
@@ -293,6 +322,19 @@ void exec_inherit(void)
 		int fd, memfd, efd[2], side;
 		unsigned long long id;
 		unsigned seg, gen;
+		if (item[0] == 'm') { /* an RDMA connection moved to TCP before exec */
+			int reason;
+			if (sscanf(item + 1, "%d,%d,%d,%d", &fd, &memfd, &side, &reason) != 4 || fd < 0 ||
+			    memfd < 0 || (side != 0 && side != 1) || reason <= 0 || reason >= SHUNT_R_MAX) {
+				shunt_log("SHUNT_INHERIT entry '%s' malformed: ignored", item);
+				continue;
+			}
+			if (adopt_moved(fd, memfd, side, reason))
+				shunt_log("SHUNT_INHERIT entry '%s' rejected", item);
+			if (n < (int)(sizeof inherited / sizeof inherited[0]))
+				inherited[n++] = memfd;
+			continue;
+		}
 		if (sscanf(item, "%d,%d,%llx,%u,%d,%d,%d,%u", &fd, &memfd, &id, &seg, &side, &efd[0],
 			   &efd[1], &gen) != 8 || fd < 0 || memfd < 0 || efd[0] < 0 || efd[1] < 0 ||
 		    (side != 0 && side != 1)) {

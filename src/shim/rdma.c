@@ -27,6 +27,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include "shim.h"
 #include "real.h"
@@ -529,6 +532,8 @@ static int attach(struct sk *s, int fd, struct rdma_conn *rc, uint64_t raddr, ui
 	c->seg = rc->h;
 	c->side = side;
 	c->rd = rc;
+	c->rd_pid = shunt_pid();
+	c->moved_fd = -1;
 	c->efd_mine = fd_hide(efd);
 	c->efd_peer = -1;
 	c->tcp_fd = fd_hide(dupfd);
@@ -717,7 +722,8 @@ int rdma_conn_shutdown(struct conn *c)
 
 void rdma_conn_push(struct conn *c)
 {
-	push(c, 0);
+	if (!c->moved)
+		push(c, 0);
 }
 
 /* After a read: tell the writer about the space, lazily (a quarter of the
@@ -727,6 +733,8 @@ void rdma_conn_ack(struct conn *c, int force)
 	struct rdma_conn *rc = c->rd;
 	uint64_t cons = __atomic_load_n(&c->rx.ctl->cons, __ATOMIC_ACQUIRE);
 
+	if (c->moved)
+		return; /* both halves on TCP: no cursor to tell */
 	if (__atomic_exchange_n(&rc->peer_blocked, 0, __ATOMIC_ACQ_REL))
 		force = 1;
 	if (force || cons - rc->acked >= c->rx.size / 4)
@@ -736,17 +744,33 @@ void rdma_conn_ack(struct conn *c, int force)
 /* The writer is about to wait for space: the reader must answer every read. */
 void rdma_conn_blocked(struct conn *c)
 {
-	push(c, SHUNT_CDC_F_BLOCKED);
+	if (!c->moved)
+		push(c, SHUNT_CDC_F_BLOCKED);
 }
 
 int rdma_conn_peer_blocked(struct conn *c)
 {
-	return __atomic_load_n(&c->rd->peer_blocked, __ATOMIC_ACQUIRE);
+	return !c->moved && __atomic_load_n(&c->rd->peer_blocked, __ATOMIC_ACQUIRE);
 }
 
 void rdma_conn_poll(struct conn *c)
 {
-	rdma_link_poll(c->rd->link);
+	if (!c->moved)
+		rdma_link_poll(c->rd->link);
+}
+
+/* What every process holding a connection frees: its descriptors, and the
+ * moved region's mapping if it moved before fork or exec. */
+static void moved_free(struct conn *c)
+{
+	if (c->tcp_fd >= 0)
+		fd_close_internal(c->tcp_fd);
+	fd_close_internal(c->efd_mine);
+	if (c->moved) {
+		munmap(c->moved, c->moved_len);
+		fd_close_internal(c->moved_fd);
+	}
+	free(c);
 }
 
 /* The application let go: tell the peer (it stops writing into our ring);
@@ -757,10 +781,14 @@ void rdma_conn_free(struct conn *c)
 	struct rdma_link *l = rc->link;
 	int now;
 
+	if (c->rd_pid != shunt_pid()) { /* a forked child's or exec'd image's copy */
+		moved_free(c);
+		return;
+	}
 	/* every byte reaches the peer: over RDMA with the closing word, or on
 	 * TCP (moved now if the link failed meanwhile; a flusher finishes
 	 * what the socket cannot take yet, as the kernel would after close) */
-	shunt_lock(&c->tx.ctl->wlock);
+	struct shunt_ring_ctl *locked = conn_lock(c, 0);
 	if (rdma_conn_moving(c) || __atomic_load_n(&l->state, __ATOMIC_ACQUIRE) != LINK_UP ||
 	    push_and_wait(c, SHUNT_CDC_F_CLOSED)) {
 		fo_tx_begin(c, PUSH_MAY_POLL);
@@ -769,7 +797,7 @@ void rdma_conn_free(struct conn *c)
 		else if (__atomic_exchange_n(&c->fo_fin, 0, __ATOMIC_ACQ_REL))
 			real.shutdown(c->tcp_fd, SHUT_WR);
 	}
-	shunt_unlock(&c->tx.ctl->wlock);
+	shunt_unlock(&locked->wlock);
 	pthread_mutex_lock(&l->cq_lock);
 	__atomic_store_n(&rc->state, RC_CLOSED, __ATOMIC_RELEASE);
 	rc->c = NULL;
@@ -777,10 +805,7 @@ void rdma_conn_free(struct conn *c)
 	if (now)
 		release(rc);
 	pthread_mutex_unlock(&l->cq_lock);
-	if (c->tcp_fd >= 0)
-		fd_close_internal(c->tcp_fd);
-	fd_close_internal(c->efd_mine);
-	free(c);
+	moved_free(c);
 }
 
 /* ---- failover: the TCP socket after the link (wire.h 5c) ----
@@ -980,8 +1005,13 @@ static void fo_sweep(void)
 			if (!rdma_conn_moving(c) || (c->fo_tx && c->fo_hdr_off == sizeof c->fo_hdr &&
 						     c->fo_next == c->fo_end && !c->fo_fin))
 				continue;
-			if (shunt_trylock(&c->tx.ctl->wlock)) {
+			struct shunt_ring_ctl *t = c->tx.ctl;
+			if (shunt_trylock(&t->wlock)) {
 				again = 1; /* an application thread writes: it moves it */
+				continue;
+			}
+			if (t != c->tx.ctl) { /* moved before fork meanwhile: nothing owed */
+				shunt_unlock(&t->wlock);
 				continue;
 			}
 			if (fo_tx_begin(c, 0)) {
@@ -993,7 +1023,7 @@ static void fo_sweep(void)
 				else if (__atomic_exchange_n(&c->fo_fin, 0, __ATOMIC_ACQ_REL))
 					real.shutdown(c->tcp_fd, SHUT_WR); /* the shutdown owed */
 			}
-			shunt_unlock(&c->tx.ctl->wlock);
+			shunt_unlock(&t->wlock);
 		}
 		pthread_mutex_unlock(&l->cq_lock);
 	}
@@ -1169,9 +1199,295 @@ ssize_t rdma_conn_recv_tcp(struct conn *c, const struct iovec *iov, int iovcnt, 
 	return n < 0 ? -errno : n;
 }
 
-/* A forked child cannot reach the device's pages (MADV_DONTFORK) nor the
- * queue pairs: its copies of RDMA connections fail with EIO, and it starts
- * with no links (docs/rdma.md). */
+/* ---- fork and exec: connections a process shares move to TCP ----
+ *
+ * A forked child can use neither the parent's queue pairs nor the pages the
+ * device writes (MADV_DONTFORK), and exec drops both.  So before either,
+ * every RDMA connection moves to its TCP socket, both halves, exactly as
+ * after a link failure (reason fork-exec, which the peer is told in its
+ * failover message): our staged bytes are flushed to the socket, the
+ * peer's message and resent bytes are read, and the bytes our ring still
+ * holds unread are copied into a small shared region (wire.h
+ * SHUNT_MOVED_MAGIC, a memfd) that holds the rings from then on.  A forked
+ * child shares that mapping, exec hands the memfd over: every process
+ * holding the connection reads those bytes first, once, then the socket,
+ * as with TCP.  The move is bounded (MOVE_WAIT_MS for all connections); a
+ * connection that cannot move in time (a peer that does not answer, a
+ * thread holding it) stays RDMA in the parent and is EIO in the child. */
+#define MOVE_WAIT_MS 5000
+
+static uint64_t ms_left(uint64_t deadline)
+{
+	uint64_t now = shunt_now_ns();
+
+	return now >= deadline ? 0 : (deadline - now) / 1000000 + 1;
+}
+
+static int lock_until(_Atomic uint32_t *l, uint64_t deadline)
+{
+	while (shunt_trylock(l)) {
+		if (!ms_left(deadline))
+			return -ETIMEDOUT;
+		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+	}
+	return 0;
+}
+
+/* The sending half: moved and flushed (its owed FIN sent), or -errno. */
+static int move_tx(struct conn *c, uint64_t deadline)
+{
+	int z = 0, r;
+
+	if (lock_until(&c->tx.ctl->wlock, deadline))
+		return -EBUSY;
+	if (__atomic_compare_exchange_n(&c->fo_want, &z, SHUNT_R_FORK, 0, __ATOMIC_ACQ_REL,
+					__ATOMIC_ACQUIRE))
+		shunt_log("rdma: connection (tcp fd %d) moves to TCP: %s", c->tcp_fd,
+			  shunt_reason_str(SHUNT_R_FORK));
+	fo_tx_begin(c, PUSH_MAY_POLL);
+	while ((r = fo_flush(c, MSG_NOSIGNAL | MSG_DONTWAIT)) == -EAGAIN || r == -EINTR) {
+		struct pollfd p = { .fd = c->tcp_fd, .events = POLLOUT };
+		if (!ms_left(deadline))
+			break;
+		real.poll(&p, 1, (int)(ms_left(deadline) < 100 ? ms_left(deadline) : 100));
+	}
+	if (!r && __atomic_exchange_n(&c->fo_fin, 0, __ATOMIC_ACQ_REL))
+		real.shutdown(c->tcp_fd, SHUT_WR);
+	shunt_unlock(&c->tx.ctl->wlock);
+	return r == -EPIPE || r == -ECONNRESET ? 0 : r; /* a dead socket owes nothing */
+}
+
+/* The receiving half: the peer's message and resent bytes read. */
+static int move_rx(struct conn *c, uint64_t deadline)
+{
+	while (__atomic_load_n(&c->fo_rx, __ATOMIC_ACQUIRE) != 2) {
+		struct pollfd p = { .fd = c->tcp_fd, .events = POLLIN };
+		uint64_t t0 = shunt_now_ns();
+		rdma_conn_refresh(c);
+		if (__atomic_load_n(&c->fo_rx, __ATOMIC_ACQUIRE) == 2)
+			break;
+		if (!__atomic_load_n(&c->fo_rx, __ATOMIC_ACQUIRE) && (c->peer_eof || c->peer_err)) {
+			/* the socket ended with no message before it: the peer
+			 * sent everything over RDMA and closed (its FIN came
+			 * after its last cursor message), so our ring has all */
+			pthread_mutex_lock(&c->rd->link->cq_lock);
+			__atomic_store_n(&c->fo_rx, 2, __ATOMIC_RELEASE);
+			pthread_mutex_unlock(&c->rd->link->cq_lock);
+			break;
+		}
+		if (!ms_left(deadline))
+			return -ETIMEDOUT;
+		real.poll(&p, 1, 20);
+		if (shunt_now_ns() - t0 < 1000000) /* a message still partial */
+			nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+	}
+	return 0;
+}
+
+static int moved_map(int memfd, struct shunt_seg_hdr **out, size_t *len)
+{
+	struct stat st;
+	struct shunt_seg_hdr *h;
+	uint32_t rs;
+
+	if (fstat(memfd, &st) || st.st_size < (off_t)SHUNT_SEG_HDR_SIZE + 4096 ||
+	    st.st_size > (off_t)SHUNT_SEG_HDR_SIZE + (1 << 30))
+		return -EPROTO;
+	h = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+	if (h == MAP_FAILED)
+		return -errno;
+	rs = h->ring_size;
+	if (h->magic != SHUNT_MOVED_MAGIC || h->hdr_size != SHUNT_SEG_HDR_SIZE || rs < 4096 ||
+	    (rs & (rs - 1)) || (off_t)SHUNT_SEG_HDR_SIZE + rs != st.st_size ||
+	    __atomic_load_n(&h->ring[1].prod, __ATOMIC_ACQUIRE) -
+	    __atomic_load_n(&h->ring[1].cons, __ATOMIC_ACQUIRE) > rs) {
+		munmap(h, (size_t)st.st_size);
+		return -EPROTO;
+	}
+	*out = h;
+	*len = (size_t)st.st_size;
+	return 0;
+}
+
+/* The connection's rings are the region's from now on. */
+static void moved_use(struct conn *c, struct shunt_seg_hdr *h, size_t len, int memfd)
+{
+	uint8_t *data = (uint8_t *)h + SHUNT_SEG_HDR_SIZE;
+
+	c->moved = h;
+	c->moved_len = len;
+	c->moved_fd = memfd;
+	c->tx.data = c->rx.data = data; /* the sending half never writes it */
+	c->tx.size = c->rx.size = h->ring_size;
+	c->tx.cons_seen = c->rx.cons_seen = 0;
+	__atomic_store_n(&c->tx.ctl, &h->ring[0], __ATOMIC_RELEASE);
+	__atomic_store_n(&c->rx.ctl, &h->ring[1], __ATOMIC_RELEASE);
+}
+
+/* Both halves on TCP: the unread bytes leave the device's pages. */
+static int move_ring(struct conn *c, uint64_t deadline)
+{
+	struct shunt_ring_ctl *otx = c->tx.ctl, *orx = c->rx.ctl;
+	uint64_t cons, n;
+	uint32_t rs = 4096, off;
+	struct shunt_seg_hdr *h;
+	size_t len;
+	int fd, r = -EBUSY;
+
+	if (lock_until(&otx->wlock, deadline))
+		return r;
+	if (lock_until(&orx->rlock, deadline))
+		goto out_w;
+	r = 0;
+	if (c->moved) /* another thread's fork moved it */
+		goto out;
+	cons = __atomic_load_n(&orx->cons, __ATOMIC_ACQUIRE);
+	n = __atomic_load_n(&orx->prod, __ATOMIC_ACQUIRE) - cons; /* frozen: fo_rx is 2 */
+	while (rs < n)
+		rs <<= 1;
+	len = SHUNT_SEG_HDR_SIZE + rs;
+	fd = memfd_create("shunt-moved", MFD_CLOEXEC);
+	if (fd < 0 || ftruncate(fd, (off_t)len) ||
+	    (h = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED) {
+		r = -errno;
+		if (fd >= 0)
+			real.close(fd);
+		goto out;
+	}
+	h->magic = SHUNT_MOVED_MAGIC;
+	h->version = 1;
+	h->ring_size = rs;
+	h->hdr_size = SHUNT_SEG_HDR_SIZE;
+	off = (uint32_t)(cons & (c->rx.size - 1));
+	if (n <= c->rx.size - off) {
+		memcpy((uint8_t *)h + SHUNT_SEG_HDR_SIZE, c->rx.data + off, n);
+	} else {
+		memcpy((uint8_t *)h + SHUNT_SEG_HDR_SIZE, c->rx.data + off, c->rx.size - off);
+		memcpy((uint8_t *)h + SHUNT_SEG_HDR_SIZE + (c->rx.size - off), c->rx.data,
+		       n - (c->rx.size - off));
+	}
+	h->ring[1].prod = n;
+	h->ring[1].wr_done = __atomic_load_n(&orx->wr_done, __ATOMIC_ACQUIRE);
+	h->ring[0].wr_done = __atomic_load_n(&otx->wr_done, __ATOMIC_ACQUIRE);
+	/* threads that wait for the old locks find the rings changed (conn.c) */
+	moved_use(c, h, len, fd_hide(fd));
+	r = 0;
+out:
+	shunt_unlock(&orx->rlock);
+out_w:
+	shunt_unlock(&otx->wlock);
+	return r;
+}
+
+struct movelist {
+	struct sk **v;
+	int n, cap;
+};
+
+static void gather(int fd, struct sk *s, void *arg)
+{
+	struct movelist *m = arg;
+	struct conn *c = s->conn;
+
+	(void)fd;
+	if (s->kind != SK_SHM || !c || !c->rd || c->moved || c->broken || c->rd_pid != shunt_pid())
+		return;
+	for (int i = 0; i < m->n; i++)
+		if (m->v[i] == s)
+			return; /* a dup'd descriptor */
+	if (m->n == m->cap) {
+		int cap = m->cap ? 2 * m->cap : 16;
+		struct sk **v = realloc(m->v, sizeof *v * (size_t)cap);
+		if (!v)
+			return;
+		m->v = v;
+		m->cap = cap;
+	}
+	m->v[m->n++] = sk_ref(s);
+}
+
+void rdma_share_prepare(const char *why)
+{
+	static pthread_mutex_t one = PTHREAD_MUTEX_INITIALIZER; /* two threads forking */
+	struct movelist m = { 0 };
+	uint64_t deadline = shunt_now_ns() + MOVE_WAIT_MS * 1000000ull;
+	int *err;
+
+	if (!__atomic_load_n(&links, __ATOMIC_ACQUIRE))
+		return; /* no RDMA connection was ever made here */
+	pthread_mutex_lock(&one);
+	fdtab_each(gather, &m);
+	if (!m.n || !(err = calloc((size_t)m.n, sizeof *err))) {
+		for (int i = 0; i < m.n; i++)
+			sk_put(m.v[i]);
+		free(m.v);
+		pthread_mutex_unlock(&one);
+		return;
+	}
+	/* all sending halves first: the peers move theirs meanwhile */
+	for (int i = 0; i < m.n; i++)
+		err[i] = move_tx(m.v[i]->conn, deadline);
+	for (int i = 0; i < m.n; i++)
+		if (!err[i])
+			err[i] = move_rx(m.v[i]->conn, deadline);
+	for (int i = 0; i < m.n; i++) {
+		struct conn *c = m.v[i]->conn;
+		if (!err[i])
+			err[i] = move_ring(c, deadline);
+		if (err[i])
+			shunt_log("rdma: connection (tcp fd %d) could not move to TCP before %s (%s): "
+				  "only this process can use it", c->tcp_fd, why, strerror(-err[i]));
+		sk_put(m.v[i]);
+	}
+	free(err);
+	free(m.v);
+	pthread_mutex_unlock(&one);
+}
+
+/* After exec: a connection that moved before it, from its handover. */
+int rdma_conn_adopt(int fd, int memfd, int side, int reason, struct conn **out)
+{
+	static struct rdma_conn no_link; /* its link is gone with the old image */
+	struct conn *c = calloc(1, sizeof *c);
+	struct shunt_seg_hdr *h = NULL;
+	size_t len = 0;
+	int r = c ? moved_map(memfd, &h, &len) : -ENOMEM;
+	int efd;
+
+	if (r) {
+		free(c);
+		return r;
+	}
+	efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	c->tcp_fd = fd_dup_hidden(fd);
+	c->moved_fd = fd_hide(real.fcntl(memfd, F_DUPFD_CLOEXEC, 0));
+	if (efd < 0 || c->tcp_fd < 0 || c->moved_fd < 0) {
+		if (efd >= 0)
+			real.close(efd);
+		fd_close_internal(c->tcp_fd);
+		fd_close_internal(c->moved_fd);
+		munmap(h, len);
+		free(c);
+		return -EMFILE;
+	}
+	c->rd = &no_link;
+	c->rd_pid = 0;
+	c->side = side;
+	c->efd_mine = fd_hide(efd);
+	c->efd_peer = -1;
+	c->spin_ns = shunt_cfg.spin_ns;
+	pthread_mutex_init(&c->fo_lock, NULL);
+	c->fo_want = reason;
+	c->fo_tx = 1;
+	c->fo_rx = 2;
+	c->fo_hdr_off = sizeof c->fo_hdr;
+	moved_use(c, h, len, c->moved_fd);
+	*out = c;
+	return 0;
+}
+
+/* A forked child starts with no links; the connections that moved before
+ * the fork are TCP (and their region) here, the others EIO (core.c). */
 void rdma_atfork_child(void)
 {
 	links = spares = NULL;
@@ -1206,5 +1522,7 @@ ssize_t rdma_conn_send_tcp(struct conn *c, const struct iovec *iov, int iovcnt, 
 ssize_t rdma_conn_recv_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int flags, int nonblock)
 { return -EIO; }
 int rdma_conn_reason(struct conn *c) { (void)c; return 0; }
+void rdma_share_prepare(const char *why) { (void)why; }
+int rdma_conn_adopt(int fd, int memfd, int side, int reason, struct conn **out) { return -ENOTSUP; }
 void rdma_atfork_child(void) {}
 #endif

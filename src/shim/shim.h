@@ -71,6 +71,12 @@ struct conn {
 	uint64_t fo_skip;         /* bytes the peer resends that our ring has */
 	_Atomic int fo_fin;       /* shutdown(SHUT_WR) owed once the backlog is out */
 	pthread_mutex_t fo_lock;
+	pid_t rd_pid;             /* the process whose link carries it (rd) */
+	/* moved before fork or exec (wire.h SHUNT_MOVED_MAGIC): the rings
+	 * live in this shared region from then on, in every process */
+	struct shunt_seg_hdr *moved;
+	size_t moved_len;
+	int moved_fd;
 };
 
 struct sk {
@@ -131,6 +137,7 @@ void conn_refresh(struct conn *c);               /* inspect the kernel socket (F
 void conn_arm(struct conn *c, unsigned want);    /* ask the peer to signal efd_mine */
 void conn_drain(struct conn *c);                 /* consume efd_mine's counter */
 size_t conn_nread(struct conn *c);
+struct shunt_ring_ctl *conn_lock(struct conn *c, int rx); /* writer's or reader's lock */
 
 /* rdma.c: connections over RDMA links (issue #4) */
 struct shunt_hs_msg;
@@ -158,7 +165,9 @@ void rdma_conn_refresh(struct conn *c);          /* the kernel socket: probes, F
 unsigned rdma_conn_events(struct conn *c, unsigned ring_ev);
 ssize_t rdma_conn_send_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int flags, int nonblock);
 ssize_t rdma_conn_recv_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int flags, int nonblock);
-int rdma_conn_reason(struct conn *c);            /* 0 while on RDMA */
+int rdma_conn_reason(struct conn *c);
+void rdma_share_prepare(const char *why);        /* before fork or exec */
+int rdma_conn_adopt(int fd, int memfd, int side, int reason, struct conn **out); /* after exec */            /* 0 while on RDMA */
 void conn_wake_local(struct conn *c, unsigned ev);
 
 /* rendezvous.c */

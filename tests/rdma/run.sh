@@ -25,14 +25,12 @@ RDMA_ENV=(SHUNT_TRANSPORT=rdma SHUNT_TEST_ADDR=10.0.0.1)
 
 . tests/runner.sh
 
-# 1. every behaviour program over RDMA, between the two devices.  Not here:
-#    exec_inherit and fork_prefork's accept-then-fork (an RDMA connection
-#    stays with the process that made it; moving it to TCP at fork and exec
-#    is the next step, docs/rdma.md), fallback_resource (it starves shared
-#    memory, not RDMA).
+# 1. every behaviour program over RDMA, between the two devices (a fork or
+#    exec moves the connections to TCP: expect_mode accepts reason fork-exec
+#    there).  Not here: fallback_resource (it starves shared memory, not RDMA).
 for t in "$BUILD"/tests/behave/*; do
 	n=$(basename "$t")
-	case $n in exec_inherit | fork_prefork | fallback_resource) continue ;; esac
+	case $n in fallback_resource) continue ;; esac
 	want "$n" || continue
 	run_one "$n" rdma env LD_PRELOAD="$LIB" "${RDMA_ENV[@]}" SHUNT_EXPECT=rdma "$t"
 done

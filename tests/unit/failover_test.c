@@ -32,6 +32,8 @@ int main(void)
 	}
 	shunt_fo_encode(bad, 5000, 1000, SHUNT_R_PEER_FAILOVER);
 	CHECK(shunt_fo_parse(bad, sizeof bad, &m) == -EPROTO);
+	shunt_fo_encode(bad, 1, 2, SHUNT_R_FORK); /* moved before fork or exec */
+	CHECK(!shunt_fo_parse(bad, sizeof bad, &m) && m.reason == SHUNT_R_FORK);
 	shunt_fo_encode(bad, 1, 2, SHUNT_R_POLICY);
 	CHECK(shunt_fo_parse(bad, sizeof bad, &m) == -EPROTO);
 
