@@ -6,4 +6,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 make -s
 tests/vm/run.sh -t 1200 -- bash bench/rdma-guest.sh | tee /tmp/rdma-bench.tsv
-grep -E '^(test|setup|rtt|stream)' /tmp/rdma-bench.tsv > docs/bench/rdma.tsv
+grep -E '^(test|setup|rtt|stream|rstream)' /tmp/rdma-bench.tsv > docs/bench/rdma.tsv

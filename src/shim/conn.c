@@ -526,6 +526,8 @@ ssize_t conn_send(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 			/* Arm, then look again: space freed between the full
 			 * ring above and the arming woke no one, and no edge
 			 * would ever say so (the reader's Dekker pair). */
+			if (c->rd && !armed && (rdma_conn_poll(c), ring_space(&c->tx)))
+				continue; /* space the progress thread has not reaped yet */
 			conn_arm(c, POLLOUT);
 			armed = 1;
 			if (ring_space(&c->tx) && !c->peer_err && !rdma_conn_moving(c))
@@ -612,6 +614,11 @@ ssize_t conn_recv(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 				if (c->peer_eof || c->peer_err || (c->rd && c->fo_rx))
 					continue;
 			}
+			/* a program that polls by itself: reap the completion
+			 * queue here, as rsocket does, not only in the
+			 * progress thread (a wake-up later) */
+			if (c->rd && (rdma_conn_poll(c), ring_used(&c->rx) || rx_eof(c)))
+				continue;
 			conn_arm(c, POLLIN);
 			if (ring_used(&c->rx) || rx_eof(c))
 				continue;

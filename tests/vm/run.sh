@@ -5,7 +5,7 @@
 # kernel booted under QEMU (software emulation, no KVM needed) has rdma_rxe,
 # so the RDMA transport runs real libibverbs code against real kernel verbs.
 #
-#   tests/vm/run.sh [-t SECS] [-k KVER] [-m MEM] [-r] [-v] [-n] [-H A|B:PORT] -- COMMAND...
+#   tests/vm/run.sh [-t SECS] [-k KVER] [-K ROOT] [-m MEM] [-r] [-v] [-n] [-H A|B:PORT] -- COMMAND...
 #
 # COMMAND runs as root in the shared tree (this repository, read-write at
 # the same path as on the host, so build/ and scripts work unchanged).
@@ -22,6 +22,8 @@
 # -H A:PORT / -H B:PORT: one of two hosts joined by a QEMU socket netdev on
 # 127.0.0.1:PORT (A listens, B connects; tests/vm/pair.sh runs both): eth0
 # is 10.1.0.1 (A) or 10.1.0.2 (B) with rxe0 on it, instead of the veth pair.
+# -K ROOT: the kernel and modules come from ROOT/boot and ROOT/lib/modules
+# (a kernel package unpacked there, not installed: bench/smc.sh).
 # -v: stream the guest console to stderr.  Cache: $SHUNT_VM_CACHE
 # (default /var/tmp/shunt-vm).
 #
@@ -33,10 +35,11 @@ SELF=$(readlink -f "$0")
 TREE=$(cd "$(dirname "$SELF")/../.." && pwd)
 CACHE=${SHUNT_VM_CACHE:-/var/tmp/shunt-vm}
 LIBDIR=/usr/lib/x86_64-linux-gnu
-TIMEOUT=900 KVER= MEM=2G REBUILD=0 VERBOSE=0 RXE=1 HOST=
-while getopts "t:k:m:rvnH:" o; do
+TIMEOUT=900 KVER= MEM=2G REBUILD=0 VERBOSE=0 RXE=1 HOST= KR=
+while getopts "t:k:K:m:rvnH:" o; do
 	case $o in
-	t) TIMEOUT=$OPTARG ;; k) KVER=$OPTARG ;; m) MEM=$OPTARG ;; H) HOST=$OPTARG ;;
+	t) TIMEOUT=$OPTARG ;; k) KVER=$OPTARG ;; K) KR=$(readlink -f "$OPTARG") ;;
+	m) MEM=$OPTARG ;; H) HOST=$OPTARG ;;
 	r) REBUILD=1 ;; v) VERBOSE=1 ;; n) RXE=0 ;;
 	*) sed -n '2,/^set -euo/p' "$SELF" | sed '$d'; exit 2 ;;
 	esac
@@ -48,10 +51,10 @@ skip() { say "skip: $*"; exit 77; }
 
 command -v qemu-system-x86_64 > /dev/null || skip "qemu-system-x86_64 missing (scripts/deps.sh --rdma)"
 # the newest installed kernel that has Soft-RoCE (a cloud flavour may not)
-[ -n "$KVER" ] || KVER=$(ls /boot/vmlinuz-* 2> /dev/null | sed 's|/boot/vmlinuz-||' | sort -V |
-	while read -r k; do ls /lib/modules/"$k"/kernel/drivers/infiniband/sw/rxe/rdma_rxe.ko* > /dev/null 2>&1 &&
+[ -n "$KVER" ] || KVER=$(ls "$KR"/boot/vmlinuz-* 2> /dev/null | sed "s|$KR/boot/vmlinuz-||" | sort -V |
+	while read -r k; do ls "$KR"/lib/modules/"$k"/kernel/drivers/infiniband/sw/rxe/rdma_rxe.ko* > /dev/null 2>&1 &&
 		echo "$k"; done | tail -n1)
-[ -n "$KVER" ] && [ -r "/boot/vmlinuz-$KVER" ] && [ -d "/lib/modules/$KVER" ] ||
+[ -n "$KVER" ] && [ -r "$KR/boot/vmlinuz-$KVER" ] && [ -d "$KR/lib/modules/$KVER" ] ||
 	skip "no guest kernel in /boot (apt-get install linux-image-amd64)"
 for t in cpio busybox kmod ldd; do command -v $t > /dev/null || skip "missing $t"; done
 mkdir -p "$CACHE"
@@ -186,13 +189,17 @@ if [ "$REBUILD" = 1 ] || [ ! -s "$BASE" ] || [ "$SELF" -nt "$BASE" ] || [ /var/l
 	printf 'root:x:0:\nnogroup:x:65534:\n' > "$R/etc/group"
 	printf '127.0.0.1 localhost\n' > "$R/etc/hosts"
 	echo 'hosts: files' > "$R/etc/nsswitch.conf"
+	[ -z "$KR" ] || [ -s "$KR/lib/modules/$KVER/modules.dep" ] || depmod -b "$KR" "$KVER"
 	for m in $MODULES; do
-		modprobe -S "$KVER" --show-depends "$m" 2> /dev/null | awk '$1 == "insmod" { print $2 }'
-	done | sort -u | while read -r ko; do mkdir -p "$R$(dirname "$ko")"; cp "$ko" "$R$ko"; done
+		modprobe ${KR:+-d "$KR"} -S "$KVER" --show-depends "$m" 2> /dev/null |
+			awk '$1 == "insmod" { print $2 }'
+	done | sort -u | while read -r ko; do
+		mkdir -p "$R$(dirname "${ko#"$KR"}")"; cp "$ko" "$R${ko#"$KR"}"
+	done
 	# decompress here: the guest would do it under emulation
 	find "$R/lib/modules" -name '*.ko.xz' -exec xz -d {} +
 	find "$R/lib/modules" -name '*.ko.zst' -exec zstd -q -d --rm {} +
-	cp /lib/modules/"$KVER"/modules.{order,builtin,builtin.modinfo} "$R/lib/modules/$KVER/"
+	cp "$KR"/lib/modules/"$KVER"/modules.{order,builtin,builtin.modinfo} "$R/lib/modules/$KVER/"
 	depmod -b "$R" "$KVER"
 	write_init "$R"
 	(cd "$R" && find . | LC_ALL=C sort | cpio -o -H newc --quiet) > "$BASE.tmp"
@@ -204,8 +211,8 @@ flock -u 9
 
 # The kernel decompresses itself slowly under emulation: boot the ELF inside
 # (PVH) when the kernel supports it, extracted once.
-VMLINUX=$CACHE/vmlinux-$KVER KERNEL=/boot/vmlinuz-$KVER
-if [ ! -s "$VMLINUX" ] && grep -q '^CONFIG_PVH=y' "/boot/config-$KVER" 2> /dev/null; then
+VMLINUX=$CACHE/vmlinux-$KVER KERNEL=$KR/boot/vmlinuz-$KVER
+if [ ! -s "$VMLINUX" ] && grep -q '^CONFIG_PVH=y' "$KR/boot/config-$KVER" 2> /dev/null; then
 	for z in 'xz:\xfd7zXZ\x00' 'zstd:\x28\xb5\x2f\xfd'; do
 		tool=${z%%:*}
 		command -v "$tool" > /dev/null || continue
