@@ -7,3 +7,4 @@ cd "$(dirname "$0")/.."
 make -s
 tests/vm/run.sh -t 1200 -- bash bench/rdma-guest.sh | tee /tmp/rdma-bench.tsv
 grep -E '^(test|setup|rtt|stream|rstream)' /tmp/rdma-bench.tsv > docs/bench/rdma.tsv
+bench/rdma-plot.sh docs/bench/rdma.tsv docs/bench/rdma.png
