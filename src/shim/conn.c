@@ -530,7 +530,9 @@ ssize_t conn_send(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 				continue; /* space the progress thread has not reaped yet */
 			conn_arm(c, POLLOUT);
 			armed = 1;
-			if (ring_space(&c->tx) && !c->peer_err && !rdma_conn_moving(c))
+			/* a move asked for meanwhile (the link failed, maybe in
+			 * this very write) woke no one: write to the socket now */
+			if ((ring_space(&c->tx) && !c->peer_err) || rdma_conn_moving(c))
 				continue;
 			break;
 		}
@@ -620,7 +622,7 @@ ssize_t conn_recv(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 			if (c->rd && (rdma_conn_poll(c), ring_used(&c->rx) || rx_eof(c)))
 				continue;
 			conn_arm(c, POLLIN);
-			if (ring_used(&c->rx) || rx_eof(c))
+			if (ring_used(&c->rx) || rx_eof(c) || (c->rd && c->fo_rx))
 				continue;
 			r = -EAGAIN;
 			break;

@@ -191,7 +191,7 @@ static int reg_add(struct epset *ep, int fd, struct sk *s, struct epoll_event *e
 	in = (struct epoll_event){ .events = EPOLLIN | EPOLLRDHUP | EPOLLET |
 					    (s->conn->rd ? EPOLLOUT : 0u),
 				   .data.u64 = token(fd, 1) };
-	r->tcp_on = !(s->conn->peer_eof || s->conn->peer_err) &&
+	r->tcp_on = (!(s->conn->peer_eof || s->conn->peer_err) || s->conn->rd) &&
 		    !real.epoll_ctl(ep->epfd, EPOLL_CTL_ADD, s->conn->tcp_fd, &in);
 	reset_edges(r);
 	r->fd = fd;
@@ -278,16 +278,21 @@ static uint32_t ready_events(struct epreg *r)
 	return poll_to_epoll(conn_events(r->s->conn)) & (r->events | EPOLLERR | EPOLLHUP);
 }
 
-/* An edge: bytes arrived, space freed or the state changed since the last
- * report.  Without this a wake-up that lost the race with our own check
+/* An edge: bytes arrived, space freed, the state changed or a half of an
+ * RDMA connection moved to its socket since the last report (after a move
+ * the same mask means something new: a writer that saw a full ring may
+ * write to the socket now, and the socket's own edge may have come and
+ * gone before the move).  Without this a wake-up that lost the race with our own check
  * would report the same bytes twice. */
 static int is_new_edge(struct epreg *r, uint32_t ev)
 {
 	struct conn *c = r->s->conn;
 	uint64_t p = __atomic_load_n(&c->rx.ctl->prod, __ATOMIC_ACQUIRE);
 	uint64_t k = __atomic_load_n(&c->tx.ctl->cons, __ATOMIC_ACQUIRE);
-	int fresh = p != r->seen_prod || k != r->seen_cons || ev != r->seen_ev;
+	uint32_t g = __atomic_load_n(&c->fo_gen, __ATOMIC_ACQUIRE);
+	int fresh = p != r->seen_prod || k != r->seen_cons || ev != r->seen_ev || g != r->seen_gen;
 
+	r->seen_gen = g;
 	r->seen_prod = p;
 	r->seen_cons = k;
 	r->seen_ev = ev;
@@ -366,7 +371,10 @@ static int translate(struct epset *ep, struct epoll_event *evs, int k, int n)
 			/* moved to TCP: the kernel's wake-up is the edge */
 			if (r->s->conn->rd && (rdma_conn_moving(r->s->conn) || r->s->conn->fo_rx))
 				reset_edges(r);
-			if (r->s->conn->peer_eof || r->s->conn->peer_err) {
+			/* the socket has said all it will (shared memory); an
+			 * RDMA connection's sending half may still move to it,
+			 * and then its writability comes from the socket */
+			if ((r->s->conn->peer_eof || r->s->conn->peer_err) && !r->s->conn->rd) {
 				real.epoll_ctl(ep->epfd, EPOLL_CTL_DEL, r->s->conn->tcp_fd, NULL);
 				r->tcp_on = 0;
 			}

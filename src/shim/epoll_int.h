@@ -20,6 +20,7 @@ struct epreg {
 	 * bytes already reported is not reported twice. */
 	uint64_t seen_prod, seen_cons;
 	unsigned seen_ev;
+	uint32_t seen_gen;        /* conn's fo_gen at the last report */
 	struct sk *s;
 	struct epreg *next_check;
 };

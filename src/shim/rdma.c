@@ -838,9 +838,11 @@ static void fo_request(struct conn *c, int reason)
 {
 	int z = 0;
 
-	if (__atomic_compare_exchange_n(&c->fo_want, &z, reason, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+	if (__atomic_compare_exchange_n(&c->fo_want, &z, reason, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		__atomic_add_fetch(&c->fo_gen, 1, __ATOMIC_RELEASE);
 		shunt_log("rdma: connection (tcp fd %d) moves to TCP: %s", c->tcp_fd,
 			  shunt_reason_str((unsigned)reason));
+	}
 	__atomic_store_n(&fo_work, 1, __ATOMIC_RELEASE);
 	conn_wake_local(c, POLLIN | POLLOUT);
 }
@@ -889,6 +891,7 @@ static int fo_tx_begin(struct conn *c, int push_flags)
 			rc->closed_sent = 1;
 	}
 	__atomic_store_n(&c->fo_tx, 1, __ATOMIC_RELEASE);
+	__atomic_add_fetch(&c->fo_gen, 1, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&rc->lock);
 	__atomic_store_n(&fo_work, 1, __ATOMIC_RELEASE);
 	return 0;
@@ -1114,11 +1117,15 @@ static void fo_rx_settle(struct conn *c)
 /* conn_refresh() for RDMA connections. */
 void rdma_conn_refresh(struct conn *c)
 {
-	if (__atomic_load_n(&c->fo_rx, __ATOMIC_ACQUIRE) == 2)
+	int rx = __atomic_load_n(&c->fo_rx, __ATOMIC_ACQUIRE);
+
+	if (rx == 2)
 		return;
 	pthread_mutex_lock(&c->fo_lock);
 	fo_rx_settle(c);
 	pthread_mutex_unlock(&c->fo_lock);
+	if (__atomic_load_n(&c->fo_rx, __ATOMIC_ACQUIRE) != rx)
+		__atomic_add_fetch(&c->fo_gen, 1, __ATOMIC_RELEASE);
 }
 
 /* Readiness once a half moved: the ring's bytes first, then the socket. */
@@ -1273,6 +1280,7 @@ static int move_rx(struct conn *c, uint64_t deadline)
 			pthread_mutex_lock(&c->rd->link->cq_lock);
 			__atomic_store_n(&c->fo_rx, 2, __ATOMIC_RELEASE);
 			pthread_mutex_unlock(&c->rd->link->cq_lock);
+			__atomic_add_fetch(&c->fo_gen, 1, __ATOMIC_RELEASE);
 			break;
 		}
 		if (!ms_left(deadline))

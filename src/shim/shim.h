@@ -70,6 +70,8 @@ struct conn {
 	uint64_t fo_next, fo_end; /* staged bytes still to send on TCP */
 	uint64_t fo_skip;         /* bytes the peer resends that our ring has */
 	_Atomic int fo_fin;       /* shutdown(SHUT_WR) owed once the backlog is out */
+	_Atomic uint32_t fo_gen;  /* bumped when a half moves: its readiness comes
+				     from elsewhere now, a new edge (epoll.c) */
 	pthread_mutex_t fo_lock;
 	pid_t rd_pid;             /* the process whose link carries it (rd) */
 	/* moved before fork or exec (wire.h SHUNT_MOVED_MAGIC): the rings

@@ -21,7 +21,7 @@
 struct end {
 	int fd, id;
 	uint64_t total, sent, rcvd;
-	int shut;
+	int shut, eof, done;
 };
 
 static const char *role;
@@ -137,6 +137,8 @@ static void run_epoll(struct end *ends, int n)
 		for (int j = 0; j < k; j++) {
 			struct end *e = evs[j].data.ptr;
 			ssize_t r;
+			if (e->done)
+				continue;
 			/* edge-triggered: each side until EAGAIN */
 			while (e->sent < e->total) {
 				size_t m = e->total - e->sent < CHUNK ? (size_t)(e->total - e->sent) : CHUNK;
@@ -153,22 +155,27 @@ static void run_epoll(struct end *ends, int n)
 					fail("shutdown", e);
 				e->shut = 1;
 			}
-			while (e->rcvd < (uint64_t)-1) {
+			/* a peer that finished first does not make this end
+			 * block on its rest: one thread serves every connection,
+			 * so a blocking write here could wait for a peer that
+			 * itself waits in a blocking write (the tool's old
+			 * deadlock, under TCP as well) */
+			while (!e->eof) {
 				r = recv(e->fd, b, sizeof b, 0);
 				if (r < 0 && errno == EAGAIN)
 					break;
 				if (r < 0)
 					fail("recv", e);
 				if (r == 0) {
-					epoll_ctl(ep, EPOLL_CTL_DEL, e->fd, NULL);
-					open--;
-					if (!e->shut) { /* the peer finished first: send the rest blocking */
-						fcntl(e->fd, F_SETFL, 0);
-						writer(e);
-					}
+					e->eof = 1;
 					break;
 				}
 				check(e, b, (size_t)r);
+			}
+			if (e->eof && e->shut && !e->done) {
+				epoll_ctl(ep, EPOLL_CTL_DEL, e->fd, NULL);
+				open--;
+				e->done = 1; /* later events for it in this batch are stale */
 			}
 		}
 	}
