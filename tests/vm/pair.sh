@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/vm/pair.sh [-t SECS] -- COMMAND...: run COMMAND in two guests, hosts
-# A (10.1.0.1) and B (10.1.0.2), two kernels joined by a QEMU socket netdev,
+# A (10.1.0.1) and B (10.1.0.2), two kernels joined by a QEMU UDP socket netdev,
 # each with rxe0 on its eth0 (tests/vm/run.sh -H).  COMMAND sees VM_HOST=A
 # or B.  Output lines are prefixed [A] / [B]; the exit code is A's, or B's if
 # A's is 0 (77 if QEMU cannot run).

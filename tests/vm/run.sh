@@ -19,9 +19,11 @@
 #   see every RoCEv2 packet (UDP 4791), which is where faults go in.
 #   rxe0 on veth0, rxe1 on veth1.  RLIMIT_MEMLOCK unlimited.
 # -n: no rxe devices (plain guest).  -r: rebuild the cached image.
-# -H A:PORT / -H B:PORT: one of two hosts joined by a QEMU socket netdev on
-# 127.0.0.1:PORT (A listens, B connects; tests/vm/pair.sh runs both): eth0
-# is 10.1.0.1 (A) or 10.1.0.2 (B) with rxe0 on it, instead of the veth pair.
+# -H A:PORT / -H B:PORT: one of two hosts joined by a QEMU UDP socket netdev
+# (A on 127.0.0.1:PORT, B on PORT+1; tests/vm/pair.sh runs both): eth0 is
+# 10.1.0.1 (A) or 10.1.0.2 (B) with rxe0 on it, instead of the veth pair.
+# UDP, not the socket netdev's TCP stream: over TCP, Nagle and delayed ACKs
+# between the two QEMU processes held small frames back ~40 ms each.
 # -K ROOT: the kernel and modules come from ROOT/boot and ROOT/lib/modules
 # (a kernel package unpacked there, not installed: bench/smc.sh).
 # -v: stream the guest console to stderr.  Cache: $SHUNT_VM_CACHE
@@ -229,8 +231,10 @@ fi
 NET=()
 if [ -n "$HOST" ]; then
 	case ${HOST%%:*} in
-	A) NET=(-netdev "socket,id=n0,listen=127.0.0.1:${HOST#*:}" -device virtio-net-pci,netdev=n0,mac=52:54:00:00:01:01) ;;
-	B) NET=(-netdev "socket,id=n0,connect=127.0.0.1:${HOST#*:}" -device virtio-net-pci,netdev=n0,mac=52:54:00:00:01:02) ;;
+	A) NET=(-netdev "socket,id=n0,udp=127.0.0.1:$((${HOST#*:} + 1)),localaddr=127.0.0.1:${HOST#*:}"
+		-device virtio-net-pci,netdev=n0,mac=52:54:00:00:01:01) ;;
+	B) NET=(-netdev "socket,id=n0,udp=127.0.0.1:${HOST#*:},localaddr=127.0.0.1:$((${HOST#*:} + 1))"
+		-device virtio-net-pci,netdev=n0,mac=52:54:00:00:01:02) ;;
 	*) echo "vm: -H A:PORT or B:PORT" >&2; exit 2 ;;
 	esac
 fi
