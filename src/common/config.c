@@ -122,6 +122,14 @@ int shunt_config_parse(struct shunt_config *cfg, char *const *envp, const char *
 		else
 			BAD("SHUNT_TRANSPORT");
 	}
+	if ((v = env_get(envp, "SHUNT_RDMA_FORK"))) {
+		if (!strcmp(v, "move"))
+			cfg->rdma_fork_keep = 0;
+		else if (!strcmp(v, "keep"))
+			cfg->rdma_fork_keep = 1;
+		else
+			BAD("SHUNT_RDMA_FORK");
+	}
 	if ((v = env_get(envp, "SHUNT_LOG")))
 		cfg->log = !strcmp(v, "1");
 	if ((v = env_get(envp, "SHUNT_PORTS")) && parse_ports(cfg, v)) {

@@ -15,6 +15,8 @@ struct shunt_config {
 	int log;                   /* SHUNT_LOG=1: one line per decision on stderr */
 	int transport;             /* SHUNT_TRANSPORT: 0 auto, 1 shm (never RDMA), 2 rdma (RDMA
 				      even on one host: the registry is skipped, shm not offered) */
+	int rdma_fork_keep;        /* SHUNT_RDMA_FORK=keep: RDMA connections stay the parent's at
+				      fork (a child using one gets EIO); default move (rdma.c) */
 	uint16_t ports[16];        /* SHUNT_PORTS=a,b,c: only these ports (empty = all) */
 	int nports;
 };

@@ -137,10 +137,13 @@ static void hold_inherited(int fd, struct sk *s, void *gen)
 	arena_hold_more(c->arena, c->segno, c->side);
 }
 
-/* Before fork: RDMA connections move to TCP, so the child can use them. */
+/* Before fork: RDMA connections move to TCP, so the child can use them
+ * (unless SHUNT_RDMA_FORK=keep: for programs whose children never touch
+ * them, such as a snapshotting redis). */
 static void atfork_prepare(void)
 {
-	rdma_share_prepare("fork");
+	if (!shunt_cfg.rdma_fork_keep)
+		rdma_share_prepare("fork");
 }
 
 static void atfork_child(void)
