@@ -282,8 +282,8 @@ static uint32_t ready_events(struct epreg *r)
  * RDMA connection moved to its socket since the last report (after a move
  * the same mask means something new: a writer that saw a full ring may
  * write to the socket now, and the socket's own edge may have come and
- * gone before the move).  Without this a wake-up that lost the race with our own check
- * would report the same bytes twice. */
+ * gone before the move).  Without this a wake-up that lost the race with
+ * our own check would report the same bytes twice. */
 static int is_new_edge(struct epreg *r, uint32_t ev)
 {
 	struct conn *c = r->s->conn;
