@@ -79,7 +79,7 @@ static void spare_refill(void);
 static void fo_sweep(void);
 static int fo_tx_begin(struct conn *c, int push_flags);
 static int fo_flush(struct conn *c, int flags);
-static int fo_flush_wait(struct conn *c);
+static int fo_flush_until(struct conn *c, uint64_t deadline);
 static void fo_orphan(struct conn *c);
 static _Atomic int fo_work; /* the progress thread has moves, backlogs or FINs to finish */
 
@@ -920,16 +920,17 @@ static int fo_flush(struct conn *c, int flags)
 	return 0;
 }
 
-/* close() when no flusher thread can be had: everything on the socket
- * before it closes, however long the peer takes to make room. */
-static int fo_flush_wait(struct conn *c)
+/* Flush, waiting for room until the deadline (shunt_now_ns; UINT64_MAX:
+ * for ever - close() when no flusher thread can be had). */
+static int fo_flush_until(struct conn *c, uint64_t deadline)
 {
 	for (;;) {
 		int r = fo_flush(c, MSG_NOSIGNAL | MSG_DONTWAIT);
 		struct pollfd p = { .fd = c->tcp_fd, .events = POLLOUT };
-		if (r != -EAGAIN && r != -EINTR)
+		uint64_t now = shunt_now_ns();
+		if ((r != -EAGAIN && r != -EINTR) || now >= deadline)
 			return r;
-		real.poll(&p, 1, 1000);
+		real.poll(&p, 1, deadline - now > 1000000000ull ? 1000 : (int)((deadline - now) / 1000000) + 1);
 	}
 }
 
@@ -970,7 +971,7 @@ static void fo_orphan(struct conn *c)
 	struct orphan *o = malloc(sizeof *o + len);
 
 	if (!o) {
-		fo_flush_wait(c);
+		fo_flush_until(c, UINT64_MAX);
 		return;
 	}
 	o->fd = c->tcp_fd;
@@ -984,7 +985,7 @@ static void fo_orphan(struct conn *c)
 		c->tcp_fd = -1; /* the thread's now */
 	} else {
 		free(o);
-		fo_flush_wait(c);
+		fo_flush_until(c, UINT64_MAX);
 	}
 }
 
@@ -1243,21 +1244,13 @@ static int lock_until(_Atomic uint32_t *l, uint64_t deadline)
 /* The sending half: moved and flushed (its owed FIN sent), or -errno. */
 static int move_tx(struct conn *c, uint64_t deadline)
 {
-	int z = 0, r;
+	int r;
 
 	if (lock_until(&c->tx.ctl->wlock, deadline))
 		return -EBUSY;
-	if (__atomic_compare_exchange_n(&c->fo_want, &z, SHUNT_R_FORK, 0, __ATOMIC_ACQ_REL,
-					__ATOMIC_ACQUIRE))
-		shunt_log("rdma: connection (tcp fd %d) moves to TCP: %s", c->tcp_fd,
-			  shunt_reason_str(SHUNT_R_FORK));
+	fo_request(c, SHUNT_R_FORK); /* unless it is moving already */
 	fo_tx_begin(c, PUSH_MAY_POLL);
-	while ((r = fo_flush(c, MSG_NOSIGNAL | MSG_DONTWAIT)) == -EAGAIN || r == -EINTR) {
-		struct pollfd p = { .fd = c->tcp_fd, .events = POLLOUT };
-		if (!ms_left(deadline))
-			break;
-		real.poll(&p, 1, (int)(ms_left(deadline) < 100 ? ms_left(deadline) : 100));
-	}
+	r = fo_flush_until(c, deadline);
 	if (!r && __atomic_exchange_n(&c->fo_fin, 0, __ATOMIC_ACQ_REL))
 		real.shutdown(c->tcp_fd, SHUT_WR);
 	shunt_unlock(&c->tx.ctl->wlock);
@@ -1337,7 +1330,7 @@ static int move_ring(struct conn *c, uint64_t deadline)
 {
 	struct shunt_ring_ctl *otx = c->tx.ctl, *orx = c->rx.ctl;
 	uint64_t cons, n;
-	uint32_t rs = 4096, off;
+	uint32_t rs = 4096;
 	struct shunt_seg_hdr *h;
 	size_t len;
 	int fd, r = -EBUSY;
@@ -1366,14 +1359,7 @@ static int move_ring(struct conn *c, uint64_t deadline)
 	h->version = 1;
 	h->ring_size = rs;
 	h->hdr_size = SHUNT_SEG_HDR_SIZE;
-	off = (uint32_t)(cons & (c->rx.size - 1));
-	if (n <= c->rx.size - off) {
-		memcpy((uint8_t *)h + SHUNT_SEG_HDR_SIZE, c->rx.data + off, n);
-	} else {
-		memcpy((uint8_t *)h + SHUNT_SEG_HDR_SIZE, c->rx.data + off, c->rx.size - off);
-		memcpy((uint8_t *)h + SHUNT_SEG_HDR_SIZE + (c->rx.size - off), c->rx.data,
-		       n - (c->rx.size - off));
-	}
+	ring_readv(&c->rx, &(struct iovec){ (uint8_t *)h + SHUNT_SEG_HDR_SIZE, n }, 1, n, 1);
 	h->ring[1].prod = n;
 	h->ring[1].wr_done = __atomic_load_n(&orx->wr_done, __ATOMIC_ACQUIRE);
 	h->ring[0].wr_done = __atomic_load_n(&otx->wr_done, __ATOMIC_ACQUIRE);
@@ -1468,7 +1454,7 @@ int rdma_conn_adopt(int fd, int memfd, int side, int reason, struct conn **out)
 	}
 	efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	c->tcp_fd = fd_dup_hidden(fd);
-	c->moved_fd = fd_hide(real.fcntl(memfd, F_DUPFD_CLOEXEC, 0));
+	c->moved_fd = fd_dup_hidden(memfd);
 	if (efd < 0 || c->tcp_fd < 0 || c->moved_fd < 0) {
 		if (efd >= 0)
 			real.close(efd);
