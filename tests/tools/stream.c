@@ -3,7 +3,8 @@
  *   stream server ADDR PORT MB STYLE [CONNS]
  *   stream client ADDR PORT MB STYLE [CONNS]
  * STYLE: block (a writer thread and a reader per connection, blocking
- * calls) or epoll (one thread, non-blocking sockets, edge-triggered epoll).
+ * calls), epoll (one thread, non-blocking sockets, edge-triggered epoll)
+ * or poll (the same with level-triggered poll).
  * Each end sends MB MiB of a position-dependent pattern on each of CONNS
  * connections (default 1), shuts down its sending half and reads the
  * peer's until EOF, checking every byte.  Prints per connection
@@ -116,6 +117,45 @@ static void run_block(struct end *ends, int n)
 		pthread_join(t[i], NULL);
 }
 
+/* One non-blocking turn on a connection: write, then read, each until
+ * EAGAIN.  A peer that finished first does not make this end block on its
+ * rest: one thread serves every connection, so a blocking write here could
+ * wait for a peer that itself waits in a blocking write (the tool's old
+ * deadlock, under TCP as well).  1 once both directions are done. */
+static int serve(struct end *e, uint8_t *b, size_t cap)
+{
+	ssize_t r;
+
+	while (e->sent < e->total) {
+		size_t m = e->total - e->sent < CHUNK ? (size_t)(e->total - e->sent) : CHUNK;
+		fill(e, b, m);
+		r = send(e->fd, b, m, MSG_NOSIGNAL);
+		if (r < 0 && errno == EAGAIN)
+			break;
+		if (r <= 0)
+			fail("send", e);
+		e->sent += (uint64_t)r;
+	}
+	if (e->sent == e->total && !e->shut) {
+		if (shutdown(e->fd, SHUT_WR))
+			fail("shutdown", e);
+		e->shut = 1;
+	}
+	while (!e->eof) {
+		r = recv(e->fd, b, cap, 0);
+		if (r < 0 && errno == EAGAIN)
+			break;
+		if (r < 0)
+			fail("recv", e);
+		if (r == 0) {
+			e->eof = 1;
+			break;
+		}
+		check(e, b, (size_t)r);
+	}
+	return e->eof && e->shut;
+}
+
 static void run_epoll(struct end *ends, int n)
 {
 	int ep = epoll_create1(0), open = n;
@@ -136,43 +176,8 @@ static void run_epoll(struct end *ends, int n)
 		}
 		for (int j = 0; j < k; j++) {
 			struct end *e = evs[j].data.ptr;
-			ssize_t r;
-			if (e->done)
-				continue;
-			/* edge-triggered: each side until EAGAIN */
-			while (e->sent < e->total) {
-				size_t m = e->total - e->sent < CHUNK ? (size_t)(e->total - e->sent) : CHUNK;
-				fill(e, b, m);
-				r = send(e->fd, b, m, MSG_NOSIGNAL);
-				if (r < 0 && errno == EAGAIN)
-					break;
-				if (r <= 0)
-					fail("send", e);
-				e->sent += (uint64_t)r;
-			}
-			if (e->sent == e->total && !e->shut) {
-				if (shutdown(e->fd, SHUT_WR))
-					fail("shutdown", e);
-				e->shut = 1;
-			}
-			/* a peer that finished first does not make this end
-			 * block on its rest: one thread serves every connection,
-			 * so a blocking write here could wait for a peer that
-			 * itself waits in a blocking write (the tool's old
-			 * deadlock, under TCP as well) */
-			while (!e->eof) {
-				r = recv(e->fd, b, sizeof b, 0);
-				if (r < 0 && errno == EAGAIN)
-					break;
-				if (r < 0)
-					fail("recv", e);
-				if (r == 0) {
-					e->eof = 1;
-					break;
-				}
-				check(e, b, (size_t)r);
-			}
-			if (e->eof && e->shut && !e->done) {
+			/* edge-triggered: serve() goes until EAGAIN */
+			if (!e->done && serve(e, b, sizeof b)) {
 				epoll_ctl(ep, EPOLL_CTL_DEL, e->fd, NULL);
 				open--;
 				e->done = 1; /* later events for it in this batch are stale */
@@ -180,6 +185,34 @@ static void run_epoll(struct end *ends, int n)
 		}
 	}
 	close(ep);
+}
+
+/* Level-triggered poll: each connection asks for what it still needs. */
+static void run_poll(struct end *ends, int n)
+{
+	static uint8_t b[65536];
+	int open = n;
+
+	for (int i = 0; i < n; i++)
+		fcntl(ends[i].fd, F_SETFL, O_NONBLOCK);
+	while (open) {
+		struct pollfd p[MAXC];
+		int k;
+		for (int i = 0; i < n; i++)
+			p[i] = (struct pollfd){ .fd = ends[i].done ? -1 : ends[i].fd,
+						.events = (short)((ends[i].eof ? 0 : POLLIN) |
+								  (ends[i].shut ? 0 : POLLOUT)) };
+		k = poll(p, (nfds_t)n, 30000);
+		if (k <= 0) {
+			errno = ETIMEDOUT;
+			fail("poll", &ends[0]);
+		}
+		for (int i = 0; i < n; i++)
+			if (p[i].revents && serve(&ends[i], b, sizeof b)) {
+				ends[i].done = 1;
+				open--;
+			}
+	}
 }
 
 int main(int argc, char **argv)
@@ -218,6 +251,8 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[5], "epoll"))
 		run_epoll(ends, n);
+	else if (!strcmp(argv[5], "poll"))
+		run_poll(ends, n);
 	else
 		run_block(ends, n);
 	for (int i = 0; i < n; i++) {
