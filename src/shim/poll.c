@@ -53,12 +53,17 @@ static int build(struct pollfd *fds, nfds_t n, struct sk **sks, struct pollfd *e
 		if (!sks[i])
 			continue;
 		struct conn *c = sks[i]->conn;
+		short tev;
 		ext[i].fd = -1; /* ignored by the kernel */
 		conn_arm(c, (unsigned)fds[i].events & (POLLIN | POLLOUT));
 		ext[k++] = (struct pollfd){ .fd = c->efd_mine, .events = POLLIN };
-		ext[k++] = (struct pollfd){ .fd = c->peer_eof || c->peer_err ? -1 : c->tcp_fd,
-					    .events = (short)(POLLIN | POLLRDHUP |
-						(rdma_conn_moving(c) ? fds[i].events & POLLOUT : 0)) };
+		/* the socket: its FIN or RST, or, once an RDMA connection's
+		 * sending half moved there, its room - wanted even after the
+		 * peer's FIN (as epoll.c keeps it registered) */
+		tev = (short)(c->peer_eof ? 0 : POLLIN | POLLRDHUP);
+		if (rdma_conn_moving(c))
+			tev |= (short)(fds[i].events & POLLOUT);
+		ext[k++] = (struct pollfd){ .fd = c->peer_err || !tev ? -1 : c->tcp_fd, .events = tev };
 	}
 	return k;
 }

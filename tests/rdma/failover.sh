@@ -4,7 +4,7 @@
 # socket it kept, at the exact byte where RDMA stopped (wire.h 5c).
 #   - queue pair forced into the error state at an exact byte
 #     (libshunt-faults.so, SHUNT_FAULT_RDMA) on the client, then on the
-#     server; blocking and edge-triggered epoll programs; one and eight
+#     server; blocking, edge-triggered epoll and poll programs; one and eight
 #     connections sharing the link, all moving at once;
 #   - RoCE packets dropped by nftables (UDP 4791, as they arrive) in mid-stream;
 #   - the device removed in mid-stream (rdma link delete rxe1): rxe cannot
@@ -67,7 +67,8 @@ run 24 block 1 "$R" "$F=3000000"; moved
 run 24 epoll 1 "$F=5000001" "$R"; moved
 run 16 block 8 "$R" "$F=1000000"; moved
 run 16 epoll 8 "$F=777777" "$R"; moved
-echo "queue pair broken at an exact byte: client, server; block, epoll; 1 and 8 connections: intact"
+run 16 poll 8 "$R" "$F=1000000"; moved
+echo "queue pair broken at an exact byte: client, server; block, epoll, poll; 1 and 8 connections: intact"
 
 # the same programs without faults stay on RDMA (the link group is not left broken)
 run 48 epoll 2 "$R" "$R"; on_rdma
