@@ -10,7 +10,7 @@ int main(void)
 	static char buf[200000];
 
 	deadline(20);
-	pid_t p = fork();
+	pid_t p = test_fork();
 	if (!p) {
 		int c = accept(l, NULL, NULL);
 		expect_mode(c);

@@ -7,6 +7,16 @@
  * TCP is the reference) and under shunt with SHUNT_EXPECT=shm, where
  * expect_mode() also asserts that the connection really was accelerated.
  * Exit 0 pass, 1 fail, 77 skip.
+ *
+ * Split mode (tests/rdma/two-hosts.sh): a program whose server is its forked
+ * child (test_fork()) can also run as two processes on two hosts.  With
+ * SHUNT_TEST_SPLIT=server it binds SHUNT_TEST_ADDR:SHUNT_TEST_PORT(+k for its
+ * k-th listener), announces it by creating SHUNT_TEST_SYNC.k and becomes the
+ * child (test_fork() returns 0); with SHUNT_TEST_SPLIT=client it waits for
+ * that file, dials the address and becomes the parent; its wait_child()
+ * waits for SHUNT_TEST_SYNC.status, the server's exit status written there
+ * by the script on the other host.  SHUNT_TEST_SYNC is on a directory both
+ * hosts see (the 9p tree).
  */
 #ifndef TEST_COMMON_H
 #define TEST_COMMON_H
@@ -48,33 +58,97 @@ static inline double now_s(void)
 /* A listener on an ephemeral port of addr (IPv4 or IPv6 literal). */
 /* SHUNT_TEST_ADDR replaces 127.0.0.1: the RDMA suite runs every program
  * between two devices' addresses (tests/rdma/run.sh). */
+static inline const char *split_role(void)
+{
+	return getenv("SHUNT_TEST_SPLIT");
+}
+
+static inline int split_is(const char *role)
+{
+	const char *r = split_role();
+	return r && !strcmp(r, role);
+}
+
+/* SHUNT_TEST_SYNC.what: the path of one of split mode's rendezvous files. */
+static inline void split_path(char *out, size_t n, const char *what)
+{
+	const char *base = getenv("SHUNT_TEST_SYNC");
+	CHECK(base && snprintf(out, n, "%s.%s", base, what) < (int)n);
+}
+
+/* Waits (bounded by the test's deadline) until the file exists. */
+static inline FILE *split_wait_file(const char *what)
+{
+	char path[512];
+	FILE *f;
+
+	split_path(path, sizeof path, what);
+	while (!(f = fopen(path, "r")))
+		usleep(20000);
+	return f;
+}
+
 static inline int listen_on(const char *addr, struct sockaddr_storage *ss, socklen_t *len)
 {
 	const char *over = getenv("SHUNT_TEST_ADDR");
+	static unsigned listeners; /* split mode: the k-th listener */
+	unsigned port = 0;
 	int fam, one = 1;
 
 	if (over && !strcmp(addr, "127.0.0.1"))
 		addr = over;
+	if (split_role()) {
+		const char *p = getenv("SHUNT_TEST_PORT");
+		CHECK(p && over && atoi(p) > 0);
+		port = (unsigned)atoi(p) + listeners++;
+	}
 	fam = strchr(addr, ':') ? AF_INET6 : AF_INET;
-	int l = socket(fam, SOCK_STREAM, 0);
-	CHECK(l >= 0);
-	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
 	memset(ss, 0, sizeof *ss);
 	if (fam == AF_INET) {
 		struct sockaddr_in *in = (void *)ss;
 		in->sin_family = AF_INET;
+		in->sin_port = htons((uint16_t)port);
 		CHECK(inet_pton(AF_INET, addr, &in->sin_addr) == 1);
 		*len = sizeof *in;
 	} else {
 		struct sockaddr_in6 *in6 = (void *)ss;
 		in6->sin6_family = AF_INET6;
+		in6->sin6_port = htons((uint16_t)port);
 		CHECK(inet_pton(AF_INET6, addr, &in6->sin6_addr) == 1);
 		*len = sizeof *in6;
 	}
+	if (split_is("client")) { /* the listener is on the other host */
+		char what[16];
+		snprintf(what, sizeof what, "%u", listeners - 1);
+		fclose(split_wait_file(what));
+		return open("/dev/null", O_RDONLY | O_CLOEXEC);
+	}
+	int l = socket(fam, SOCK_STREAM, 0);
+	CHECK(l >= 0);
+	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
 	CHECK(bind(l, (void *)ss, *len) == 0);
 	CHECK(listen(l, 128) == 0);
 	CHECK(getsockname(l, (void *)ss, len) == 0);
+	if (split_is("server")) {
+		char what[16], path[512];
+		snprintf(what, sizeof what, "%u", listeners - 1);
+		split_path(path, sizeof path, what);
+		FILE *f = fopen(path, "w");
+		CHECK(f && fclose(f) == 0);
+	}
 	return l;
+}
+
+/* fork() whose child is the server: in split mode the server host's process
+ * is the child (0) and the client host's the parent (a pid only
+ * wait_child() understands). */
+static inline pid_t test_fork(void)
+{
+	if (split_is("server"))
+		return 0;
+	if (split_is("client"))
+		return 1;
+	return fork();
 }
 
 static inline int connect_to(const struct sockaddr_storage *ss, socklen_t len)
@@ -124,6 +198,76 @@ static inline void expect_mode_peer_forks(int fd)
 	expect_mode_ex(fd, 1);
 }
 
+/* A one-way command channel from the client (the parent) to the server (the
+ * child): a pipe; in split mode a file on the shared directory that the
+ * client appends to and the server follows, its end marked by a second file.
+ * chan_open() before test_fork(), then chan_send() in the client and
+ * chan_recv() (0 at the end) in the server; chan_close() in the client. */
+struct chan {
+	int fd[2];
+	off_t off;
+};
+
+static inline void chan_open(struct chan *ch)
+{
+	char path[512];
+
+	*ch = (struct chan){ { -1, -1 }, 0 };
+	if (!split_role()) {
+		CHECK(pipe(ch->fd) == 0);
+		return;
+	}
+	split_path(path, sizeof path, "chan");
+	if (split_is("client"))
+		CHECK((ch->fd[1] = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644)) >= 0);
+}
+
+static inline void chan_send(struct chan *ch, char c)
+{
+	CHECK(write(ch->fd[1], &c, 1) == 1);
+}
+
+static inline int chan_recv(struct chan *ch, char *c)
+{
+	char path[512];
+
+	if (ch->fd[1] >= 0) { /* the child's copy of the pipe's write end */
+		close(ch->fd[1]);
+		ch->fd[1] = -1;
+	}
+	if (!split_role())
+		return read(ch->fd[0], c, 1) == 1;
+	split_path(path, sizeof path, "chan");
+	for (;;) {
+		if (ch->fd[0] < 0)
+			ch->fd[0] = open(path, O_RDONLY | O_CLOEXEC);
+		if (ch->fd[0] >= 0 && pread(ch->fd[0], c, 1, ch->off) == 1) {
+			ch->off++;
+			return 1;
+		}
+		split_path(path, sizeof path, "chan-end");
+		if (!access(path, F_OK) && ch->fd[0] >= 0 && pread(ch->fd[0], c, 1, ch->off) != 1)
+			return 0;
+		split_path(path, sizeof path, "chan");
+		usleep(5000);
+	}
+}
+
+static inline void chan_close(struct chan *ch)
+{
+	char path[512];
+
+	for (int i = 0; i < 2; i++)
+		if (ch->fd[i] >= 0)
+			close(ch->fd[i]);
+	ch->fd[0] = ch->fd[1] = -1;
+	if (split_is("client")) {
+		split_path(path, sizeof path, "chan-end");
+		int f = open(path, O_WRONLY | O_CREAT, 0644);
+		CHECK(f >= 0 && close(f) == 0);
+	}
+}
+
 static inline void write_all(int fd, const void *buf, size_t n)
 {
 	const char *p = buf;
@@ -161,6 +305,12 @@ static inline uint8_t pattern(uint64_t pos, uint32_t seed)
 static inline int wait_child(pid_t p)
 {
 	int st;
+	if (split_is("client")) { /* the server's exit status, from its host */
+		FILE *f = split_wait_file("status");
+		CHECK(fscanf(f, "%d", &st) == 1);
+		fclose(f);
+		return st;
+	}
 	CHECK(waitpid(p, &st, 0) == p);
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }

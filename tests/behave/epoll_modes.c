@@ -14,18 +14,18 @@ int main(void)
 {
 	struct sockaddr_storage ss;
 	socklen_t len;
-	int l = listen_on("127.0.0.1", &ss, &len), sync[2];
+	int l = listen_on("127.0.0.1", &ss, &len);
+	struct chan sync;
 	char buf[64], c;
 	struct epoll_event ev, out;
 
 	deadline(30);
-	CHECK(pipe(sync) == 0);
-	pid_t p = fork();
+	chan_open(&sync);
+	pid_t p = test_fork();
 	if (!p) {
-		close(sync[1]);
 		int s = accept(l, NULL, NULL);
 		expect_mode(s);
-		for (int step = 0; read(sync[0], &c, 1) == 1; step++) {
+		for (int step = 0; chan_recv(&sync, &c); step++) {
 			if (c == 'w')
 				write_all(s, "0123456789", 10);
 			if (c == 'h')
@@ -33,7 +33,6 @@ int main(void)
 		}
 		_exit(0);
 	}
-	close(sync[0]);
 	int fd = connect_to(&ss, len), ep = epoll_create1(EPOLL_CLOEXEC);
 	expect_mode(fd);
 	CHECK(fcntl(fd, F_SETFL, O_NONBLOCK) == 0);
@@ -43,7 +42,7 @@ int main(void)
 	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0);
 	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == -1 && errno == EEXIST);
 	CHECK(wait1(ep, &out, 50) == 0);
-	write_all(sync[1], "w", 1);
+	chan_send(&sync, 'w');
 	CHECK(wait1(ep, &out, 5000) == 1 && out.data.u64 == 111 && (out.events & EPOLLIN));
 	CHECK(read(fd, buf, 4) == 4);
 	CHECK(wait1(ep, &out, 1000) == 1 && (out.events & EPOLLIN)); /* 6 bytes left */
@@ -53,11 +52,11 @@ int main(void)
 	/* edge-triggered */
 	ev = (struct epoll_event){ .events = EPOLLIN | EPOLLET, .data.u64 = 222 };
 	CHECK(epoll_ctl(ep, EPOLL_CTL_MOD, fd, &ev) == 0);
-	write_all(sync[1], "w", 1);
+	chan_send(&sync, 'w');
 	CHECK(wait1(ep, &out, 5000) == 1 && out.data.u64 == 222);
 	CHECK(read(fd, buf, 4) == 4);
 	CHECK(wait1(ep, &out, 100) == 0); /* no new edge: data left is not reported */
-	write_all(sync[1], "w", 1);
+	chan_send(&sync, 'w');
 	CHECK(wait1(ep, &out, 5000) == 1 && out.data.u64 == 222); /* new arrival */
 	CHECK(read(fd, buf, sizeof buf) == 16);
 	CHECK(read(fd, buf, sizeof buf) == -1 && errno == EAGAIN);
@@ -65,7 +64,7 @@ int main(void)
 	/* oneshot */
 	ev = (struct epoll_event){ .events = EPOLLIN | EPOLLONESHOT, .data.u64 = 333 };
 	CHECK(epoll_ctl(ep, EPOLL_CTL_MOD, fd, &ev) == 0);
-	write_all(sync[1], "w", 1);
+	chan_send(&sync, 'w');
 	CHECK(wait1(ep, &out, 5000) == 1 && out.data.u64 == 333);
 	CHECK(wait1(ep, &out, 100) == 0); /* disarmed, data still there */
 	CHECK(epoll_ctl(ep, EPOLL_CTL_MOD, fd, &ev) == 0);
@@ -80,7 +79,7 @@ int main(void)
 	/* peer's shutdown: EPOLLIN | EPOLLRDHUP */
 	ev = (struct epoll_event){ .events = EPOLLIN | EPOLLRDHUP, .data.u64 = 555 };
 	CHECK(epoll_ctl(ep, EPOLL_CTL_MOD, fd, &ev) == 0);
-	write_all(sync[1], "h", 1);
+	chan_send(&sync, 'h');
 	CHECK(wait1(ep, &out, 5000) == 1 && out.data.u64 == 555);
 	CHECK((out.events & EPOLLIN) && (out.events & EPOLLRDHUP));
 	CHECK(read(fd, buf, sizeof buf) == 0);
@@ -89,7 +88,7 @@ int main(void)
 	CHECK(epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL) == 0);
 	CHECK(wait1(ep, &out, 50) == 0);
 	CHECK(epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL) == -1 && errno == ENOENT);
-	close(sync[1]);
+	chan_close(&sync);
 	CHECK(wait_child(p) == 0);
 	return 0;
 }

@@ -12,7 +12,7 @@ int main(void)
 
 	deadline(20);
 	signal(SIGPIPE, SIG_IGN);
-	pid_t p = fork();
+	pid_t p = test_fork();
 	if (!p) {
 		int c = accept(l, NULL, NULL);
 		uint64_t got = 0;

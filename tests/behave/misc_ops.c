@@ -13,7 +13,7 @@ int main(void)
 	char path[] = "/tmp/shunt-sendfile-XXXXXX", buf[100000];
 
 	deadline(30);
-	pid_t p = fork();
+	pid_t p = test_fork();
 	if (!p) {
 		int c = accept(l, NULL, NULL);
 		size_t got = 0;

@@ -13,7 +13,7 @@ int main(void)
 	char buf[256];
 
 	deadline(20);
-	pid_t p = fork();
+	pid_t p = test_fork();
 	if (!p) {
 		int c = accept(l, NULL, NULL);
 		expect_mode(c);

@@ -12,7 +12,7 @@ int main(void)
 	char buf[64];
 
 	deadline(20);
-	pid_t p = fork();
+	pid_t p = test_fork();
 	if (!p) {
 		int c = accept(l, NULL, NULL);
 		CHECK(c >= 0);

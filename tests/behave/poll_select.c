@@ -7,17 +7,18 @@ int main(void)
 {
 	struct sockaddr_storage ss;
 	socklen_t len;
-	int l = listen_on("127.0.0.1", &ss, &len), pp[2], sync[2];
+	int l = listen_on("127.0.0.1", &ss, &len), pp[2];
+	struct chan sync;
 	char c;
 
 	deadline(30);
-	CHECK(pipe(pp) == 0 && pipe(sync) == 0);
-	pid_t p = fork();
+	CHECK(pipe(pp) == 0);
+	chan_open(&sync);
+	pid_t p = test_fork();
 	if (!p) {
-		close(sync[1]);
 		int s = accept(l, NULL, NULL);
 		expect_mode(s);
-		while (read(sync[0], &c, 1) == 1)
+		while (chan_recv(&sync, &c))
 			write_all(s, &c, 1);
 		_exit(0);
 	}
@@ -30,7 +31,7 @@ int main(void)
 	write_all(pp[1], "x", 1);
 	CHECK(poll(pf, 2, 5000) == 1 && pf[0].revents == POLLIN && pf[1].revents == 0);
 	CHECK(read(pp[0], &c, 1) == 1);
-	write_all(sync[1], "y", 1);
+	chan_send(&sync, 'y');
 	CHECK(poll(pf, 2, 5000) == 1 && pf[0].revents == 0 && pf[1].revents == POLLIN);
 	CHECK(read(fd, &c, 1) == 1 && c == 'y');
 	pf[1].events = POLLOUT;
@@ -43,7 +44,7 @@ int main(void)
 	FD_SET(fd, &r);
 	int mx = (pp[0] > fd ? pp[0] : fd) + 1;
 	CHECK(select(mx, &r, NULL, NULL, &tv) == 0);
-	write_all(sync[1], "z", 1);
+	chan_send(&sync, 'z');
 	FD_ZERO(&r);
 	FD_SET(pp[0], &r);
 	FD_SET(fd, &r);
@@ -54,7 +55,7 @@ int main(void)
 	FD_SET(fd, &w);
 	tv = (struct timeval){ 5, 0 };
 	CHECK(select(fd + 1, NULL, &w, NULL, &tv) == 1 && FD_ISSET(fd, &w));
-	close(sync[1]);
+	chan_close(&sync);
 	CHECK(wait_child(p) == 0);
 	return 0;
 }

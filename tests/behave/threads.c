@@ -50,6 +50,25 @@ int main(void)
 	pthread_t t[4];
 
 	deadline(60);
+	if (split_is("server")) { /* split mode: the reading end, on its host */
+		fd_r = accept(l, NULL, NULL);
+		CHECK(fd_r >= 0);
+		expect_mode(fd_r);
+		reader(NULL);
+		CHECK(records == 2 * PER_THREAD);
+		return 0;
+	}
+	if (split_is("client")) { /* the writing end */
+		fd_w = connect_to(&ss, len);
+		expect_mode(fd_w);
+		pthread_create(&t[0], NULL, writer, (void *)0);
+		pthread_create(&t[1], NULL, writer, (void *)1);
+		pthread_join(t[0], NULL);
+		pthread_join(t[1], NULL);
+		shutdown(fd_w, SHUT_WR);
+		CHECK(wait_child(1) == 0);
+		return 0;
+	}
 	/* accept() runs in its own thread, as in a real server: a shunt
 	 * client waits (bounded) for the server to accept. */
 	pthread_create(&t[3], NULL, acceptor, &l);

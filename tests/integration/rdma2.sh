@@ -5,16 +5,19 @@
 # handshake choose RDMA; the checksummed peers run both orders and report
 # mode rdma on both hosts; checksummed two-way streams (8 connections on
 # one link, epoll), a link broken at an exact byte (failover to TCP, every
-# byte intact), unmodified redis and iperf3 run across the hosts
+# byte intact), the behaviour programs that can be split run with their
+# server on A and client on B, unmodified redis and iperf3 run across the hosts
 # (tests/rdma/two-hosts.sh).  Skipped (77) only where QEMU cannot run.
 # Time limit: 1200
 . "$(dirname "$0")/lib.sh"
-out=$("$ROOT/tests/vm/pair.sh" -t 900 -- env BUILD="$BUILD" bash tests/rdma/two-hosts.sh 2>&1)
+nsplit=$(grep -l 'test_fork()\|split_is(' "$ROOT"/tests/behave/*.c | wc -l)
+out=$("$ROOT/tests/vm/pair.sh" -t 900 -- env BUILD="$BUILD" SPLIT_ID=$$.$RANDOM bash tests/rdma/two-hosts.sh 2>&1)
 rc=$?
+rm -rf "$ROOT/$BUILD/tmp/split.$$".*
 [ $rc = 77 ] && { echo "$out" | tail -3; exit 77; }
 [ $rc = 0 ] || die "two hosts (rc $rc): $(echo "$out" | tail -30)"
 [ "$(echo "$out" | grep -c '^\[A\] role=server mode=rdma reason=0')" = 2 ] || die "host A: $(echo "$out" | grep role=)"
 [ "$(echo "$out" | grep -c '^\[B\] role=client mode=rdma reason=0')" = 2 ] || die "host B: $(echo "$out" | grep role=)"
-[ "$(echo "$out" | grep -c '^\[B\] ok ')" = 5 ] || die "host B: $(echo "$out" | grep -v spare | tail -20)"
+[ "$(echo "$out" | grep -c '^\[B\] ok ')" = $((5 + nsplit)) ] || die "host B: $(echo "$out" | grep -v spare | tail -20)"
 echo "$out" | grep '^\[B\] ok ' | sed 's/^\[B\] ok /rdma2: /'
 echo "rdma2: two hosts, two kernels, two agents: RDMA chosen, data intact, both orders"

@@ -7,9 +7,13 @@
 #      link (blocking), 2 connections (edge-triggered epoll);
 #   3. the same with B's queue pair broken at an exact byte
 #      (libshunt-faults.so): every byte arrives, both hosts on TCP (16/17);
-#   4. unmodified redis-server on A, redis-benchmark on B (every benchmark
+#   4. the behaviour programs that can be split (tests/behave/common.h
+#      "split mode"; the others hold both ends in one process for fork,
+#      exec and signal semantics) with their server on A and client on B,
+#      both ends checked to be on RDMA;
+#   5. unmodified redis-server on A, redis-benchmark on B (every benchmark
 #      connection over RDMA on both hosts);
-#   5. unmodified iperf3 server on A, client on B, over RDMA.
+#   6. unmodified iperf3 server on A, client on B, over RDMA.
 # Every line B prints that starts with "ok " is one check passed.
 set -u
 BUILD=${BUILD:-build}
@@ -22,6 +26,14 @@ FAULTS=(env LD_PRELOAD="$(build libshunt-faults.so)" SHUNT_FAULT_RDMA=2000000)
 PEER=$(build tests/tools/peer)
 STREAM=$(build tests/tools/stream)
 fail() { echo "FAIL: $*"; exit 1; }
+# Split behaviour programs: rendezvous files on the tree both guests mount.
+SPLIT=$PWD/$BUILD/tmp/split.${SPLIT_ID:?set by tests/integration/rdma2.sh}
+mkdir -p "$SPLIT"
+split_programs() { grep -l 'test_fork()\|split_is(' tests/behave/*.c | xargs -n1 basename | sed 's/\.c$//'; }
+split_run() { # ROLE PROGRAM INDEX
+	"${S[@]}" env SHUNT_TEST_SPLIT="$1" SHUNT_TEST_ADDR=10.1.0.1 SHUNT_TEST_PORT=$((7500 + 10 * $3)) \
+		SHUNT_TEST_SYNC="$SPLIT/$2" SHUNT_EXPECT=rdma timeout 300 "$(build tests/behave/"$2")"
+}
 retry() { # until A's server listens
 	for _ in $(seq 300); do "$@" > /tmp/c.out 2>&1 && return 0; sleep 0.2; done
 	cat /tmp/c.out; return 1
@@ -33,6 +45,14 @@ if [ "$VM_HOST" = A ]; then
 	"${S[@]}" "$STREAM" server 10.1.0.1 7401 16 block 8 | grep role= || exit 1
 	"${S[@]}" "$STREAM" server 10.1.0.1 7402 16 epoll 2 | grep role= || exit 1
 	"${S[@]}" "$STREAM" server 10.1.0.1 7403 16 block 2 | grep role= || exit 1
+	i=0
+	for n in $(split_programs); do
+		i=$((i + 1))
+		split_run server "$n" $i > /tmp/behave.out 2>&1
+		rc=$?
+		echo $rc > "$SPLIT/$n.st" && mv "$SPLIT/$n.st" "$SPLIT/$n.status"
+		[ $rc = 0 ] || { echo "behave $n (server) rc $rc:"; tail -5 /tmp/behave.out; }
+	done
 	"${S[@]}" redis-server --port 6390 --bind 10.1.0.1 --save '' --appendonly no \
 		--protected-mode no > /tmp/rs.log 2>&1 || exit 1
 	echo "redis server accepted over rdma: $(grep -c 'accept fd .*: rdma' /tmp/rs.log)"
@@ -53,6 +73,21 @@ else
 	retry "${FAULTS[@]}" "$STREAM" client 10.1.0.1 7403 16 block 2 || fail "stream with the link broken"
 	[ "$(grep -Ec 'mode=tcp reason=1[67] .* ok$' /tmp/c.out)" = 2 ] || fail "failover: $(grep -v spare /tmp/c.out | tail)"
 	echo "ok failover: queue pair broken after 2,000,000 bytes, intact, on TCP"
+	i=0 bad=0
+	for n in $(split_programs); do
+		i=$((i + 1))
+		t0=${EPOCHREALTIME/./}
+		split_run client "$n" $i > /tmp/behave.out 2>&1
+		rc=$?
+		for _ in $(seq 300); do [ -e "$SPLIT/$n.status" ] && break; sleep 0.2; done
+		st=$(cat "$SPLIT/$n.status" 2> /dev/null || echo none)
+		if [ $rc = 0 ] && [ "$st" = 0 ]; then
+			echo "ok behave $n: server on A, client on B, both on rdma ($(((${EPOCHREALTIME/./} - t0) / 1000)) ms)"
+		else
+			echo "FAIL behave $n: client rc $rc, server rc $st"; tail -5 /tmp/behave.out; bad=1
+		fi
+	done
+	[ $bad = 0 ] || fail "behaviour programs across hosts"
 	for _ in $(seq 300); do redis-cli -h 10.1.0.1 -p 6390 ping 2> /dev/null | grep -q PONG && break; sleep 0.2; done
 	"${S[@]}" redis-benchmark -h 10.1.0.1 -p 6390 -c 4 -n 2000 -t set,get -q > /tmp/rb.out 2> /tmp/rb.err
 	rc=$?
