@@ -212,6 +212,8 @@ static struct rdma_link *spare_take(struct rdma_dev *d)
 
 /* Keep one ready link per device in use, made here, off the connection
  * path (registering memory and creating a queue pair take long). */
+static uint64_t spare_retry_ns; /* after a failed refill: not before this */
+
 static void spare_refill(void)
 {
 	struct rdma_dev *need = NULL;
@@ -226,8 +228,17 @@ static void spare_refill(void)
 	}
 	pthread_mutex_unlock(&lock);
 	uint64_t t0 = shunt_now_ns();
-	if (!need || rdma_link_new(need, shunt_cfg.ring_size, &ops, &n))
+	if (!need || t0 < spare_retry_ns)
 		return;
+	if (rdma_link_new(need, shunt_cfg.ring_size, &ops, &n)) {
+		/* limits: try again in a second, not on every wake-up */
+		if (!spare_retry_ns)
+			shunt_log("rdma: no spare link on %s (limits?); retrying every second",
+				  need->name);
+		spare_retry_ns = t0 + 1000000000ull;
+		return;
+	}
+	spare_retry_ns = 0;
 	shunt_log("rdma: spare link on %s ready in %llu us", need->name,
 		  (unsigned long long)(shunt_now_ns() - t0) / 1000);
 	pthread_mutex_lock(&lock);
@@ -340,6 +351,22 @@ static void fill(struct shunt_hs_offer *o, struct rdma_link *l, int slot)
 	o->addr = (uintptr_t)rdma_slot_rx(l, (unsigned)slot);
 }
 
+/* No link for a connection on device d (NULL: none for its address):
+ * -ENOMEM when a limit is the cause - queue pairs, registrations, locked
+ * memory, or a device that would not open (the rdma cgroup's rdma.max) -
+ * else -ENODEV. */
+static int no_link(const struct rdma_dev *d)
+{
+	int e = rdma_dev_refused();
+
+	if (d)
+		shunt_log("rdma: no link on %s (queue pairs, registrations or locked memory "
+			  "exhausted)", d->name);
+	else if (e)
+		shunt_log("rdma: an RDMA device would not open (%s): rdma cgroup limit?", strerror(e));
+	return d || e ? -ENOMEM : -ENODEV;
+}
+
 /* Client: reserve a slot in a spare link for the PROPOSAL.  -ENODEV: no
  * device for this address; -ENOMEM: a device, but no resources. */
 int rdma_client_offer(int fd, uint32_t tag, struct shunt_hs_offer *o, void **state)
@@ -364,10 +391,7 @@ int rdma_client_offer(int fd, uint32_t tag, struct shunt_hs_offer *o, void **sta
 	pthread_mutex_unlock(&lock);
 	if (x->slot < 0) {
 		/* a device, but no queue pair or registration for us: resources */
-		int r = x->dev ? -ENOMEM : -ENODEV;
-		if (x->dev)
-			shunt_log("rdma: no link on %s (queue pairs or locked memory exhausted)",
-				  x->dev->name);
+		int r = no_link(x->dev);
 		free(x);
 		return r;
 	}
@@ -483,7 +507,7 @@ int rdma_server_offer(int fd, const struct shunt_hs_msg *p, uint32_t tag, struct
 	}
 	pthread_mutex_unlock(&lock);
 	if (x->slot < 0) {
-		int r = x->dev ? SHUNT_R_RESOURCE : SHUNT_R_HS_NO_TRANSPORT;
+		int r = no_link(x->dev) == -ENOMEM ? SHUNT_R_RESOURCE : SHUNT_R_HS_NO_TRANSPORT;
 		free(x);
 		return r;
 	}

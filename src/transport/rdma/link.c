@@ -15,6 +15,7 @@
 
 static struct rdma_dev *devs;
 static int devs_scanned;
+static int devs_refused; /* errno of a device that would not open for a limit */
 static pthread_mutex_t dev_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void gid_of(const struct sockaddr *sa, union ibv_gid *g)
@@ -40,8 +41,12 @@ static void scan(void)
 		struct ibv_context *ctx = ibv.open_device(list[i]);
 		struct ibv_device_attr da;
 		int kept = 0;
-		if (!ctx)
+		if (!ctx) {
+			/* the rdma cgroup's hca_handle limit (EAGAIN), or out of memory */
+			if (errno == EAGAIN || errno == ENOMEM || errno == EMFILE)
+				devs_refused = errno;
 			continue;
+		}
 		if (!ibv.query_device(ctx, &da)) {
 			for (uint8_t p = 1; p <= da.phys_port_cnt; p++) {
 				struct ibv_port_attr pa;
@@ -73,12 +78,20 @@ static void scan(void)
 	ibv.free_device_list(list);
 }
 
+/* Non-zero (an errno) when a device would not open because a limit said
+ * no: no device for an address then means "resources", not "no RDMA". */
+int rdma_dev_refused(void)
+{
+	return devs_refused;
+}
+
 /* A forked child may not use its parent's device contexts (the kernel
  * refuses commands from another address space): it opens its own. */
 void rdma_dev_forget(void)
 {
 	devs = NULL;
 	devs_scanned = 0;
+	devs_refused = 0;
 	pthread_mutex_init(&dev_lock, NULL);
 }
 

@@ -74,6 +74,7 @@ struct rdma_link {
 /* The device and GID of a local address (IPv4 or IPv6), or NULL. */
 struct rdma_dev *rdma_dev_for(const struct sockaddr *local);
 void rdma_dev_forget(void);
+int rdma_dev_refused(void);
 int rdma_link_new(struct rdma_dev *d, uint32_t ring_size, const struct link_ops *ops,
 		  struct rdma_link **out);
 int rdma_link_connect(struct rdma_link *l, const union ibv_gid *gid, uint32_t qpn);
