@@ -136,15 +136,28 @@ static int post_recv(struct rdma_link *l, unsigned i)
 	return ibv_post_recv(l->qp, &wr, &bad) ? -EIO : 0;
 }
 
+/* A link's region: aligned to 2 MiB and asking for transparent huge pages,
+ * so that the registration the device translates is a few large pages
+ * (4 for 8 MiB) instead of thousands of small ones; where the kernel has no
+ * huge page to give, small pages work the same.  len is a page multiple. */
+#define REGION_ALIGN ((size_t)2 << 20)
+
 static void *region(size_t len)
 {
-	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	size_t span = len + REGION_ALIGN;
+	uint8_t *p = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0), *a;
 
 	if (p == MAP_FAILED)
 		return NULL;
+	a = (uint8_t *)(((uintptr_t)p + REGION_ALIGN - 1) & ~(uintptr_t)(REGION_ALIGN - 1));
+	if (a > p)
+		munmap(p, (size_t)(a - p));
+	if (p + span > a + len)
+		munmap(a + len, (size_t)(p + span - (a + len)));
+	madvise(a, len, MADV_HUGEPAGE);
 	/* a forked child must not share pages the device writes (see rdma.md) */
-	madvise(p, len, MADV_DONTFORK);
-	return p;
+	madvise(a, len, MADV_DONTFORK);
+	return a;
 }
 
 int rdma_link_new(struct rdma_dev *d, uint32_t ring_size, const struct link_ops *ops,
@@ -163,7 +176,7 @@ int rdma_link_new(struct rdma_dev *d, uint32_t ring_size, const struct link_ops 
 	l->ops = ops;
 	l->ring_size = ring_size;
 	l->rx_len = (size_t)LINK_SLOTS * ring_size;
-	l->local_len = l->rx_len + (size_t)LINK_RECVS * sizeof(struct shunt_cdc);
+	l->local_len = (l->rx_len + (size_t)LINK_RECVS * sizeof(struct shunt_cdc) + 4095) & ~(size_t)4095;
 	pthread_mutex_init(&l->sq_lock, NULL);
 	pthread_mutex_init(&l->cq_lock, NULL);
 	if (!(l->rx = region(l->rx_len)) || !(l->local = region(l->local_len)) ||
