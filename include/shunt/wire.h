@@ -268,7 +268,7 @@ struct shunt_hs_offer {
 	/* RDMA (issue #4): zero unless SHUNT_HS_T_RDMA */
 	uint8_t gid[16];
 	uint32_t qpn;
-	uint32_t rkey;
+	uint32_t rkey;        /* the ring's window key (ACCEPT/CONFIRM; 0 in PROPOSAL) */
 	uint64_t addr;
 } __attribute__((packed));
 _Static_assert(sizeof(struct shunt_hs_offer) == 88, "hs offer layout");

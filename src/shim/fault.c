@@ -15,9 +15,17 @@
  *                         after that post (SHUNT_FAULT_RDMA_ONCE=0: every
  *                         link, once each): a link failure at an exact
  *                         byte, which its connections must survive on TCP.
+ *   SHUNT_FAULT_RDMA_STALE=1   a hostile (or broken) peer replaying an
+ *                         old key: when a connection writes into a ring an
+ *                         earlier connection of this process wrote into, it
+ *                         uses that earlier connection's key.  The peer's
+ *                         device must refuse it (each connection that takes
+ *                         a slot gets a fresh key): the link fails and every
+ *                         connection carries on over TCP, intact.
  */
 #ifdef SHUNT_FAULTS
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <stdlib.h>
 #include "shim.h"
 
@@ -39,6 +47,36 @@ int shunt_fault_rdma(uint64_t staged)
 	fired = 1;
 	shunt_log("fault: link broken after %llu staged bytes", (unsigned long long)staged);
 	return 1;
+}
+
+uint32_t shunt_fault_rdma_key(uint64_t raddr, uint32_t rkey)
+{
+	static struct ring_key { uint64_t raddr; uint32_t first, now; } seen[64];
+	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+	static int armed = -1, n;
+	uint32_t k = rkey;
+
+	if (armed < 0) {
+		const char *v = getenv("SHUNT_FAULT_RDMA_STALE");
+		armed = v && *v && *v != '0';
+	}
+	if (!armed)
+		return rkey;
+	pthread_mutex_lock(&mu);
+	int i;
+	for (i = 0; i < n && seen[i].raddr != raddr; i++)
+		;
+	if (i == n && n < 64)
+		seen[n++] = (struct ring_key){ raddr, rkey, rkey };
+	else if (i < n && seen[i].first != rkey) {
+		if (seen[i].now != rkey)
+			shunt_log("fault: a new connection on ring %#llx writes with the old key %#x, not %#x",
+				  (unsigned long long)raddr, seen[i].first, rkey);
+		seen[i].now = rkey;
+		k = seen[i].first;
+	}
+	pthread_mutex_unlock(&mu);
+	return k;
 }
 
 void shunt_fault_hs(uint8_t *msg, int len)

@@ -194,6 +194,17 @@ static void nonblock(int fd)
 
 /* ---- links ---- */
 
+static int link_new(struct rdma_dev *d, struct rdma_link **out)
+{
+	static int said;
+	int r = rdma_link_new(d, shunt_cfg.ring_size, &ops, out);
+
+	if (!r && !(*out)->mw[0] && !__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+		shunt_log("rdma: %s has no memory windows: a peer's key reaches every ring of "
+			  "its link (isolation per peer process, not per connection)", d->name);
+	return r;
+}
+
 static struct rdma_link *spare_take(struct rdma_dev *d)
 {
 	struct rdma_link **pp, *l = NULL;
@@ -205,7 +216,7 @@ static struct rdma_link *spare_take(struct rdma_dev *d)
 			l->next = NULL;
 			break;
 		}
-	if (!l && rdma_link_new(d, shunt_cfg.ring_size, &ops, &l))
+	if (!l && link_new(d, &l))
 		return NULL;
 	return l;
 }
@@ -230,7 +241,7 @@ static void spare_refill(void)
 	uint64_t t0 = shunt_now_ns();
 	if (!need || t0 < spare_retry_ns)
 		return;
-	if (rdma_link_new(need, shunt_cfg.ring_size, &ops, &n)) {
+	if (link_new(need, &n)) {
 		/* limits: try again in a second, not on every wake-up */
 		if (!spare_retry_ns)
 			shunt_log("rdma: no spare link on %s (limits?); retrying every second",
@@ -343,11 +354,13 @@ static void slot_close(struct rdma_offer *x)
 	x->rc = NULL;
 }
 
-static void fill(struct shunt_hs_offer *o, struct rdma_link *l, int slot)
+/* rkey: the slot's key for this connection (rdma_slot_key); 0 in the
+ * client's PROPOSAL, made on a spare link that cannot bind yet. */
+static void fill(struct shunt_hs_offer *o, struct rdma_link *l, int slot, uint32_t rkey)
 {
 	memcpy(o->gid, l->dev->gid.raw, 16);
 	o->qpn = l->qp->qp_num;
-	o->rkey = l->rx_mr->rkey;
+	o->rkey = rkey;
 	o->addr = (uintptr_t)rdma_slot_rx(l, (unsigned)slot);
 }
 
@@ -396,7 +409,7 @@ int rdma_client_offer(int fd, uint32_t tag, struct shunt_hs_offer *o, void **sta
 		return r;
 	}
 	x->spare = 1;
-	fill(o, x->link, x->slot);
+	fill(o, x->link, x->slot, 0);
 	*state = x;
 	return 0;
 }
@@ -444,6 +457,7 @@ int rdma_client_accept(struct sk *s, int fd, void *state, const struct shunt_hs_
 	struct rdma_offer *x = state;
 	struct rdma_link *l;
 	union ibv_gid g;
+	uint32_t key;
 	int r;
 
 	memcpy(g.raw, a->offer.gid, 16);
@@ -467,12 +481,16 @@ int rdma_client_accept(struct sk *s, int fd, void *state, const struct shunt_hs_
 		rdma_offer_drop(x);
 		return SHUNT_R_RESOURCE;
 	}
+	if (rdma_slot_key(x->link, (unsigned)x->slot, &key)) {
+		rdma_offer_drop(x);
+		return SHUNT_R_LINK_FAILED;
+	}
 	r = attach(s, fd, x->rc, a->offer.addr, a->offer.rkey, 0);
 	if (r) {
 		rdma_offer_drop(x);
 		return r;
 	}
-	fill(o, x->link, x->slot);
+	fill(o, x->link, x->slot, key);
 	free(x);
 	return 0;
 }
@@ -486,6 +504,7 @@ int rdma_server_offer(int fd, const struct shunt_hs_msg *p, uint32_t tag, struct
 	socklen_t sl = sizeof ss;
 	struct rdma_offer *x;
 	union ibv_gid g;
+	uint32_t key;
 
 	if (!rdma_available() || getsockname(fd, (void *)&ss, &sl))
 		return SHUNT_R_HS_NO_TRANSPORT;
@@ -511,7 +530,11 @@ int rdma_server_offer(int fd, const struct shunt_hs_msg *p, uint32_t tag, struct
 		free(x);
 		return r;
 	}
-	fill(o, x->link, x->slot);
+	if (rdma_slot_key(x->link, (unsigned)x->slot, &key)) {
+		rdma_offer_drop(x);
+		return SHUNT_R_LINK_FAILED;
+	}
+	fill(o, x->link, x->slot, key);
 	*state = x;
 	return 0;
 }
@@ -688,7 +711,8 @@ static int push_locked(struct conn *c, uint32_t extra, int flags, uint64_t *seq)
 		m.flags |= SHUNT_CDC_F_FIN;
 	if (prod == rc->sent && m.cons == rc->acked && !m.flags)
 		return 0;
-	r = rdma_push(rc->link, rc->slot, rc->raddr, rc->rkey, rc->sent, prod, &m, flags, seq);
+	r = rdma_push(rc->link, rc->slot, rc->raddr, shunt_fault_rdma_key(rc->raddr, rc->rkey),
+		      rc->sent, prod, &m, flags, seq);
 	if (r)
 		return r; /* a failed link reports itself through its completions */
 	rc->sent = prod;

@@ -209,9 +209,11 @@ int shim_select(int nfds, fd_set *r, fd_set *w, fd_set *e, int timeout_ms, const
 #ifdef SHUNT_FAULTS
 void shunt_fault_hs(uint8_t *msg, int len);
 int shunt_fault_rdma(uint64_t staged);
+uint32_t shunt_fault_rdma_key(uint64_t raddr, uint32_t rkey);
 #else
 static inline void shunt_fault_hs(uint8_t *msg, int len) { (void)msg; (void)len; }
 static inline int shunt_fault_rdma(uint64_t staged) { (void)staged; return 0; }
+static inline uint32_t shunt_fault_rdma_key(uint64_t raddr, uint32_t rkey) { (void)raddr; return rkey; }
 #endif
 
 /* exec.c */

@@ -5,9 +5,9 @@
 # give plain TCP with reason 3 (resource-limit) for exactly the connections
 # that could not have RDMA, never an error the program sees; every byte is
 # checked by the stream tool.
-#   1. server limited to one link's objects (PD, 2 MRs, CQ, QP): of 40
-#      connections the first link carries 32, the other 8 are TCP, reason 3,
-#      on both ends;
+#   1. server limited to one link's objects (a PD, 2 MRs, a CQ, a QP and a
+#      memory window per ring: 37): of 40 connections the first link
+#      carries 32, the other 8 are TCP, reason 3, on both ends;
 #   2. client limited below one link: every connection TCP, reason 3;
 #   3. server may not open a device at all (hca_handle=0): TCP, reason 3,
 #      and the log says why.
@@ -37,13 +37,13 @@ run() { # who-is-limited connections
 }
 count() { grep -c "^role=$1 .*mode=$2 reason=$3 bytes=1048576 ok" /tmp/"${1:0:1}".out || true; }
 
-limit "hca_handle=max hca_object=5"
+limit "hca_handle=max hca_object=37"
 run server 40
 [ "$(count server rdma 0)" = 32 ] && [ "$(count server tcp 3)" = 8 ] ||
 	die "server with one link's objects: $(grep -c mode=rdma /tmp/s.out) rdma, $(grep -v mode=rdma /tmp/s.out | tail -5)"
 [ "$(count client rdma 0)" = 32 ] && [ "$(count client tcp 3)" = 8 ] || die "its client: $(grep -v mode=rdma /tmp/c.out | tail -5)"
 grep -q "no link on rxe0" /tmp/s.out || die "no reason logged: $(tail -3 /tmp/s.out)"
-echo "limits: one link's objects (hca_object=5): 32 connections rdma, 8 tcp reason 3, intact"
+echo "limits: one link's objects (hca_object=37): 32 connections rdma, 8 tcp reason 3, intact"
 
 limit "hca_handle=max hca_object=3"
 run client 4

@@ -160,6 +160,53 @@ static void *region(size_t len)
 	return a;
 }
 
+/* A window per ring (type 1: re-bound in place, each bind a new key).  A
+ * device without windows falls back to the region's own key (the link's
+ * protection domain still isolates other peers); a limit fails the link. */
+static int windows(struct rdma_link *l)
+{
+	for (unsigned i = 0; i < LINK_SLOTS; i++) {
+		if ((l->mw[i] = ibv_alloc_mw(l->pd, IBV_MW_TYPE_1)))
+			continue;
+		int e = errno;
+		while (i)
+			ibv_dealloc_mw(l->mw[--i]);
+		l->mw[0] = NULL;
+		return e == EOPNOTSUPP || e == ENOSYS || e == EINVAL ? 0 : -ENOMEM;
+	}
+	return 0;
+}
+
+static int sq_room(struct rdma_link *l, unsigned need, int may_poll);
+
+int rdma_slot_key(struct rdma_link *l, unsigned slot, uint32_t *rkey)
+{
+	struct ibv_mw_bind b = { .send_flags = IBV_SEND_SIGNALED,
+		.bind_info = { .mr = l->rx_mr, .addr = (uintptr_t)rdma_slot_rx(l, slot),
+			       .length = l->ring_size, .mw_access_flags = IBV_ACCESS_REMOTE_WRITE } };
+	uint64_t seq = 0;
+	int r;
+
+	if (!l->mw[slot]) {
+		*rkey = l->rx_mr->rkey;
+		return 0;
+	}
+	pthread_mutex_lock(&l->sq_lock);
+	if (!(r = sq_room(l, 1, 1))) {
+		b.wr_id = l->posted + 1;
+		r = ibv_bind_mw(l->qp, l->mw[slot], &b) ? -EPIPE : 0;
+		if (!r)
+			seq = ++l->posted;
+	}
+	pthread_mutex_unlock(&l->sq_lock);
+	/* the peer may write as soon as it has the key: bound first */
+	if (!r)
+		r = rdma_link_wait(l, seq, 2000000000ull);
+	if (!r)
+		*rkey = l->mw[slot]->rkey;
+	return r;
+}
+
 int rdma_link_new(struct rdma_dev *d, uint32_t ring_size, const struct link_ops *ops,
 		  struct rdma_link **out)
 {
@@ -180,8 +227,9 @@ int rdma_link_new(struct rdma_dev *d, uint32_t ring_size, const struct link_ops 
 	pthread_mutex_init(&l->sq_lock, NULL);
 	pthread_mutex_init(&l->cq_lock, NULL);
 	if (!(l->rx = region(l->rx_len)) || !(l->local = region(l->local_len)) ||
-	    !(l->pd = ibv.alloc_pd(d->ctx)) ||
-	    !(l->rx_mr = ibv.reg_mr(l->pd, l->rx, l->rx_len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE)) ||
+	    !(l->pd = ibv.alloc_pd(d->ctx)) || windows(l) ||
+	    !(l->rx_mr = ibv.reg_mr(l->pd, l->rx, l->rx_len, IBV_ACCESS_LOCAL_WRITE |
+				    (l->mw[0] ? IBV_ACCESS_MW_BIND : IBV_ACCESS_REMOTE_WRITE))) ||
 	    !(l->local_mr = ibv.reg_mr(l->pd, l->local, l->local_len, IBV_ACCESS_LOCAL_WRITE)) ||
 	    !(l->cq = ibv.create_cq(d->ctx, LINK_SQ + LINK_RECVS, l, d->ch, 0)))
 		goto fail;
@@ -237,6 +285,8 @@ void rdma_link_free(struct rdma_link *l)
 		ibv.destroy_qp(l->qp);
 	if (l->cq)
 		ibv.destroy_cq(l->cq);
+	for (unsigned i = 0; i < LINK_SLOTS && l->mw[i]; i++)
+		ibv_dealloc_mw(l->mw[i]);
 	if (l->rx_mr)
 		ibv.dereg_mr(l->rx_mr);
 	if (l->local_mr)

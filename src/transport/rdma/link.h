@@ -50,6 +50,10 @@ struct rdma_link {
 	struct ibv_cq *cq;
 	struct ibv_qp *qp;
 	struct ibv_mr *rx_mr, *local_mr;
+	/* one memory window per ring, re-bound for every connection that gets
+	 * the slot: the peer's key reaches that ring only, and only for that
+	 * connection (NULL where the device has no windows: rx_mr's key) */
+	struct ibv_mw *mw[LINK_SLOTS];
 	uint8_t *rx, *local;      /* the two regions (local: staging rings, then receive buffers) */
 	size_t rx_len, local_len;
 	uint32_t ring_size;
@@ -81,6 +85,8 @@ int rdma_link_connect(struct rdma_link *l, const union ibv_gid *gid, uint32_t qp
 void rdma_link_free(struct rdma_link *l);
 int rdma_slot_take(struct rdma_link *l, void *ctx, uint32_t tag);
 void rdma_slot_put(struct rdma_link *l, unsigned slot);
+/* The key the peer writes slot's ring with, fresh for this connection. */
+int rdma_slot_key(struct rdma_link *l, unsigned slot, uint32_t *rkey);
 static inline uint8_t *rdma_slot_rx(struct rdma_link *l, unsigned s) { return l->rx + (size_t)s * l->ring_size; }
 static inline uint8_t *rdma_slot_tx(struct rdma_link *l, unsigned s) { return l->local + (size_t)s * l->ring_size; }
 /* Copy staged bytes [from, to) of slot's ring to the peer's ring at
