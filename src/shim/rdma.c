@@ -680,8 +680,8 @@ static void on_cdc(struct rdma_link *l, unsigned slot, const struct shunt_cdc *m
  * (not one is lost; wire.h 5c). */
 static void on_down(struct rdma_link *l)
 {
-	shunt_log("rdma: link on %s to qp %u failed; its connections move to TCP",
-		  l->dev->name, l->peer_qpn);
+	shunt_log("rdma: link on %s to qp %u failed (completion status %d, opcode %d); its "
+		  "connections move to TCP", l->dev->name, l->peer_qpn, l->fail_status, l->fail_op);
 	pthread_mutex_lock(&l->cq_lock);
 	for (unsigned s = 0; s < LINK_SLOTS; s++) {
 		struct rdma_conn *rc = l->slot_ctx[s];

@@ -465,6 +465,10 @@ static int poll_locked(struct rdma_link *l)
 	while ((n = ibv_poll_cq(l->cq, 32, wc)) > 0) {
 		for (int i = 0; i < n; i++) {
 			if (wc[i].status != IBV_WC_SUCCESS) {
+				if (!down && !l->fail_status) {
+					l->fail_status = (int)wc[i].status;
+					l->fail_op = (int)wc[i].opcode;
+				}
 				down = 1;
 				continue;
 			}

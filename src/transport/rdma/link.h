@@ -61,6 +61,7 @@ struct rdma_link {
 	void *slot_ctx[LINK_SLOTS];
 	uint32_t slot_tag[LINK_SLOTS];
 	_Atomic int state;        /* enum link_state */
+	int fail_status, fail_op;  /* the first failed completion: why it went down */
 	const struct link_ops *ops;
 	/* the peer, once connected */
 	uint8_t peer_host[16];
