@@ -179,32 +179,40 @@ static int windows(struct rdma_link *l)
 
 static int sq_room(struct rdma_link *l, unsigned need, int may_poll);
 
-int rdma_slot_key(struct rdma_link *l, unsigned slot, uint32_t *rkey)
+/* Post a bind of slot's window over its ring: a new key.  sq_lock held. */
+static int bind_locked(struct rdma_link *l, unsigned slot, int may_poll)
 {
 	struct ibv_mw_bind b = { .send_flags = IBV_SEND_SIGNALED,
 		.bind_info = { .mr = l->rx_mr, .addr = (uintptr_t)rdma_slot_rx(l, slot),
 			       .length = l->ring_size, .mw_access_flags = IBV_ACCESS_REMOTE_WRITE } };
-	uint64_t seq = 0;
-	int r;
+	int r = sq_room(l, 1, may_poll);
+
+	if (r)
+		return r;
+	b.wr_id = l->posted + 1;
+	if (ibv_bind_mw(l->qp, l->mw[slot], &b))
+		return -EPIPE;
+	l->mw_seq[slot] = ++l->posted;
+	return 0;
+}
+
+int rdma_slot_key(struct rdma_link *l, unsigned slot, uint32_t *rkey)
+{
+	int r = 0;
 
 	if (!l->mw[slot]) {
 		*rkey = l->rx_mr->rkey;
 		return 0;
 	}
 	pthread_mutex_lock(&l->sq_lock);
-	if (!(r = sq_room(l, 1, 1))) {
-		b.wr_id = l->posted + 1;
-		r = ibv_bind_mw(l->qp, l->mw[slot], &b) ? -EPIPE : 0;
-		if (!r)
-			seq = ++l->posted;
-	}
+	if (!l->mw_ready[slot]) /* never bound, or the re-bind could not be posted */
+		r = bind_locked(l, slot, 1);
+	l->mw_ready[slot] = 0;
+	*rkey = l->mw[slot]->rkey;
 	pthread_mutex_unlock(&l->sq_lock);
-	/* the peer may write as soon as it has the key: bound first */
-	if (!r)
-		r = rdma_link_wait(l, seq, 2000000000ull);
-	if (!r)
-		*rkey = l->mw[slot]->rkey;
-	return r;
+	/* the peer may write as soon as it has the key: bound first (a re-bind
+	 * made when the slot was given back has long completed) */
+	return r ? r : rdma_link_wait(l, l->mw_seq[slot], 2000000000ull);
 }
 
 int rdma_link_new(struct rdma_dev *d, uint32_t ring_size, const struct link_ops *ops,
@@ -321,6 +329,12 @@ int rdma_slot_take(struct rdma_link *l, void *ctx, uint32_t tag)
 void rdma_slot_put(struct rdma_link *l, unsigned slot)
 {
 	l->slot_ctx[slot] = NULL;
+	if (l->mw[slot] && __atomic_load_n(&l->state, __ATOMIC_ACQUIRE) == LINK_UP) {
+		/* the old key dies now, and the next connection need not wait */
+		pthread_mutex_lock(&l->sq_lock);
+		l->mw_ready[slot] = !bind_locked(l, slot, 0);
+		pthread_mutex_unlock(&l->sq_lock);
+	}
 	__atomic_fetch_and(&l->used, ~(1u << slot), __ATOMIC_ACQ_REL);
 }
 

@@ -54,6 +54,11 @@ struct rdma_link {
 	 * the slot: the peer's key reaches that ring only, and only for that
 	 * connection (NULL where the device has no windows: rx_mr's key) */
 	struct ibv_mw *mw[LINK_SLOTS];
+	/* a slot given back is re-bound at once (its old key dies then) and
+	 * the next connection takes that bind: seq of the bind, and whether
+	 * its key is still unused (under sq_lock) */
+	uint64_t mw_seq[LINK_SLOTS];
+	uint8_t mw_ready[LINK_SLOTS];
 	uint8_t *rx, *local;      /* the two regions (local: staging rings, then receive buffers) */
 	size_t rx_len, local_len;
 	uint32_t ring_size;
