@@ -169,9 +169,10 @@ static int windows(struct rdma_link *l)
 		if ((l->mw[i] = ibv_alloc_mw(l->pd, IBV_MW_TYPE_1)))
 			continue;
 		int e = errno;
-		while (i)
-			ibv_dealloc_mw(l->mw[--i]);
-		l->mw[0] = NULL;
+		while (i--) {
+			ibv_dealloc_mw(l->mw[i]);
+			l->mw[i] = NULL;
+		}
 		return e == EOPNOTSUPP || e == ENOSYS || e == EINVAL ? 0 : -ENOMEM;
 	}
 	return 0;
