@@ -93,6 +93,7 @@ static inline int listen_on(const char *addr, struct sockaddr_storage *ss, sockl
 	const char *over = getenv("SHUNT_TEST_ADDR");
 	static unsigned listeners; /* split mode: the k-th listener */
 	unsigned port = 0;
+	char what[16] = ""; /* split mode: this listener's rendezvous name */
 	int fam, one = 1;
 
 	if (over && !strcmp(addr, "127.0.0.1"))
@@ -100,6 +101,7 @@ static inline int listen_on(const char *addr, struct sockaddr_storage *ss, sockl
 	if (split_role()) {
 		const char *p = getenv("SHUNT_TEST_PORT");
 		CHECK(p && over && atoi(p) > 0);
+		snprintf(what, sizeof what, "%u", listeners);
 		port = (unsigned)atoi(p) + listeners++;
 	}
 	fam = strchr(addr, ':') ? AF_INET6 : AF_INET;
@@ -118,8 +120,6 @@ static inline int listen_on(const char *addr, struct sockaddr_storage *ss, sockl
 		*len = sizeof *in6;
 	}
 	if (split_is("client")) { /* the listener is on the other host */
-		char what[16];
-		snprintf(what, sizeof what, "%u", listeners - 1);
 		fclose(split_wait_file(what));
 		return open("/dev/null", O_RDONLY | O_CLOEXEC);
 	}
@@ -130,8 +130,7 @@ static inline int listen_on(const char *addr, struct sockaddr_storage *ss, sockl
 	CHECK(listen(l, 128) == 0);
 	CHECK(getsockname(l, (void *)ss, len) == 0);
 	if (split_is("server")) {
-		char what[16], path[512];
-		snprintf(what, sizeof what, "%u", listeners - 1);
+		char path[512];
 		split_path(path, sizeof path, what);
 		FILE *f = fopen(path, "w");
 		CHECK(f && fclose(f) == 0);
@@ -229,7 +228,7 @@ static inline void chan_send(struct chan *ch, char c)
 
 static inline int chan_recv(struct chan *ch, char *c)
 {
-	char path[512];
+	char path[512], end[512];
 
 	if (ch->fd[1] >= 0) { /* the child's copy of the pipe's write end */
 		close(ch->fd[1]);
@@ -238,6 +237,7 @@ static inline int chan_recv(struct chan *ch, char *c)
 	if (!split_role())
 		return read(ch->fd[0], c, 1) == 1;
 	split_path(path, sizeof path, "chan");
+	split_path(end, sizeof end, "chan-end");
 	for (;;) {
 		if (ch->fd[0] < 0)
 			ch->fd[0] = open(path, O_RDONLY | O_CLOEXEC);
@@ -245,10 +245,8 @@ static inline int chan_recv(struct chan *ch, char *c)
 			ch->off++;
 			return 1;
 		}
-		split_path(path, sizeof path, "chan-end");
-		if (!access(path, F_OK) && ch->fd[0] >= 0 && pread(ch->fd[0], c, 1, ch->off) != 1)
+		if (!access(end, F_OK) && ch->fd[0] >= 0 && pread(ch->fd[0], c, 1, ch->off) != 1)
 			return 0;
-		split_path(path, sizeof path, "chan");
 		usleep(5000);
 	}
 }
