@@ -22,6 +22,12 @@
  *                         device must refuse it (each connection that takes
  *                         a slot gets a fresh key): the link fails and every
  *                         connection carries on over TCP, intact.
+ *   SHUNT_FAULT_RDMA_HOLD=BYTES   bytes past BYTES of every RDMA connection
+ *                         of this process are accepted by write() but not
+ *                         posted, as if still queued when the process
+ *                         ends: until its exit flush (exit(), _exit())
+ *                         releases them.  A killed process never does, so
+ *                         its peer must not see a clean EOF.
  */
 #ifdef SHUNT_FAULTS
 #define _GNU_SOURCE
@@ -47,6 +53,28 @@ int shunt_fault_rdma(uint64_t staged)
 	fired = 1;
 	shunt_log("fault: link broken after %llu staged bytes", (unsigned long long)staged);
 	return 1;
+}
+
+static _Atomic int hold_released;
+
+uint64_t shunt_fault_rdma_hold(uint64_t prod)
+{
+	static uint64_t at;
+	static int armed = -1;
+
+	if (armed < 0) {
+		const char *v = getenv("SHUNT_FAULT_RDMA_HOLD");
+		at = v && *v ? strtoull(v, NULL, 0) : 0;
+		armed = v && *v;
+	}
+	if (!armed || prod <= at || __atomic_load_n(&hold_released, __ATOMIC_ACQUIRE))
+		return prod;
+	return at;
+}
+
+void shunt_fault_rdma_release(void)
+{
+	__atomic_store_n(&hold_released, 1, __ATOMIC_RELEASE);
 }
 
 uint32_t shunt_fault_rdma_key(uint64_t raddr, uint32_t rkey)

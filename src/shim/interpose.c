@@ -21,6 +21,7 @@
 #include <sys/select.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include "shim.h"
 #include "real.h"
@@ -744,4 +745,18 @@ EXPORT int epoll_pwait2(int epfd, struct epoll_event *evs, int max, const struct
 EXPORT pid_t vfork(void)
 {
 	return R(fork)();
+}
+
+/* The process ends without exit()'s destructors: what write() accepted
+ * over RDMA must still reach the peer before the kernel's FIN. */
+EXPORT void _exit(int status)
+{
+	rdma_exit_flush();
+	for (;;)
+		syscall(SYS_exit_group, status);
+}
+
+EXPORT void _Exit(int status)
+{
+	_exit(status);
 }

@@ -700,8 +700,12 @@ static int push_locked(struct conn *c, uint32_t extra, int flags, uint64_t *seq)
 	 * producer read after seeing it covers every byte (FIN never
 	 * overtakes data, whichever thread posts) */
 	int fin = __atomic_load_n(&c->tx.ctl->wr_done, __ATOMIC_ACQUIRE) && !rc->fin_sent;
-	uint64_t prod = __atomic_load_n(&c->tx.ctl->prod, __ATOMIC_ACQUIRE);
+	uint64_t staged = __atomic_load_n(&c->tx.ctl->prod, __ATOMIC_ACQUIRE);
+	uint64_t prod = shunt_fault_rdma_hold(staged);
 	int r;
+
+	if (prod != staged)
+		fin = 0; /* a test holds the rest back */
 
 	if (__atomic_load_n(&c->fo_tx, __ATOMIC_ACQUIRE))
 		return -EPIPE; /* the sending half is on TCP now */
@@ -1104,11 +1108,21 @@ static void fo_rx_settle(struct conn *c)
 		if (r <= 0) {
 			/* the kernel's FIN or RST: cursor messages sent before
 			 * it count first */
+			int err = r ? errno : 0;
 			rdma_link_drain(c->rd->link);
-			if (r == 0)
+			if (!err && !__atomic_load_n(&c->rx.ctl->wr_done, __ATOMIC_ACQUIRE)) {
+				/* FIN with no cursor FIN before it: the peer
+				 * ended without flushing (killed, crashed, or
+				 * its exit flush timed out) - bytes its write()
+				 * accepted may be lost, so not a clean EOF */
+				shunt_log("rdma: tcp fd %d: the peer closed without ending its stream "
+					  "over RDMA; reporting ECONNRESET", c->tcp_fd);
+				err = ECONNRESET;
+			}
+			if (!err)
 				c->peer_eof = 1;
 			else
-				c->peer_err = errno;
+				c->peer_err = err;
 			return;
 		}
 		while (z < (size_t)r && !buf[z])
@@ -1486,6 +1500,39 @@ void rdma_share_prepare(const char *why)
 	pthread_mutex_unlock(&one);
 }
 
+/* Before the process ends (exit(), _exit()): the kernel closes the TCP
+ * socket (its FIN) and the queue pair goes with the process, so what
+ * write() accepted must be at the peer's device first - TCP's buffer would
+ * deliver it.  Each connection this process owns ends its sending half as
+ * shutdown(SHUT_WR) does: bytes posted, then the cursor FIN, its
+ * completion awaited.  Bounded (a writer blocked on a full ring holds its
+ * lock): MOVE_WAIT_MS for all.  A killed process cannot do this. */
+void rdma_exit_flush(void)
+{
+	struct movelist m = { 0 };
+	uint64_t deadline = shunt_now_ns() + MOVE_WAIT_MS * 1000000ull;
+
+	if (!__atomic_load_n(&links, __ATOMIC_ACQUIRE))
+		return; /* no RDMA connection was ever made here */
+	shunt_fault_rdma_release();
+	fdtab_each(gather, &m);
+	for (int i = 0; i < m.n; i++) {
+		struct conn *c = m.v[i]->conn;
+		if (!c->shut_wr && !lock_until(&c->tx.ctl->wlock, deadline)) {
+			__atomic_store_n(&c->tx.ctl->wr_done, 1, __ATOMIC_RELEASE);
+			rdma_conn_shutdown(c);
+			shunt_unlock(&c->tx.ctl->wlock);
+		}
+		sk_put(m.v[i]);
+	}
+	free(m.v);
+}
+
+__attribute__((destructor)) static void rdma_exit(void)
+{
+	rdma_exit_flush();
+}
+
 /* After exec: a connection that moved before it, from its handover. */
 int rdma_conn_adopt(int fd, int memfd, int side, int reason, struct conn **out)
 {
@@ -1565,6 +1612,7 @@ ssize_t rdma_conn_recv_tcp(struct conn *c, const struct iovec *iov, int iovcnt, 
 { return -EIO; }
 int rdma_conn_reason(struct conn *c) { (void)c; return 0; }
 void rdma_share_prepare(const char *why) { (void)why; }
+void rdma_exit_flush(void) {}
 int rdma_conn_adopt(int fd, int memfd, int side, int reason, struct conn **out) { return -ENOTSUP; }
 void rdma_atfork_child(void) {}
 #endif

@@ -169,6 +169,7 @@ ssize_t rdma_conn_send_tcp(struct conn *c, const struct iovec *iov, int iovcnt, 
 ssize_t rdma_conn_recv_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int flags, int nonblock);
 int rdma_conn_reason(struct conn *c);
 void rdma_share_prepare(const char *why);        /* before fork or exec */
+void rdma_exit_flush(void);                      /* before the process ends */
 int rdma_conn_adopt(int fd, int memfd, int side, int reason, struct conn **out); /* after exec */            /* 0 while on RDMA */
 void conn_wake_local(struct conn *c, unsigned ev);
 
@@ -210,10 +211,14 @@ int shim_select(int nfds, fd_set *r, fd_set *w, fd_set *e, int timeout_ms, const
 void shunt_fault_hs(uint8_t *msg, int len);
 int shunt_fault_rdma(uint64_t staged);
 uint32_t shunt_fault_rdma_key(uint64_t raddr, uint32_t rkey);
+uint64_t shunt_fault_rdma_hold(uint64_t prod);
+void shunt_fault_rdma_release(void);
 #else
 static inline void shunt_fault_hs(uint8_t *msg, int len) { (void)msg; (void)len; }
 static inline int shunt_fault_rdma(uint64_t staged) { (void)staged; return 0; }
 static inline uint32_t shunt_fault_rdma_key(uint64_t raddr, uint32_t rkey) { (void)raddr; return rkey; }
+static inline uint64_t shunt_fault_rdma_hold(uint64_t prod) { return prod; }
+static inline void shunt_fault_rdma_release(void) {}
 #endif
 
 /* exec.c */

@@ -40,7 +40,7 @@ int main(void)
 	int l = listen_on("127.0.0.1", &ss, &len);
 
 	deadline(60);
-	pid_t p = fork(); /* not split: see docs/rdma.md, "a write just before _exit" */
+	pid_t p = test_fork();
 	if (!p) {
 		int c = accept(l, NULL, NULL);
 		expect_mode(c);

@@ -26,7 +26,8 @@
 # between the two QEMU processes held small frames back ~40 ms each.
 # -K ROOT: the kernel and modules come from ROOT/boot and ROOT/lib/modules
 # (a kernel package unpacked there, not installed: bench/smc.sh).
-# -v: stream the guest console to stderr.  Cache: $SHUNT_VM_CACHE
+# -v: stream the guest console to stderr (VM_LOGLEVEL=7: all kernel
+# messages, stack traces of a soft lockup among them).  Cache: $SHUNT_VM_CACHE
 # (default /var/tmp/shunt-vm).
 #
 # Needs (scripts/deps.sh --rdma): qemu-system-x86 linux-image-amd64
@@ -254,7 +255,7 @@ cat "$BASE" "$RUN/ovl.cpio.gz" > "$RUN/initrd"
 timeout --kill-after=10 "$TIMEOUT" qemu-system-x86_64 -accel tcg,thread=multi -cpu max -m "$MEM" -smp 2 \
 	-nodefaults -no-user-config -display none -no-reboot \
 	-kernel "$KERNEL" -initrd "$RUN/initrd" \
-	-append "console=ttyS0 rdinit=/init panic=-1 mitigations=off quiet loglevel=4" \
+	-append "console=ttyS0 rdinit=/init panic=-1 mitigations=off quiet loglevel=${VM_LOGLEVEL:-4}" \
 	-serial "file:$RUN/console" -serial null -serial null \
 	-device virtio-serial-pci -chardev "file,id=o,path=$RUN/out" -device virtserialport,chardev=o,nr=1 \
 	-chardev "file,id=r,path=$RUN/rc" -device virtserialport,chardev=r,nr=2 \
