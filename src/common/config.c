@@ -70,6 +70,7 @@ static void set_defaults(struct shunt_config *cfg)
 	cfg->spin_ns = 20 * 1000;
 	cfg->accept_wait_ms = 200;
 	cfg->local = 1;
+	cfg->rdma_ack_timeout = 14;
 }
 
 int shunt_config_parse(struct shunt_config *cfg, char *const *envp, const char **bad)
@@ -129,6 +130,12 @@ int shunt_config_parse(struct shunt_config *cfg, char *const *envp, const char *
 			cfg->rdma_fork_keep = 1;
 		else
 			BAD("SHUNT_RDMA_FORK");
+	}
+	if ((v = env_get(envp, "SHUNT_RDMA_ACK_TIMEOUT"))) {
+		if (parse_long(v, 1, 31, &n)) /* 0 would be "wait for ever" */
+			BAD("SHUNT_RDMA_ACK_TIMEOUT");
+		else
+			cfg->rdma_ack_timeout = (int)n;
 	}
 	if ((v = env_get(envp, "SHUNT_LOG")))
 		cfg->log = !strcmp(v, "1");

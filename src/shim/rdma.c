@@ -470,7 +470,7 @@ int rdma_client_accept(struct sk *s, int fd, void *state, const struct shunt_hs_
 		spares = spare;
 		x->spare = 0;
 		slot_open(x, l, tag);
-	} else if (!rdma_link_connect(x->link, &g, a->offer.qpn)) {
+	} else if (!rdma_link_connect(x->link, &g, a->offer.qpn, shunt_cfg.rdma_ack_timeout)) {
 		link_add(x->link, a->offer.host_id, a->offer.proc_id);
 		x->spare = 0;
 	} else {
@@ -517,7 +517,7 @@ int rdma_server_offer(int fd, const struct shunt_hs_msg *p, uint32_t tag, struct
 	if (x->dev && (x->link = link_find(p->offer.host_id, p->offer.proc_id, x->dev))) {
 		slot_open(x, x->link, tag);
 	} else if (x->dev && (x->link = spare_take(x->dev))) {
-		if (!rdma_link_connect(x->link, &g, p->offer.qpn)) {
+		if (!rdma_link_connect(x->link, &g, p->offer.qpn, shunt_cfg.rdma_ack_timeout)) {
 			link_add(x->link, p->offer.host_id, p->offer.proc_id);
 			slot_open(x, x->link, tag);
 		} else {

@@ -259,7 +259,7 @@ fail:
 }
 
 /* Both ends derive each direction's first PSN from the sender's QPN. */
-int rdma_link_connect(struct rdma_link *l, const union ibv_gid *gid, uint32_t qpn)
+int rdma_link_connect(struct rdma_link *l, const union ibv_gid *gid, uint32_t qpn, int ack_timeout)
 {
 	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTR, .path_mtu = l->dev->mtu, .dest_qp_num = qpn,
 				 .rq_psn = qpn & 0xffffff, .max_dest_rd_atomic = 1, .min_rnr_timer = 12 };
@@ -274,7 +274,7 @@ int rdma_link_connect(struct rdma_link *l, const union ibv_gid *gid, uint32_t qp
 		return -EIO;
 	memset(&a, 0, sizeof a);
 	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 14;   /* 4.096 us * 2^14 = 67 ms per try */
+	a.timeout = (uint8_t)ack_timeout; /* 4.096 us * 2^N per try (14: 67 ms) */
 	a.retry_cnt = 6;  /* not 7: rxe takes 7 as "retry for ever" */
 	a.rnr_retry = 7;
 	a.sq_psn = l->qp->qp_num & 0xffffff;

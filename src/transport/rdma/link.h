@@ -87,7 +87,7 @@ void rdma_dev_forget(void);
 int rdma_dev_refused(void);
 int rdma_link_new(struct rdma_dev *d, uint32_t ring_size, const struct link_ops *ops,
 		  struct rdma_link **out);
-int rdma_link_connect(struct rdma_link *l, const union ibv_gid *gid, uint32_t qpn);
+int rdma_link_connect(struct rdma_link *l, const union ibv_gid *gid, uint32_t qpn, int ack_timeout);
 void rdma_link_free(struct rdma_link *l);
 int rdma_slot_take(struct rdma_link *l, void *ctx, uint32_t tag);
 void rdma_slot_put(struct rdma_link *l, unsigned slot);
