@@ -34,6 +34,22 @@ static void drive(struct st *c, int n, uint32_t seed)
 	}
 	while (open_n) {
 		int k = epoll_wait(ep, evs, 32, 10000);
+		if (k == 0) /* ten quiet seconds: say which connections wait, and on what */
+			for (int i = 0; i < n; i++) {
+				struct st *s = &c[i];
+				struct pollfd p = { .fd = s->fd, .events = POLLIN | POLLOUT | POLLRDHUP };
+				struct shunt_info in = { .mode = 99 };
+				socklen_t il = sizeof in;
+				if (s->fd < 0)
+					continue;
+				poll(&p, 1, 0);
+				getsockopt(s->fd, SOL_SHUNT, SHUNT_INFO, &in, &il);
+				fprintf(stderr, "conn %d: sent %llu/%llu%s got %llu/%llu%s, poll %#x, mode %u reason %u\n",
+					i, (unsigned long long)s->sent, (unsigned long long)s->to_send,
+					s->wr_closed ? " (shut)" : "", (unsigned long long)s->got,
+					(unsigned long long)s->expect, s->rd_eof ? " (eof)" : "", p.revents,
+					in.mode, in.reason);
+			}
 		CHECK(k > 0);
 		for (int e = 0; e < k; e++) {
 			struct st *s = &c[evs[e].data.u32];

@@ -20,7 +20,9 @@ BUILD=${BUILD:-build}
 build() { echo "$PWD/$BUILD/$1"; }
 "$(build shuntd)" --cgroup /sys/fs/cgroup --socket /tmp/a.sock > /tmp/a.log 2>&1 &
 for _ in $(seq 100); do grep -q ready /tmp/a.log && break; sleep 0.1; done
-export SHUNT_AGENT_SOCK=/tmp/a.sock SHUNT_ACCEPT_WAIT_MS=30000 SHUNT_LOG=1
+# the ACK timeout as in tests/rdma/run.sh: the UDP link between the two
+# QEMU processes drops frames under load, rxe's retries would give up
+export SHUNT_AGENT_SOCK=/tmp/a.sock SHUNT_ACCEPT_WAIT_MS=30000 SHUNT_RDMA_ACK_TIMEOUT=17 SHUNT_LOG=1
 S=("$(build shunt)" run --)
 FAULTS=(env LD_PRELOAD="$(build libshunt-faults.so)" SHUNT_FAULT_RDMA=2000000)
 PEER=$(build tests/tools/peer)
@@ -34,31 +36,48 @@ split_run() { # ROLE PROGRAM INDEX
 	"${S[@]}" env SHUNT_TEST_SPLIT="$1" SHUNT_TEST_ADDR=10.1.0.1 SHUNT_TEST_PORT=$((7500 + 10 * $3)) \
 		SHUNT_TEST_SYNC="$SPLIT/$2" SHUNT_EXPECT=rdma timeout 300 "$(build tests/behave/"$2")"
 }
+# A's servers end soon after B does, however B ends (it marks its end): a
+# failure on B must not leave A waiting for the guest's time limit.
+serve() {
+	"$@" &
+	local p=$! w rc
+	(while kill -0 $p 2> /dev/null; do
+		[ -e "$SPLIT/b-done" ] && { sleep 20; pkill -P $p; kill $p 2> /dev/null && echo "B ended first: stopped $*"; break; }
+		sleep 1
+	done) &
+	w=$!
+	wait $p
+	rc=$?
+	kill $w 2> /dev/null
+	wait $w 2> /dev/null
+	return $rc
+}
 retry() { # until A's server listens
 	for _ in $(seq 300); do "$@" > /tmp/c.out 2>&1 && return 0; sleep 0.2; done
 	cat /tmp/c.out; return 1
 }
 if [ "$VM_HOST" = A ]; then
 	for o in cfirst sfirst; do
-		"${S[@]}" "$PEER" server 10.1.0.1 7400 $o || exit 1
+		serve "${S[@]}" "$PEER" server 10.1.0.1 7400 $o || exit 1
 	done
-	"${S[@]}" "$STREAM" server 10.1.0.1 7401 16 block 8 | grep role= || exit 1
-	"${S[@]}" "$STREAM" server 10.1.0.1 7402 16 epoll 2 | grep role= || exit 1
-	"${S[@]}" "$STREAM" server 10.1.0.1 7403 16 block 2 | grep role= || exit 1
+	serve "${S[@]}" "$STREAM" server 10.1.0.1 7401 16 block 8 | grep role= || exit 1
+	serve "${S[@]}" "$STREAM" server 10.1.0.1 7402 16 epoll 2 | grep role= || exit 1
+	serve "${S[@]}" "$STREAM" server 10.1.0.1 7403 16 block 2 | grep role= || exit 1
 	i=0
 	for n in $([ "${SPLIT_BEHAVE:-0}" = 1 ] && split_programs); do
 		i=$((i + 1))
-		split_run server "$n" $i > /tmp/behave.out 2>&1
+		serve split_run server "$n" $i > /tmp/behave.out 2>&1
 		rc=$?
 		echo $rc > "$SPLIT/$n.st" && mv "$SPLIT/$n.st" "$SPLIT/$n.status"
 		[ $rc = 0 ] || { echo "behave $n (server) rc $rc:"; tail -5 /tmp/behave.out; }
 	done
-	"${S[@]}" redis-server --port 6390 --bind 10.1.0.1 --save '' --appendonly no \
+	serve "${S[@]}" redis-server --port 6390 --bind 10.1.0.1 --save '' --appendonly no \
 		--protected-mode no > /tmp/rs.log 2>&1 || exit 1
 	echo "redis server accepted over rdma: $(grep -c 'accept fd .*: rdma' /tmp/rs.log)"
-	"${S[@]}" iperf3 -s -1 -B 10.1.0.1 -p 5301 > /tmp/ip.log 2>&1 || { cat /tmp/ip.log; exit 1; }
+	serve "${S[@]}" iperf3 -s -1 -B 10.1.0.1 -p 5301 > /tmp/ip.log 2>&1 || { cat /tmp/ip.log; exit 1; }
 	echo "iperf3 server accepted over rdma: $(grep -c 'accept fd .*: rdma' /tmp/ip.log)"
 else
+	trap 'touch "$SPLIT/b-done"' EXIT
 	for o in cfirst sfirst; do
 		retry "${S[@]}" "$PEER" client 10.1.0.1 7400 $o || fail "peers $o"
 		cat /tmp/c.out
