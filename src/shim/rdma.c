@@ -81,6 +81,8 @@ static int fo_tx_begin(struct conn *c, int push_flags);
 static int fo_flush(struct conn *c, int flags);
 static int fo_flush_until(struct conn *c, uint64_t deadline);
 static void fo_orphan(struct conn *c);
+static void window_probe(void);
+static int push_locked(struct conn *c, uint32_t extra, int flags, uint64_t *seq);
 static _Atomic int fo_work; /* the progress thread has moves, backlogs or FINs to finish */
 
 /* ---- the progress thread ---- */
@@ -145,9 +147,51 @@ static void progress_once(int timeout_ms)
 	pthread_mutex_lock(&lock);
 	for (l = links; l; l = l->next)
 		rdma_link_poll(l);
+	window_probe();
 	pthread_mutex_unlock(&lock);
 	fo_sweep();
 	spare_refill();
+}
+
+/* A writer that waits for space waits for the peer's cursor, which a dead
+ * peer queue pair never sends - and a queue pair learns that its peer is
+ * gone only by posting.  A peer whose end of the link failed after it had
+ * sent its FIN cannot say so on the socket either (its kernel FIN went
+ * first), so without this the writer would wait for ever where TCP keeps
+ * retransmitting.  So, as TCP's zero-window probe: once a second, on each
+ * link with a writer waiting on a full ring, one cursor message (BLOCKED:
+ * a live peer answers with its consumer).  A dead peer fails the post
+ * (retry exceeded) and the link's connections move to TCP.  Caller holds
+ * lock. */
+static void window_probe(void)
+{
+	static uint64_t last;
+	uint64_t now = shunt_now_ns();
+
+	if (now - last < 1000000000ull)
+		return;
+	last = now;
+	for (struct rdma_link *l = links; l; l = l->next) {
+		if (__atomic_load_n(&l->state, __ATOMIC_ACQUIRE) != LINK_UP)
+			continue;
+		pthread_mutex_lock(&l->cq_lock); /* keeps each rc->c alive */
+		for (unsigned s = 0; s < LINK_SLOTS; s++) {
+			struct rdma_conn *rc = l->slot_ctx[s];
+			struct conn *c;
+			if (!rc || __atomic_load_n(&rc->state, __ATOMIC_ACQUIRE) != RC_OPEN)
+				continue;
+			c = rc->c;
+			if (ring_space(&c->tx) || c->moved || rdma_conn_moving(c) ||
+			    pthread_mutex_trylock(&rc->lock))
+				continue;
+			/* no completion polling here: we hold the cq lock */
+			int r = push_locked(c, SHUNT_CDC_F_BLOCKED, 0, NULL);
+			pthread_mutex_unlock(&rc->lock);
+			if (!r)
+				break; /* one post tells for the whole link */
+		}
+		pthread_mutex_unlock(&l->cq_lock);
+	}
 }
 
 static void *progress(void *arg)
@@ -1506,7 +1550,8 @@ void rdma_share_prepare(const char *why)
  * deliver it.  Each connection this process owns ends its sending half as
  * shutdown(SHUT_WR) does: bytes posted, then the cursor FIN, its
  * completion awaited.  Bounded (a writer blocked on a full ring holds its
- * lock): MOVE_WAIT_MS for all.  A killed process cannot do this. */
+ * lock, a peer may not answer): no new flush after MOVE_WAIT_MS.  A killed
+ * process cannot do this. */
 void rdma_exit_flush(void)
 {
 	struct movelist m = { 0 };
@@ -1514,11 +1559,16 @@ void rdma_exit_flush(void)
 
 	if (!__atomic_load_n(&links, __ATOMIC_ACQUIRE))
 		return; /* no RDMA connection was ever made here */
+	if (shunt_in_handler())
+		return; /* _exit() in a signal handler: the interrupted thread may
+			 * hold the locks a flush takes; the peer sees a reset */
 	shunt_fault_rdma_release();
 	fdtab_each(gather, &m);
 	for (int i = 0; i < m.n; i++) {
 		struct conn *c = m.v[i]->conn;
-		if (!c->shut_wr && !lock_until(&c->tx.ctl->wlock, deadline)) {
+		/* past the deadline the rest go as they are (each flush may
+		 * wait up to 2 s for a peer that does not answer) */
+		if (!c->shut_wr && ms_left(deadline) && !lock_until(&c->tx.ctl->wlock, deadline)) {
 			__atomic_store_n(&c->tx.ctl->wr_done, 1, __ATOMIC_RELEASE);
 			rdma_conn_shutdown(c);
 			shunt_unlock(&c->tx.ctl->wlock);

@@ -238,6 +238,7 @@ int inband_settle(struct sk *s, int fd, int writing, int nonblock);
 
 /* signal.c */
 uint64_t shunt_signals_seen(void);
+int shunt_in_handler(void);
 int shunt_signal_restarts(void);
 void exec_inherit(void);
 

@@ -26,6 +26,14 @@ static struct sigaction app[NSIG];   /* what the application installed */
 static _Atomic int wrapped[NSIG];
 static _Atomic uint64_t delivered;
 static _Atomic int last_sig;
+static __thread int handling; /* wrapped handlers running on this thread */
+
+/* In a handler, only async-signal-safe work: the thread it interrupted may
+ * hold any lock (a handler that jumps out leaves this set: safe too). */
+int shunt_in_handler(void)
+{
+	return handling > 0;
+}
 
 uint64_t shunt_signals_seen(void)
 {
@@ -48,10 +56,12 @@ static void trampoline(int sig, siginfo_t *si, void *uc)
 
 	__atomic_store_n(&last_sig, sig, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&delivered, 1, __ATOMIC_RELEASE);
+	handling++;
 	if (a->sa_flags & SA_SIGINFO)
 		a->sa_sigaction(sig, si, uc);
 	else if (a->sa_handler != SIG_DFL && a->sa_handler != SIG_IGN)
 		a->sa_handler(sig);
+	handling--;
 }
 
 static int synchronous(int sig)

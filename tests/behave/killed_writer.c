@@ -1,15 +1,25 @@
 /* Description: a writer that ends right after its writes.  With _exit()
  * (no close) every byte write() accepted arrives, then EOF - as TCP's
- * buffer delivers them.  Killed with SIGKILL: the reader gets every byte
- * then EOF, or ECONNRESET after a prefix of them, never a clean EOF short
- * of what write() accepted (a silent truncation). */
+ * buffer delivers them.  Killed with SIGKILL, or ending with _exit() in a
+ * signal handler: the reader gets every byte then EOF, or ECONNRESET after
+ * a prefix of them, never a clean EOF short of what write() accepted (a
+ * silent truncation), and nothing hangs. */
 #include "common.h"
 
 #define CAP (1 << 20)
 
+enum end { END_EXIT, END_KILL, END_HANDLER };
+static const char *const end_name[] = { "_exit", "killed", "handler" };
+
+static void on_term(int sig)
+{
+	(void)sig;
+	_exit(0);
+}
+
 /* The writer (child): writes without blocking until the connection takes no
  * more (or CAP), tells the parent how much write() accepted, then ends. */
-static void writer(int l, int tell, int kill_me)
+static void writer(int l, int tell, enum end how)
 {
 	static char buf[1 << 16];
 	uint64_t n = 0;
@@ -17,6 +27,8 @@ static void writer(int l, int tell, int kill_me)
 
 	CHECK(c >= 0);
 	expect_mode(c);
+	if (how == END_HANDLER)
+		CHECK(sigaction(SIGTERM, &(struct sigaction){ .sa_handler = on_term }, NULL) == 0);
 	CHECK(fcntl(c, F_SETFL, O_NONBLOCK) == 0);
 	while (n < CAP) {
 		size_t want = sizeof buf;
@@ -31,13 +43,13 @@ static void writer(int l, int tell, int kill_me)
 		n += (uint64_t)w;
 	}
 	CHECK(write(tell, &n, sizeof n) == (ssize_t)sizeof n);
-	if (kill_me)
+	if (how != END_EXIT)
 		for (;;)
 			pause();
 	_exit(0);
 }
 
-static void run(int kill_it)
+static void run(enum end how)
 {
 	struct sockaddr_storage ss;
 	socklen_t len;
@@ -50,7 +62,7 @@ static void run(int kill_it)
 	pid_t p = fork();
 	if (!p) {
 		close(tell[0]);
-		writer(l, tell[1], kill_it);
+		writer(l, tell[1], how);
 	}
 	close(tell[1]);
 	close(l);
@@ -58,11 +70,11 @@ static void run(int kill_it)
 	expect_mode(fd);
 	CHECK(read(tell[0], &accepted, sizeof accepted) == (ssize_t)sizeof accepted);
 	close(tell[0]);
-	if (kill_it)
-		CHECK(kill(p, SIGKILL) == 0);
+	if (how != END_EXIT)
+		CHECK(kill(p, how == END_KILL ? SIGKILL : SIGTERM) == 0);
 	int st;
 	CHECK(waitpid(p, &st, 0) == p); /* gone before the first read */
-	CHECK(kill_it ? WIFSIGNALED(st) : WIFEXITED(st) && !WEXITSTATUS(st));
+	CHECK(how == END_KILL ? WIFSIGNALED(st) : WIFEXITED(st) && !WEXITSTATUS(st));
 	while ((r = read(fd, buf, sizeof buf)) > 0) {
 		for (ssize_t i = 0; i < r; i++)
 			CHECK((uint8_t)buf[i] == pattern(got + (uint64_t)i, 7));
@@ -70,12 +82,12 @@ static void run(int kill_it)
 		CHECK(got <= accepted);
 	}
 	if (r < 0) {
-		CHECK(kill_it && errno == ECONNRESET);
-		fprintf(stderr, "killed: %llu of %llu bytes, then ECONNRESET\n", (unsigned long long)got,
-			(unsigned long long)accepted);
+		CHECK(how != END_EXIT && errno == ECONNRESET);
+		fprintf(stderr, "%s: %llu of %llu bytes, then ECONNRESET\n", end_name[how],
+			(unsigned long long)got, (unsigned long long)accepted);
 	} else {
 		CHECK(got == accepted);
-		fprintf(stderr, "%s: %llu of %llu bytes, then EOF\n", kill_it ? "killed" : "_exit",
+		fprintf(stderr, "%s: %llu of %llu bytes, then EOF\n", end_name[how],
 			(unsigned long long)got, (unsigned long long)accepted);
 	}
 	close(fd);
@@ -84,7 +96,8 @@ static void run(int kill_it)
 int main(void)
 {
 	deadline(60);
-	run(0);
-	run(1);
+	run(END_EXIT);
+	run(END_KILL);
+	run(END_HANDLER);
 	return 0;
 }
