@@ -28,6 +28,11 @@
  *                         ends: until its exit flush (exit(), _exit())
  *                         releases them.  A killed process never does, so
  *                         its peer must not see a clean EOF.
+ *   SHUNT_FAULT_RDMA_DIE_MS=MS   MS milliseconds after this process's first
+ *                         link came up, every link of the process has its
+ *                         queue pair forced into the error state, without a
+ *                         post: the peer's end learns of it only by posting
+ *                         (a host whose device died while idle).
  */
 #ifdef SHUNT_FAULTS
 #define _GNU_SOURCE
@@ -52,6 +57,23 @@ int shunt_fault_rdma(uint64_t staged)
 		return 0;
 	fired = 1;
 	shunt_log("fault: link broken after %llu staged bytes", (unsigned long long)staged);
+	return 1;
+}
+
+int shunt_fault_rdma_die(uint64_t first_link_ns, uint64_t now_ns)
+{
+	static uint64_t ms;
+	static int armed = -1, fired;
+
+	if (armed < 0) {
+		const char *v = getenv("SHUNT_FAULT_RDMA_DIE_MS");
+		ms = v && *v ? strtoull(v, NULL, 0) : 0;
+		armed = v && *v;
+	}
+	if (!armed || fired || !first_link_ns || now_ns - first_link_ns < ms * 1000000ull)
+		return 0;
+	fired = 1;
+	shunt_log("fault: every link dies now, %llu ms after the first", (unsigned long long)ms);
 	return 1;
 }
 

@@ -60,6 +60,7 @@ struct rdma_conn {
 	struct conn *c;           /* NULL once the application closed it */
 };
 
+static uint64_t first_link_ns;      /* when this process's first link came up (faults) */
 static struct rdma_link *links;     /* connected, per peer process */
 static struct rdma_link *spares;    /* ready (INIT), one per device */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -82,6 +83,7 @@ static int fo_flush(struct conn *c, int flags);
 static int fo_flush_until(struct conn *c, uint64_t deadline);
 static void fo_orphan(struct conn *c);
 static void window_probe(void);
+static struct rdma_conn *slot_conn(struct rdma_link *l, unsigned s);
 static int push_locked(struct conn *c, uint32_t extra, int flags, uint64_t *seq);
 static _Atomic int fo_work; /* the progress thread has moves, backlogs or FINs to finish */
 
@@ -147,10 +149,22 @@ static void progress_once(int timeout_ms)
 	pthread_mutex_lock(&lock);
 	for (l = links; l; l = l->next)
 		rdma_link_poll(l);
+	if (shunt_fault_rdma_die(first_link_ns, shunt_now_ns()))
+		for (l = links; l; l = l->next)
+			rdma_link_break(l);
 	window_probe();
 	pthread_mutex_unlock(&lock);
 	fo_sweep();
 	spare_refill();
+}
+
+/* The connection in a link's slot if it is open; the link's cq lock held
+ * keeps it alive. */
+static struct rdma_conn *slot_conn(struct rdma_link *l, unsigned s)
+{
+	struct rdma_conn *rc = l->slot_ctx[s];
+
+	return rc && __atomic_load_n(&rc->state, __ATOMIC_ACQUIRE) == RC_OPEN ? rc : NULL;
 }
 
 /* A writer that waits for space waits for the peer's cursor, which a dead
@@ -176,11 +190,10 @@ static void window_probe(void)
 			continue;
 		pthread_mutex_lock(&l->cq_lock); /* keeps each rc->c alive */
 		for (unsigned s = 0; s < LINK_SLOTS; s++) {
-			struct rdma_conn *rc = l->slot_ctx[s];
-			struct conn *c;
-			if (!rc || __atomic_load_n(&rc->state, __ATOMIC_ACQUIRE) != RC_OPEN)
+			struct rdma_conn *rc = slot_conn(l, s);
+			struct conn *c = rc ? rc->c : NULL;
+			if (!c)
 				continue;
-			c = rc->c;
 			if (ring_space(&c->tx) || c->moved || rdma_conn_moving(c) ||
 			    pthread_mutex_trylock(&rc->lock))
 				continue;
@@ -333,6 +346,8 @@ static void link_add(struct rdma_link *l, const uint8_t host[16], uint64_t proc)
 	l->peer_proc = proc;
 	l->next = links;
 	links = l;
+	if (!first_link_ns)
+		first_link_ns = shunt_now_ns();
 	nonblock(l->dev->ch->fd);
 	nonblock(l->dev->ctx->async_fd);
 	thread_start();
@@ -1097,11 +1112,10 @@ static void fo_sweep(void)
 	for (struct rdma_link *l = links; l; l = l->next) {
 		pthread_mutex_lock(&l->cq_lock); /* keeps each rc->c alive */
 		for (unsigned s = 0; s < LINK_SLOTS; s++) {
-			struct rdma_conn *rc = l->slot_ctx[s];
-			struct conn *c;
-			if (!rc || __atomic_load_n(&rc->state, __ATOMIC_ACQUIRE) != RC_OPEN)
+			struct rdma_conn *rc = slot_conn(l, s);
+			struct conn *c = rc ? rc->c : NULL;
+			if (!c)
 				continue;
-			c = rc->c;
 			if (!rdma_conn_moving(c) || (c->fo_tx && c->fo_hdr_off == sizeof c->fo_hdr &&
 						     c->fo_next == c->fo_end && !c->fo_fin))
 				continue;

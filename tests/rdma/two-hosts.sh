@@ -64,7 +64,7 @@ if [ "$VM_HOST" = A ]; then
 	serve "${S[@]}" "$STREAM" server 10.1.0.1 7402 16 epoll 2 | grep role= || exit 1
 	serve "${S[@]}" "$STREAM" server 10.1.0.1 7403 16 block 2 | grep role= || exit 1
 	i=0
-	for n in $([ "${SPLIT_BEHAVE:-0}" = 1 ] && split_programs); do
+	for n in $([ "${SPLIT_BEHAVE:-1}" = 1 ] && split_programs); do
 		i=$((i + 1))
 		serve split_run server "$n" $i > /tmp/behave.out 2>&1
 		rc=$?
@@ -93,7 +93,7 @@ else
 	[ "$(grep -Ec 'mode=tcp reason=1[67] .* ok$' /tmp/c.out)" = 2 ] || fail "failover: $(grep -v spare /tmp/c.out | tail)"
 	echo "ok failover: queue pair broken after 2,000,000 bytes, intact, on TCP"
 	i=0 bad=0
-	for n in $([ "${SPLIT_BEHAVE:-0}" = 1 ] && split_programs); do
+	for n in $([ "${SPLIT_BEHAVE:-1}" = 1 ] && split_programs); do
 		i=$((i + 1))
 		t0=${EPOCHREALTIME/./}
 		split_run client "$n" $i > /tmp/behave.out 2>&1
