@@ -28,8 +28,8 @@
  *                         ends: until its exit flush (exit(), _exit())
  *                         releases them.  A killed process never does, so
  *                         its peer must not see a clean EOF.
- *   SHUNT_FAULT_RDMA_DIE_MS=MS   MS milliseconds after this process's first
- *                         link came up, every link of the process has its
+ *   SHUNT_FAULT_RDMA_DIE_MS=MS   MS milliseconds after this process's
+ *                         progress thread started (its first link), every link of the process has its
  *                         queue pair forced into the error state, without a
  *                         post: the peer's end learns of it only by posting
  *                         (a host whose device died while idle).
@@ -40,6 +40,17 @@
 #include <stdlib.h>
 #include "shim.h"
 
+/* A numeric fault setting: 1 and *out when NAME is set and not empty. */
+static int fault_num(const char *name, uint64_t *out)
+{
+	const char *v = getenv(name);
+
+	if (!v || !*v)
+		return 0;
+	*out = strtoull(v, NULL, 0);
+	return 1;
+}
+
 int shunt_fault_rdma(uint64_t staged)
 {
 	static uint64_t at;
@@ -47,9 +58,7 @@ int shunt_fault_rdma(uint64_t staged)
 	const char *v;
 
 	if (armed < 0) {
-		v = getenv("SHUNT_FAULT_RDMA");
-		armed = v && *v;
-		at = armed ? strtoull(v, NULL, 0) : 0;
+		armed = fault_num("SHUNT_FAULT_RDMA", &at);
 		v = getenv("SHUNT_FAULT_RDMA_ONCE");
 		once = !(v && *v == '0');
 	}
@@ -60,17 +69,18 @@ int shunt_fault_rdma(uint64_t staged)
 	return 1;
 }
 
-int shunt_fault_rdma_die(uint64_t first_link_ns, uint64_t now_ns)
+/* Called on every tick of the progress thread, which starts with the
+ * process's first link. */
+int shunt_fault_rdma_die(void)
 {
-	static uint64_t ms;
+	static uint64_t ms, start;
 	static int armed = -1, fired;
 
 	if (armed < 0) {
-		const char *v = getenv("SHUNT_FAULT_RDMA_DIE_MS");
-		ms = v && *v ? strtoull(v, NULL, 0) : 0;
-		armed = v && *v;
+		armed = fault_num("SHUNT_FAULT_RDMA_DIE_MS", &ms);
+		start = shunt_now_ns();
 	}
-	if (!armed || fired || !first_link_ns || now_ns - first_link_ns < ms * 1000000ull)
+	if (!armed || fired || shunt_now_ns() - start < ms * 1000000ull)
 		return 0;
 	fired = 1;
 	shunt_log("fault: every link dies now, %llu ms after the first", (unsigned long long)ms);
@@ -84,11 +94,8 @@ uint64_t shunt_fault_rdma_hold(uint64_t prod)
 	static uint64_t at;
 	static int armed = -1;
 
-	if (armed < 0) {
-		const char *v = getenv("SHUNT_FAULT_RDMA_HOLD");
-		at = v && *v ? strtoull(v, NULL, 0) : 0;
-		armed = v && *v;
-	}
+	if (armed < 0)
+		armed = fault_num("SHUNT_FAULT_RDMA_HOLD", &at);
 	if (!armed || prod <= at || __atomic_load_n(&hold_released, __ATOMIC_ACQUIRE))
 		return prod;
 	return at;

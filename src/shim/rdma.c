@@ -60,7 +60,6 @@ struct rdma_conn {
 	struct conn *c;           /* NULL once the application closed it */
 };
 
-static uint64_t first_link_ns;      /* when this process's first link came up (faults) */
 static struct rdma_link *links;     /* connected, per peer process */
 static struct rdma_link *spares;    /* ready (INIT), one per device */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -83,7 +82,7 @@ static int fo_flush(struct conn *c, int flags);
 static int fo_flush_until(struct conn *c, uint64_t deadline);
 static void fo_orphan(struct conn *c);
 static void window_probe(void);
-static struct rdma_conn *slot_conn(struct rdma_link *l, unsigned s);
+static void link_each_open(struct rdma_link *l, int (*fn)(struct rdma_conn *rc, void *arg), void *arg);
 static int push_locked(struct conn *c, uint32_t extra, int flags, uint64_t *seq);
 static _Atomic int fo_work; /* the progress thread has moves, backlogs or FINs to finish */
 
@@ -149,7 +148,7 @@ static void progress_once(int timeout_ms)
 	pthread_mutex_lock(&lock);
 	for (l = links; l; l = l->next)
 		rdma_link_poll(l);
-	if (shunt_fault_rdma_die(first_link_ns, shunt_now_ns()))
+	if (shunt_fault_rdma_die())
 		for (l = links; l; l = l->next)
 			rdma_link_break(l);
 	window_probe();
@@ -158,13 +157,32 @@ static void progress_once(int timeout_ms)
 	spare_refill();
 }
 
-/* The connection in a link's slot if it is open; the link's cq lock held
- * keeps it alive. */
-static struct rdma_conn *slot_conn(struct rdma_link *l, unsigned s)
+/* fn on each open connection of l, under the link's cq lock (which keeps
+ * rc->c alive), until fn returns nonzero. */
+static void link_each_open(struct rdma_link *l, int (*fn)(struct rdma_conn *rc, void *arg), void *arg)
 {
-	struct rdma_conn *rc = l->slot_ctx[s];
+	pthread_mutex_lock(&l->cq_lock);
+	for (unsigned s = 0; s < LINK_SLOTS; s++) {
+		struct rdma_conn *rc = l->slot_ctx[s];
+		if (rc && __atomic_load_n(&rc->state, __ATOMIC_ACQUIRE) == RC_OPEN && rc->c && fn(rc, arg))
+			break;
+	}
+	pthread_mutex_unlock(&l->cq_lock);
+}
 
-	return rc && __atomic_load_n(&rc->state, __ATOMIC_ACQUIRE) == RC_OPEN ? rc : NULL;
+/* One link's probe (window_probe): 1 once a cursor message went. */
+static int probe_one(struct rdma_conn *rc, void *arg)
+{
+	struct conn *c = rc->c;
+	int r;
+
+	(void)arg;
+	if (ring_space(&c->tx) || c->moved || rdma_conn_moving(c) || pthread_mutex_trylock(&rc->lock))
+		return 0;
+	/* no completion polling here: we hold the cq lock */
+	r = push_locked(c, SHUNT_CDC_F_BLOCKED, 0, NULL);
+	pthread_mutex_unlock(&rc->lock);
+	return !r; /* one post tells for the whole link */
 }
 
 /* A writer that waits for space waits for the peer's cursor, which a dead
@@ -185,26 +203,9 @@ static void window_probe(void)
 	if (now - last < 1000000000ull)
 		return;
 	last = now;
-	for (struct rdma_link *l = links; l; l = l->next) {
-		if (__atomic_load_n(&l->state, __ATOMIC_ACQUIRE) != LINK_UP)
-			continue;
-		pthread_mutex_lock(&l->cq_lock); /* keeps each rc->c alive */
-		for (unsigned s = 0; s < LINK_SLOTS; s++) {
-			struct rdma_conn *rc = slot_conn(l, s);
-			struct conn *c = rc ? rc->c : NULL;
-			if (!c)
-				continue;
-			if (ring_space(&c->tx) || c->moved || rdma_conn_moving(c) ||
-			    pthread_mutex_trylock(&rc->lock))
-				continue;
-			/* no completion polling here: we hold the cq lock */
-			int r = push_locked(c, SHUNT_CDC_F_BLOCKED, 0, NULL);
-			pthread_mutex_unlock(&rc->lock);
-			if (!r)
-				break; /* one post tells for the whole link */
-		}
-		pthread_mutex_unlock(&l->cq_lock);
-	}
+	for (struct rdma_link *l = links; l; l = l->next)
+		if (__atomic_load_n(&l->state, __ATOMIC_ACQUIRE) == LINK_UP)
+			link_each_open(l, probe_one, NULL);
 }
 
 static void *progress(void *arg)
@@ -346,8 +347,6 @@ static void link_add(struct rdma_link *l, const uint8_t host[16], uint64_t proc)
 	l->peer_proc = proc;
 	l->next = links;
 	links = l;
-	if (!first_link_ns)
-		first_link_ns = shunt_now_ns();
 	nonblock(l->dev->ch->fd);
 	nonblock(l->dev->ctx->async_fd);
 	thread_start();
@@ -735,19 +734,20 @@ static void on_cdc(struct rdma_link *l, unsigned slot, const struct shunt_cdc *m
 	}
 }
 
+static int down_one(struct rdma_conn *rc, void *arg)
+{
+	(void)arg;
+	fo_request(rc->c, SHUNT_R_LINK_FAILED);
+	return 0;
+}
+
 /* The queue pair failed: every connection on it moves to its TCP socket
  * (not one is lost; wire.h 5c). */
 static void on_down(struct rdma_link *l)
 {
 	shunt_log("rdma: link on %s to qp %u failed (completion status %d, opcode %d); its "
 		  "connections move to TCP", l->dev->name, l->peer_qpn, l->fail_status, l->fail_op);
-	pthread_mutex_lock(&l->cq_lock);
-	for (unsigned s = 0; s < LINK_SLOTS; s++) {
-		struct rdma_conn *rc = l->slot_ctx[s];
-		if (rc && __atomic_load_n(&rc->state, __ATOMIC_ACQUIRE) == RC_OPEN)
-			fo_request(rc->c, SHUNT_R_LINK_FAILED);
-	}
-	pthread_mutex_unlock(&l->cq_lock);
+	link_each_open(l, down_one, NULL);
 }
 
 /* Post what the application staged, with a cursor message; rc->lock held. */
@@ -1100,6 +1100,37 @@ static void fo_orphan(struct conn *c)
 	}
 }
 
+/* One connection for fo_sweep; *again when it must look once more. */
+static int sweep_one(struct rdma_conn *rc, void *arg)
+{
+	struct conn *c = rc->c;
+	int *again = arg;
+
+	if (!rdma_conn_moving(c) || (c->fo_tx && c->fo_hdr_off == sizeof c->fo_hdr &&
+				     c->fo_next == c->fo_end && !c->fo_fin))
+		return 0;
+	struct shunt_ring_ctl *t = c->tx.ctl;
+	if (shunt_trylock(&t->wlock)) {
+		*again = 1; /* an application thread writes: it moves it */
+		return 0;
+	}
+	if (t != c->tx.ctl) { /* moved before fork meanwhile: nothing owed */
+		shunt_unlock(&t->wlock);
+		return 0;
+	}
+	if (fo_tx_begin(c, 0)) {
+		*again = 1;
+	} else {
+		int r = fo_flush(c, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (r == -EAGAIN)
+			*again = 1;
+		else if (__atomic_exchange_n(&c->fo_fin, 0, __ATOMIC_ACQ_REL))
+			real.shutdown(c->tcp_fd, SHUT_WR); /* the shutdown owed */
+	}
+	shunt_unlock(&t->wlock);
+	return 0;
+}
+
 /* Progress thread: make the moves asked for and send what full sockets
  * could not take, for connections no application thread is writing on. */
 static void fo_sweep(void)
@@ -1109,38 +1140,8 @@ static void fo_sweep(void)
 	if (!__atomic_exchange_n(&fo_work, 0, __ATOMIC_ACQ_REL))
 		return;
 	pthread_mutex_lock(&lock);
-	for (struct rdma_link *l = links; l; l = l->next) {
-		pthread_mutex_lock(&l->cq_lock); /* keeps each rc->c alive */
-		for (unsigned s = 0; s < LINK_SLOTS; s++) {
-			struct rdma_conn *rc = slot_conn(l, s);
-			struct conn *c = rc ? rc->c : NULL;
-			if (!c)
-				continue;
-			if (!rdma_conn_moving(c) || (c->fo_tx && c->fo_hdr_off == sizeof c->fo_hdr &&
-						     c->fo_next == c->fo_end && !c->fo_fin))
-				continue;
-			struct shunt_ring_ctl *t = c->tx.ctl;
-			if (shunt_trylock(&t->wlock)) {
-				again = 1; /* an application thread writes: it moves it */
-				continue;
-			}
-			if (t != c->tx.ctl) { /* moved before fork meanwhile: nothing owed */
-				shunt_unlock(&t->wlock);
-				continue;
-			}
-			if (fo_tx_begin(c, 0)) {
-				again = 1;
-			} else {
-				int r = fo_flush(c, MSG_NOSIGNAL | MSG_DONTWAIT);
-				if (r == -EAGAIN)
-					again = 1;
-				else if (__atomic_exchange_n(&c->fo_fin, 0, __ATOMIC_ACQ_REL))
-					real.shutdown(c->tcp_fd, SHUT_WR); /* the shutdown owed */
-			}
-			shunt_unlock(&t->wlock);
-		}
-		pthread_mutex_unlock(&l->cq_lock);
-	}
+	for (struct rdma_link *l = links; l; l = l->next)
+		link_each_open(l, sweep_one, &again);
 	pthread_mutex_unlock(&lock);
 	if (again)
 		__atomic_store_n(&fo_work, 1, __ATOMIC_RELEASE);

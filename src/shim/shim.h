@@ -213,15 +213,14 @@ int shunt_fault_rdma(uint64_t staged);
 uint32_t shunt_fault_rdma_key(uint64_t raddr, uint32_t rkey);
 uint64_t shunt_fault_rdma_hold(uint64_t prod);
 void shunt_fault_rdma_release(void);
-int shunt_fault_rdma_die(uint64_t first_link_ns, uint64_t now_ns);
+int shunt_fault_rdma_die(void);
 #else
 static inline void shunt_fault_hs(uint8_t *msg, int len) { (void)msg; (void)len; }
 static inline int shunt_fault_rdma(uint64_t staged) { (void)staged; return 0; }
 static inline uint32_t shunt_fault_rdma_key(uint64_t raddr, uint32_t rkey) { (void)raddr; return rkey; }
 static inline uint64_t shunt_fault_rdma_hold(uint64_t prod) { return prod; }
 static inline void shunt_fault_rdma_release(void) {}
-static inline int shunt_fault_rdma_die(uint64_t first_link_ns, uint64_t now_ns)
-{ (void)first_link_ns; (void)now_ns; return 0; }
+static inline int shunt_fault_rdma_die(void) { return 0; }
 #endif
 
 /* exec.c */
