@@ -7,8 +7,8 @@ CPPFLAGS = -Iinclude $(if $(HAVE_VERBS),,-DSHUNT_NO_RDMA)
 SAN     ?=
 # RDMA (issue #4) needs libibverbs-dev to build (the library is dlopened at run time).
 HAVE_VERBS := $(shell test -f /usr/include/infiniband/verbs.h && echo 1)
-SHIM_SRC := $(wildcard src/shim/*.c) src/transport/shm/ring.c $(if $(HAVE_VERBS),$(wildcard src/transport/rdma/*.c)) src/common/config.c src/common/reason.c src/common/msg.c src/common/handshake.c src/common/synopt.c src/common/failover.c
-TOOL_SRC := $(wildcard src/tools/*.c) src/common/reason.c src/common/config.c
+SHIM_SRC := $(wildcard src/shim/*.c) src/transport/shm/ring.c $(if $(HAVE_VERBS),$(wildcard src/transport/rdma/*.c)) src/common/config.c src/common/reason.c src/common/msg.c src/common/handshake.c src/common/synopt.c src/common/failover.c src/common/rdvdir.c
+TOOL_SRC := $(wildcard src/tools/*.c) src/common/reason.c src/common/config.c src/common/rdvdir.c
 HDRS    := $(wildcard include/shunt/*.h src/shim/*.h src/common/*.h src/transport/shm/*.h src/transport/rdma/*.h)
 
 UNIT    := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(wildcard tests/unit/*.c))

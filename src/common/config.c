@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 #include "config.h"
 
@@ -32,6 +33,19 @@ static int parse_long(const char *s, long lo, long hi, long *out)
 		return -EINVAL;
 	*out = v;
 	return 0;
+}
+
+int shunt_config_bool(const char *v)
+{
+	static const char *const yes[] = { "1", "yes", "true", "on" }, *const no[] = { "0", "no", "false", "off" };
+
+	for (unsigned i = 0; v && i < sizeof yes / sizeof yes[0]; i++) {
+		if (!strcasecmp(v, yes[i]))
+			return 1;
+		if (!strcasecmp(v, no[i]))
+			return 0;
+	}
+	return -1;
 }
 
 static uint32_t round_pow2(uint32_t v)
@@ -85,7 +99,7 @@ int shunt_config_parse(struct shunt_config *cfg, char *const *envp, const char *
 		if (v[0] != '/' || strlen(v) >= sizeof cfg->dir)
 			BAD("SHUNT_DIR");
 		else
-			strcpy(cfg->dir, v);
+			strcpy(cfg->dir, v), cfg->dir_explicit = 1;
 	}
 	if ((v = env_get(envp, "SHUNT_RING_KB"))) {
 		if (parse_long(v, 4, 1 << 20, &n))
@@ -105,8 +119,12 @@ int shunt_config_parse(struct shunt_config *cfg, char *const *envp, const char *
 		else
 			cfg->accept_wait_ms = (int)n;
 	}
-	if ((v = env_get(envp, "SHUNT_DISABLE")))
-		cfg->disabled = !strcmp(v, "1");
+	if ((v = env_get(envp, "SHUNT_DISABLE"))) {
+		/* Whoever sets it means "off": an unknown value disables too. */
+		cfg->disabled = shunt_config_bool(v) != 0;
+		if (shunt_config_bool(v) < 0)
+			BAD("SHUNT_DISABLE");
+	}
 	if ((v = env_get(envp, "SHUNT_LOCAL"))) {
 		if (strcmp(v, "0") && strcmp(v, "1"))
 			BAD("SHUNT_LOCAL");
@@ -137,8 +155,11 @@ int shunt_config_parse(struct shunt_config *cfg, char *const *envp, const char *
 		else
 			cfg->rdma_ack_timeout = (int)n;
 	}
-	if ((v = env_get(envp, "SHUNT_LOG")))
-		cfg->log = !strcmp(v, "1");
+	if ((v = env_get(envp, "SHUNT_LOG"))) {
+		cfg->log = shunt_config_bool(v) == 1;
+		if (shunt_config_bool(v) < 0)
+			BAD("SHUNT_LOG");
+	}
 	if ((v = env_get(envp, "SHUNT_PORTS")) && parse_ports(cfg, v)) {
 		cfg->nports = 0;
 		BAD("SHUNT_PORTS");

@@ -7,10 +7,11 @@
 
 struct shunt_config {
 	char dir[80];              /* SHUNT_DIR: rendezvous directory (unix socket paths are short) */
+	int dir_explicit;          /* SHUNT_DIR was set: an operator's (maybe shared) directory */
 	uint32_t ring_size;        /* SHUNT_RING_KB, rounded to a power of two */
 	int64_t spin_ns;           /* SHUNT_SPIN_US: max adaptive spin; <0 = busy-poll */
 	int accept_wait_ms;        /* SHUNT_ACCEPT_WAIT_MS: client waits this long for accept */
-	int disabled;              /* SHUNT_DISABLE=1: everything plain (reason policy) */
+	int disabled;              /* SHUNT_DISABLE=1|yes|true|on: everything plain (reason policy) */
 	int local;                 /* SHUNT_LOCAL=0: no same-host rendezvous (as if between hosts) */
 	int log;                   /* SHUNT_LOG=1: one line per decision on stderr */
 	int transport;             /* SHUNT_TRANSPORT: 0 auto, 1 shm (never RDMA), 2 rdma (RDMA
@@ -27,5 +28,7 @@ struct shunt_config {
  * offending variable.  Invalid values never abort the program: the caller
  * logs and keeps the default. */
 int shunt_config_parse(struct shunt_config *cfg, char *const *envp, const char **bad);
+/* A boolean knob: 1/yes/true/on, 0/no/false/off (any case); -1 otherwise. */
+int shunt_config_bool(const char *v);
 int shunt_config_port_allowed(const struct shunt_config *cfg, uint16_t port);
 #endif

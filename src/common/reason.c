@@ -22,6 +22,8 @@ static const char *const reasons[SHUNT_R_MAX] = {
 	[SHUNT_R_LINK_FAILED] = "link-failed",
 	[SHUNT_R_PEER_FAILOVER] = "peer-failover",
 	[SHUNT_R_FORK] = "fork-exec",
+	[SHUNT_R_UNSAFE_DIR] = "unsafe-dir",
+	[SHUNT_R_PEER_BROKE] = "peer-broke-ring",
 };
 
 const char *shunt_reason_str(unsigned reason)

@@ -48,7 +48,10 @@ static int map_arena(int memfd, uint64_t id, int side, uint64_t peer, struct are
 
 	if (fstat(memfd, &st))
 		return -errno;
-	if ((size_t)st.st_size < SHUNT_ARENA_HDR_SIZE)
+	/* Sealed against shrinking by its creator, or the peer could truncate
+	 * it under our mapping: every access after that would SIGBUS. */
+	if ((size_t)st.st_size < SHUNT_ARENA_HDR_SIZE || !S_ISREG(st.st_mode) ||
+	    fcntl(memfd, F_GET_SEALS) < 0 || !(fcntl(memfd, F_GET_SEALS) & F_SEAL_SHRINK))
 		return -EPROTO;
 	m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
 	if (m == MAP_FAILED)
@@ -77,11 +80,12 @@ static int create_arena(uint64_t peer, struct arena **out)
 	struct shunt_arena_hdr h = { .magic = SHUNT_ARENA_MAGIC, .version = SHUNT_WIRE_VERSION,
 				     .id = shunt_random64() | 1, .nslots = SHUNT_ARENA_SLOTS,
 				     .ring_size = rs, .proc = { peer, shunt_proc_id() } };
-	int fd = memfd_create("shunt-arena", MFD_CLOEXEC), r;
+	int fd = memfd_create("shunt-arena", MFD_CLOEXEC | MFD_ALLOW_SEALING), r;
 
 	if (fd < 0)
 		return -errno;
-	if (ftruncate(fd, (off_t)shunt_arena_size(rs)) || pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h) {
+	if (ftruncate(fd, (off_t)shunt_arena_size(rs)) || pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) {
 		real.close(fd);
 		return -ENOMEM;
 	}
@@ -192,11 +196,14 @@ int arena_adopt(uint64_t id, int memfd, int side, struct arena **out)
 
 static int proc_alive(uint64_t id)
 {
-	char path[PATH_MAX];
+	char path[24];
 	int fd, alive;
 
-	snprintf(path, sizeof path, "%s/s%016llx", shunt_cfg.dir, (unsigned long long)id);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (shunt_dirfd < 0)
+		return 1;
+	snprintf(path, sizeof path, "s%016llx", (unsigned long long)id);
+	/* O_NONBLOCK: a FIFO planted under that name must not hang us */
+	fd = openat(shunt_dirfd, path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return errno != ENOENT;
 	alive = flock(fd, LOCK_EX | LOCK_NB) != 0;

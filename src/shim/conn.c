@@ -153,8 +153,8 @@ int conn_attach(struct conn **out, struct arena *a, unsigned seg, int side, int 
 	c->tcp_fd = fd_hide(tcp_fd);
 	c->spin_ns = shunt_cfg.spin_ns;
 	/* ring 0 carries client->server bytes, ring 1 server->client */
-	c->tx = (struct ring){ &h->ring[side], (uint8_t *)h + SHUNT_SEG_HDR_SIZE + (size_t)side * rs, rs, 0 };
-	c->rx = (struct ring){ &h->ring[!side], (uint8_t *)h + SHUNT_SEG_HDR_SIZE + (size_t)!side * rs, rs, 0 };
+	c->tx = (struct ring){ .ctl = &h->ring[side], .data = (uint8_t *)h + SHUNT_SEG_HDR_SIZE + (size_t)side * rs, .size = rs };
+	c->rx = (struct ring){ .ctl = &h->ring[!side], .data = (uint8_t *)h + SHUNT_SEG_HDR_SIZE + (size_t)!side * rs, .size = rs };
 	*out = c;
 	return 0;
 }
@@ -219,16 +219,39 @@ void conn_refresh(struct conn *c)
 	errno = e;
 }
 
+/* The peer broke the ring's rules (impossible cursors, a lock word it held
+ * for ever): this connection ends as a reset would end it, here and, through
+ * the kernel socket, at the peer; every other connection goes on. */
+void conn_break(struct conn *c, const char *what)
+{
+	if (__atomic_exchange_n(&c->broke, SHUNT_R_PEER_BROKE, __ATOMIC_ACQ_REL))
+		return;
+	shunt_warn("connection reset: the peer broke its shared ring (%s)", what);
+	c->broken = ECONNRESET;
+	c->peer_err = ECONNRESET;
+	real.shutdown(c->tcp_fd, SHUT_RDWR);
+	conn_wake_local(c, POLLIN | POLLOUT);
+}
+
+#define LOCK_BOUND_NS 2000000000ull /* no holder sleeps with a ring lock */
+
 /* The writer's (rx: the reader's) lock, of the rings the connection has
  * once it is held: a move before fork replaces an RDMA connection's rings
  * (rdma.c), and a thread that waited for the old lock must not use the new
- * rings unlocked.  Unlock the control block returned. */
+ * rings unlocked.  Unlock the control block returned.  A shared-memory
+ * connection's lock word is in the peer's reach: a wait beyond the bound
+ * breaks the connection (NULL), it never hangs the caller. */
 struct shunt_ring_ctl *conn_lock(struct conn *c, int rx)
 {
 	for (;;) {
 		struct shunt_ring_ctl *t = __atomic_load_n(rx ? &c->rx.ctl : &c->tx.ctl, __ATOMIC_ACQUIRE);
 		_Atomic uint32_t *l = rx ? &t->rlock : &t->wlock;
-		shunt_lock(l);
+		if (c->rd) {
+			shunt_lock(l);
+		} else if (shunt_lock_bounded(l, LOCK_BOUND_NS)) {
+			conn_break(c, rx ? "reader lock held too long" : "writer lock held too long");
+			return NULL;
+		}
 		if (t == __atomic_load_n(rx ? &c->rx.ctl : &c->tx.ctl, __ATOMIC_ACQUIRE))
 			return t;
 		shunt_unlock(l);
@@ -504,6 +527,8 @@ ssize_t conn_send(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 		return send_on_kernel(s, len, flags);
 	memcpy(copy, iov0, sizeof(struct iovec) * (size_t)iovcnt);
 	struct shunt_ring_ctl *locked = conn_lock(c, 0);
+	if (!locked)
+		return -c->broken;
 	while (total < len || !len) {
 		if (rdma_conn_moving(c)) { /* the link failed: on with TCP */
 			ssize_t m = rdma_conn_send_tcp(c, iov, iovcnt, flags, nonblock);
@@ -513,10 +538,16 @@ ssize_t conn_send(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 			r = m < 0 ? (int)m : 0;
 			break;
 		}
-		size_t n = ring_writev(&c->tx, iov, iovcnt, len - total);
+		ssize_t n = ring_writev(&c->tx, iov, iovcnt, len - total);
+		if (n < 0) {
+			conn_break(c, "impossible consumer cursor");
+			r = -ECONNRESET;
+			total = 0; /* as TCP after a reset: the error, not a count */
+			break;
+		}
 		if (n) {
-			total += n;
-			iov_skip(&iov, &iovcnt, n);
+			total += (size_t)n;
+			iov_skip(&iov, &iovcnt, (size_t)n);
 			notify_reader(c);
 			continue;
 		}
@@ -538,7 +569,15 @@ ssize_t conn_send(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 		}
 		if (c->peer_err)
 			break;
+		/* Sleep without the lock (TCP releases its socket lock too):
+		 * no holder ever waits on the peer, so lock waits are short.
+		 * (RDMA keeps it: its rings are out of the peer's reach, and
+		 * a writer that waits is the one to move the sending half.) */
+		if (!c->rd)
+			shunt_unlock(&locked->wlock);
 		r = wait_or_fail(s, POLLOUT, &deadline, total, &sig0);
+		if (!c->rd && !(locked = conn_lock(c, 0)))
+			return total ? (ssize_t)total : -c->broken;
 		if (r)
 			break; /* with total > 0 the error is dropped: a short write */
 	}
@@ -582,12 +621,19 @@ ssize_t conn_recv(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 		return 0;
 	memcpy(copy, iov0, sizeof(struct iovec) * (size_t)iovcnt);
 	struct shunt_ring_ctl *locked = conn_lock(c, 1);
+	if (!locked)
+		return -c->broken;
 	for (;;) {
-		size_t n = ring_readv(&c->rx, iov, iovcnt, len - total, peek);
+		ssize_t n = ring_readv(&c->rx, iov, iovcnt, len - total, peek);
+		if (n < 0) {
+			conn_break(c, "impossible producer cursor");
+			r = -ECONNRESET;
+			break;
+		}
 		if (n) {
-			total += n;
+			total += (size_t)n;
 			if (!peek) {
-				iov_skip(&iov, &iovcnt, n);
+				iov_skip(&iov, &iovcnt, (size_t)n);
 				notify_writer(c);
 			}
 			if (!waitall || total == len)
@@ -627,7 +673,11 @@ ssize_t conn_recv(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 			r = -EAGAIN;
 			break;
 		}
+		if (!c->rd) /* sleep without it, as conn_send */
+			shunt_unlock(&locked->rlock);
 		r = wait_or_fail(s, POLLIN, &deadline, total, &sig0);
+		if (!c->rd && !(locked = conn_lock(c, 1)))
+			return total ? (ssize_t)total : -c->broken;
 		if (r)
 			break;
 	}
@@ -651,6 +701,8 @@ int conn_shutdown(struct sk *s, int how)
 	if (how == SHUT_WR || how == SHUT_RDWR) {
 		/* Take the writer lock so the flag follows every byte in flight. */
 		struct shunt_ring_ctl *locked = conn_lock(c, 0);
+		if (!locked)
+			return real.shutdown(c->tcp_fd, how) ? -errno : 0;
 		c->shut_wr = 1;
 		__atomic_store_n(&c->tx.ctl->wr_done, 1, __ATOMIC_RELEASE);
 		/* every byte at the peer (RDMA, or moved to TCP) before the

@@ -14,6 +14,7 @@
 #include "shim.h"
 #include "real.h"
 #include "arena.h"
+#include "../common/rdvdir.h"
 
 extern char **environ;
 struct shunt_config shunt_cfg;
@@ -47,23 +48,47 @@ uint64_t shunt_fast_random(void)
 	return rand_state * 0x2545F4914F6CDD1Dull;
 }
 static mode_t file_mode = 0600;
+int shunt_dirfd = -1;
+int shunt_off_reason;
+static int dir_shared;
 
 /* SHUNT_DIR is the trust domain: files we create there are as open as the
  * directory itself (0600 in a private one, 0660 if it is group-writable,
  * 0666 if world-writable), so several users share acceleration exactly when
- * an operator made a directory they can all write. */
+ * an operator made a (sticky) directory they can all write. */
 mode_t shunt_file_mode(void)
 {
 	return file_mode;
 }
 
-static void read_dir_mode(void)
+int shunt_dir_shared(void)
 {
-	struct stat st;
+	return dir_shared;
+}
 
-	if (stat(shunt_cfg.dir, &st))
+/* Open and check the rendezvous directory (src/common/rdvdir.c); a refused
+ * one leaves every connection plain, with a reason and one warning line. */
+static void open_dir(void)
+{
+	char why[256] = "";
+	enum rdvdir_kind kind;
+	struct stat st;
+	int fd = shunt_cfg.dir_explicit
+		 ? rdvdir_open(shunt_cfg.dir, 1, 1, &kind, why, sizeof why)
+		 : rdvdir_open_default(shunt_cfg.dir, sizeof shunt_cfg.dir, 1, &kind, why, sizeof why);
+
+	if (fd < 0) {
+		shunt_warn("rendezvous directory refused: %s; connections stay plain TCP "
+			   "(reason unsafe-dir, docs/security.md)", why);
+		shunt_off_reason = SHUNT_R_UNSAFE_DIR;
 		return;
-	file_mode = (st.st_mode & S_IWOTH) ? 0666 : (st.st_mode & S_IWGRP) ? 0660 : 0600;
+	}
+	if (why[0])
+		shunt_warn("%s: using %s instead", why, shunt_cfg.dir);
+	dir_shared = kind == RDVDIR_SHARED;
+	if (!fstat(fd, &st))
+		file_mode = (st.st_mode & S_IWOTH) ? 0666 : (st.st_mode & S_IWGRP) ? 0660 : 0600;
+	shunt_dirfd = fd_hide(fd);
 }
 
 /* Names this process's files in SHUNT_DIR (s<id> stats, c<id> socket). */
@@ -94,23 +119,39 @@ uint64_t shunt_netns_ino(void)
 	return netns_ino;
 }
 
-void shunt_log(const char *fmt, ...)
+static void vlog(const char *fmt, va_list ap)
 {
 	char buf[512];
-	va_list ap;
 	int n, e = errno;
 
-	if (!shunt_cfg.log)
-		return;
 	n = snprintf(buf, sizeof buf, "shunt[%d]: ", (int)getpid());
-	va_start(ap, fmt);
 	n += vsnprintf(buf + n, sizeof buf - (size_t)n, fmt, ap);
-	va_end(ap);
 	if (n > (int)sizeof buf - 2)
 		n = (int)sizeof buf - 2;
 	buf[n++] = '\n';
 	(void)!real.write(2, buf, (size_t)n);
 	errno = e;
+}
+
+void shunt_log(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!shunt_cfg.log)
+		return;
+	va_start(ap, fmt);
+	vlog(fmt, ap);
+	va_end(ap);
+}
+
+/* What the user must see even without SHUNT_LOG: a refused setting. */
+void shunt_warn(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vlog(fmt, ap);
+	va_end(ap);
 }
 
 static void read_netns(void)
@@ -171,24 +212,18 @@ __attribute__((constructor)) static void shunt_init(void)
 		errno = e;
 		return;
 	}
-	if (shunt_config_parse(&shunt_cfg, environ, &bad)) {
-		/* The bad variable keeps its default; say so even without SHUNT_LOG. */
-		int quiet = !shunt_cfg.log;
-		shunt_cfg.log = 1;
-		shunt_log("ignoring invalid %s (see docs/configuration.md)", bad);
-		shunt_cfg.log = !quiet;
-	}
+	if (shunt_config_parse(&shunt_cfg, environ, &bad))
+		shunt_warn("invalid %s: its safe default applies (docs/configuration.md)", bad);
 	read_netns();
 	proc_id = shunt_random64();
-	if (mkdir(shunt_cfg.dir, 0700) && errno != EEXIST) {
-		shunt_log("cannot create %s: %s; shunt is off", shunt_cfg.dir, strerror(errno));
-		errno = e;
-		return;
-	}
-	read_dir_mode();
+	if (shunt_cfg.disabled)
+		shunt_off_reason = SHUNT_R_POLICY;
+	else
+		open_dir();
 	pthread_atfork(atfork_prepare, NULL, atfork_child);
 	shunt_active = 1;
-	stats_init();
+	if (shunt_dirfd >= 0)
+		stats_init();
 	exec_inherit();
 	errno = e;
 }

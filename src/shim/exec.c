@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <netinet/in.h>
 #include "shim.h"
 #include "real.h"
 #include "arena.h"
@@ -309,6 +310,38 @@ static int adopt_moved(int fd, int memfd, int side, int reason)
 	return install(fd, c, side);
 }
 
+/* SHUNT_INHERIT is an environment variable: anyone who starts the program
+ * may have written it.  An entry is adopted only if its descriptors are what
+ * it says (a TCP socket, a shared-memory file, two eventfds), and only the
+ * descriptors of an adopted entry are closed here: a forged entry naming
+ * the program's own stdout changes nothing. */
+static int is_tcp_socket(int fd)
+{
+	int t = 0, p = 0;
+	socklen_t l = sizeof t, lp = sizeof p;
+
+	return !real.getsockopt(fd, SOL_SOCKET, SO_TYPE, &t, &l) && t == SOCK_STREAM &&
+	       !real.getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &p, &lp) && p == IPPROTO_TCP;
+}
+
+static int is_shmem(int fd)
+{
+	return R(fcntl)(fd, F_GET_SEALS) >= 0; /* memfd and tmpfs files only */
+}
+
+static int is_eventfd(int fd)
+{
+	char path[32], target[32];
+	ssize_t n;
+
+	snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+	n = readlink(path, target, sizeof target - 1);
+	if (n <= 0)
+		return 0;
+	target[n] = 0;
+	return !strcmp(target, "anon_inode:[eventfd]");
+}
+
 void exec_inherit(void)
 {
 	const char *v = getenv("SHUNT_INHERIT");
@@ -325,24 +358,31 @@ void exec_inherit(void)
 		if (item[0] == 'm') { /* an RDMA connection moved to TCP before exec */
 			int reason;
 			if (sscanf(item + 1, "%d,%d,%d,%d", &fd, &memfd, &side, &reason) != 4 || fd < 0 ||
-			    memfd < 0 || (side != 0 && side != 1) || reason <= 0 || reason >= SHUNT_R_MAX) {
-				shunt_log("SHUNT_INHERIT entry '%s' malformed: ignored", item);
+			    memfd < 0 || (side != 0 && side != 1) || reason <= 0 || reason >= SHUNT_R_MAX ||
+			    fd == memfd || !is_tcp_socket(fd) || !is_shmem(memfd)) {
+				shunt_warn("SHUNT_INHERIT entry '%s' invalid: ignored", item);
 				continue;
 			}
-			if (adopt_moved(fd, memfd, side, reason))
-				shunt_log("SHUNT_INHERIT entry '%s' rejected", item);
+			if (adopt_moved(fd, memfd, side, reason)) {
+				shunt_warn("SHUNT_INHERIT entry '%s' rejected", item);
+				continue;
+			}
 			if (n < (int)(sizeof inherited / sizeof inherited[0]))
 				inherited[n++] = memfd;
 			continue;
 		}
 		if (sscanf(item, "%d,%d,%llx,%u,%d,%d,%d,%u", &fd, &memfd, &id, &seg, &side, &efd[0],
 			   &efd[1], &gen) != 8 || fd < 0 || memfd < 0 || efd[0] < 0 || efd[1] < 0 ||
-		    (side != 0 && side != 1)) {
-			shunt_log("SHUNT_INHERIT entry '%s' malformed: ignored", item);
+		    (side != 0 && side != 1) || fd == memfd || fd == efd[0] || fd == efd[1] ||
+		    memfd == efd[0] || memfd == efd[1] || efd[0] == efd[1] || !is_tcp_socket(fd) ||
+		    !is_shmem(memfd) || !is_eventfd(efd[0]) || !is_eventfd(efd[1])) {
+			shunt_warn("SHUNT_INHERIT entry '%s' invalid: ignored", item);
 			continue;
 		}
-		if (adopt(fd, memfd, id, seg, side, efd, gen))
-			shunt_log("SHUNT_INHERIT entry '%s' rejected", item);
+		if (adopt(fd, memfd, id, seg, side, efd, gen)) {
+			shunt_warn("SHUNT_INHERIT entry '%s' rejected", item);
+			continue;
+		}
 		if (n + 3 <= (int)(sizeof inherited / sizeof inherited[0])) {
 			inherited[n++] = memfd;
 			inherited[n++] = efd[0];

@@ -119,7 +119,7 @@ EXPORT int listen(int fd, int backlog)
 
 	/* Before listen(): the agent's program configures the listener then,
 	 * and needs its entry no longer. */
-	int marked = s && shunt_active && !shunt_cfg.disabled && !agent_mark_listener(fd);
+	int marked = s && shunt_active && !shunt_off_reason && !agent_mark_listener(fd);
 	if (s)
 		sk_put(s);
 	errno = e;

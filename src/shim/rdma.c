@@ -644,8 +644,8 @@ static int attach(struct sk *s, int fd, struct rdma_conn *rc, uint64_t raddr, ui
 	c->tcp_fd = fd_hide(dupfd);
 	c->spin_ns = shunt_cfg.spin_ns;
 	pthread_mutex_init(&c->fo_lock, NULL);
-	c->tx = (struct ring){ &rc->h->ring[0], rdma_slot_tx(l, rc->slot), rs, 0 };
-	c->rx = (struct ring){ &rc->h->ring[1], rdma_slot_rx(l, rc->slot), rs, 0 };
+	c->tx = (struct ring){ .ctl = &rc->h->ring[0], .data = rdma_slot_tx(l, rc->slot), .size = rs };
+	c->rx = (struct ring){ .ctl = &rc->h->ring[1], .data = rdma_slot_rx(l, rc->slot), .size = rs };
 	/* from here cursor messages wake this connection's sleepers */
 	pthread_mutex_lock(&l->cq_lock);
 	__atomic_store_n(&rc->state, RC_OPEN, __ATOMIC_RELEASE);
@@ -1442,6 +1442,7 @@ static void moved_use(struct conn *c, struct shunt_seg_hdr *h, size_t len, int m
 	c->tx.data = c->rx.data = data; /* the sending half never writes it */
 	c->tx.size = c->rx.size = h->ring_size;
 	c->tx.cons_seen = c->rx.cons_seen = 0;
+	c->tx.prod_seen = c->rx.prod_seen = 0;
 	__atomic_store_n(&c->tx.ctl, &h->ring[0], __ATOMIC_RELEASE);
 	__atomic_store_n(&c->rx.ctl, &h->ring[1], __ATOMIC_RELEASE);
 }

@@ -70,15 +70,31 @@ static int sys(long r)
 	return r < 0 ? -errno : (int)r;
 }
 
+/* A unix socket is reached by path: bind and sendto take no directory fd.
+ * The directory was checked (core.c) and nobody else may rename it or its
+ * entries (ours, or sticky), so the path names what the check saw. */
 static void path_of(char *buf, size_t n, char kind, uint64_t id)
 {
 	/* SHUNT_DIR is at most 79 bytes (config.c), so these always fit. */
 	if (n < sizeof shunt_cfg.dir + 20)
 		return;
-	if (kind == 'p')
-		snprintf(buf, n, "%s/p%u", shunt_cfg.dir, (unsigned)id);
-	else
-		snprintf(buf, n, "%s/%c%016llx", shunt_cfg.dir, kind, (unsigned long long)id);
+	snprintf(buf, n, "%s/%c%016llx", shunt_cfg.dir, kind, (unsigned long long)id);
+}
+
+/* Files are opened relative to the checked directory, never through a
+ * symlink, and must be regular files. */
+static int reg_openat(const char *name, int flags)
+{
+	struct stat st;
+	int fd = openat(shunt_dirfd, name, flags | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+		real.close(fd);
+		return -EINVAL;
+	}
+	return fd;
 }
 
 int shunt_addr_from_sockaddr(struct shunt_addr *a, const struct sockaddr *sa)
@@ -150,14 +166,14 @@ static int tuple_eq(const struct shunt_tuple *a, const struct shunt_tuple *b)
 
 /* Create the registry file under a private name, initialise it, then link it
  * into place: a reader never sees a half-written header. */
-static int reg_create(const char *path, uint16_t port)
+static int reg_create(const char *name, uint16_t port)
 {
-	char tmp[PATH_MAX + 32];
+	char tmp[64];
 	struct shunt_registry *r;
 	int fd, err = 0;
 
-	snprintf(tmp, sizeof tmp, "%s.%016llx", path, (unsigned long long)shunt_random64());
-	fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	snprintf(tmp, sizeof tmp, "%s.%016llx", name, (unsigned long long)shunt_random64());
+	fd = openat(shunt_dirfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
 	fchmod(fd, shunt_file_mode()); /* not subject to the umask */
@@ -175,26 +191,28 @@ static int reg_create(const char *path, uint16_t port)
 	r->port = port;
 	r->nslots = SHUNT_REG_SLOTS;
 	munmap(r, sizeof *r);
-	if (link(tmp, path) && errno != EEXIST)
+	if (linkat(shunt_dirfd, tmp, shunt_dirfd, name, 0) && errno != EEXIST)
 		err = -errno;
 out:
-	unlink(tmp);
+	unlinkat(shunt_dirfd, tmp, 0);
 	real.close(fd);
 	return err;
 }
 
 static struct portreg *reg_open(uint16_t port, int create)
 {
-	char path[PATH_MAX];
+	char path[16];
 	struct portreg *p;
 	struct stat st;
 	void *m;
 	int fd;
 
-	path_of(path, sizeof path, 'p', port);
-	fd = open(path, O_RDWR | O_CLOEXEC);
-	if (fd < 0 && errno == ENOENT && create && !reg_create(path, port))
-		fd = open(path, O_RDWR | O_CLOEXEC);
+	if (shunt_dirfd < 0)
+		return NULL;
+	snprintf(path, sizeof path, "p%u", (unsigned)port);
+	fd = reg_openat(path, O_RDWR);
+	if (fd == -ENOENT && create && !reg_create(path, port))
+		fd = reg_openat(path, O_RDWR);
 	if (fd < 0)
 		return NULL;
 	if (fstat(fd, &st) || (size_t)st.st_size < sizeof(struct shunt_registry))
@@ -295,10 +313,10 @@ int rdv_listen(int fd, struct sk *s)
 	socklen_t l = sizeof ss;
 	struct shunt_addr a;
 	struct portreg *p;
-	char path[PATH_MAX];
+	char path[16];
 
 	s->kind = SK_LISTEN;
-	if (!shunt_active || getsockname(fd, (void *)&ss, &l) || shunt_addr_from_sockaddr(&a, (void *)&ss))
+	if (!shunt_active || shunt_off_reason || getsockname(fd, (void *)&ss, &l) || shunt_addr_from_sockaddr(&a, (void *)&ss))
 		return 0;
 	if (!shunt_config_port_allowed(&shunt_cfg, a.port))
 		return 0;
@@ -307,8 +325,8 @@ int rdv_listen(int fd, struct sk *s)
 		return 0;
 	pthread_mutex_lock(&reg_lock);
 	if (p->lock_fd < 0) {
-		path_of(path, sizeof path, 'p', a.port);
-		p->lock_fd = open(path, O_RDONLY | O_CLOEXEC);
+		snprintf(path, sizeof path, "p%u", (unsigned)a.port);
+		p->lock_fd = reg_openat(path, O_RDONLY);
 		if (p->lock_fd >= 0) {
 			flock(p->lock_fd, LOCK_SH);
 			p->lock_fd = fd_hide(p->lock_fd);
@@ -597,8 +615,8 @@ int rdv_connect(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len
 	s->is_client = 1;
 	if (shunt_addr_from_sockaddr(&dst, addr) || !shunt_active)
 		return sys(real.connect(fd, addr, len));
-	s->reason = SHUNT_R_POLICY;
-	if (shunt_cfg.disabled || !shunt_config_port_allowed(&shunt_cfg, dst.port))
+	s->reason = shunt_off_reason ? shunt_off_reason : SHUNT_R_POLICY;
+	if (shunt_off_reason || !shunt_config_port_allowed(&shunt_cfg, dst.port))
 		return sys(real.connect(fd, addr, len));
 	s->reason = SHUNT_R_PEER_NOT_SHUNT;
 	p = shunt_cfg.local ? reg_get(dst.port, 0) : NULL;
@@ -861,7 +879,7 @@ uint64_t rdv_domain(void)
 	struct stat st;
 
 	/* 0 means unknown and matches nothing (inband.c). */
-	if (!d && !stat(shunt_cfg.dir, &st))
+	if (!d && shunt_dirfd >= 0 && !fstat(shunt_dirfd, &st))
 		d = (uint64_t)st.st_ino ^ ((uint64_t)st.st_dev * 0x9e3779b97f4a7c15ull);
 	return d;
 }
@@ -915,8 +933,8 @@ int rdv_accept(const struct sk *ls, int fd, struct sk *s)
 	int busy;
 
 	s->is_client = 0;
-	s->reason = SHUNT_R_POLICY;
-	if (!shunt_active || shunt_cfg.disabled)
+	s->reason = shunt_off_reason ? shunt_off_reason : SHUNT_R_POLICY;
+	if (!shunt_active || shunt_off_reason)
 		return 0;
 	s->reason = SHUNT_R_PEER_NOT_SHUNT;
 	if (sock_tuple(fd, &t.server, &t.client))

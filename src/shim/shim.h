@@ -58,7 +58,8 @@ struct conn {
 	_Atomic uint64_t last_probe_ns;
 	struct rdma_conn *rd;     /* over an RDMA link (rdma.c), else shared memory */
 	int broken;               /* unusable here (positive errno): an RDMA
-				     connection in a forked child */
+				     connection in a forked child, a broken ring */
+	_Atomic int broke;        /* SHUNT_R_PEER_BROKE once the peer broke the ring */
 	/* RDMA failover (rdma.c, wire.h 5c): each half moves to the TCP
 	 * socket once, the sending half under the writer lock, the receiving
 	 * half under fo_lock; fo_want asks for the sending half's move. */
@@ -102,7 +103,11 @@ struct sk {
 /* global state */
 extern struct shunt_config shunt_cfg;
 extern int shunt_active;      /* 0: pure pass-through (init failed or disabled) */
+extern int shunt_dirfd;        /* the checked rendezvous directory (-1: none) */
+extern int shunt_off_reason;  /* non-zero: every connection plain, for this reason */
+int shunt_dir_shared(void);   /* a configured directory other users write too */
 void shunt_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void shunt_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 uint64_t shunt_now_ns(void);
 uint64_t shunt_random64(void);
 uint64_t shunt_netns_ino(void);
@@ -139,7 +144,8 @@ void conn_refresh(struct conn *c);               /* inspect the kernel socket (F
 void conn_arm(struct conn *c, unsigned want);    /* ask the peer to signal efd_mine */
 void conn_drain(struct conn *c);                 /* consume efd_mine's counter */
 size_t conn_nread(struct conn *c);
-struct shunt_ring_ctl *conn_lock(struct conn *c, int rx); /* writer's or reader's lock */
+struct shunt_ring_ctl *conn_lock(struct conn *c, int rx); /* writer's or reader's lock; NULL: broken */
+void conn_break(struct conn *c, const char *what); /* the peer broke the ring: reset */
 
 /* rdma.c: connections over RDMA links (issue #4) */
 struct shunt_hs_msg;

@@ -21,7 +21,7 @@
 
 static struct shunt_stats_file *sf;
 static int sf_fd = -1;
-static char sf_path[PATH_MAX];
+static char sf_path[24]; /* its name in the rendezvous directory */
 static pthread_mutex_t sf_lock = PTHREAD_MUTEX_INITIALIZER;
 
 int stats_init(void)
@@ -30,8 +30,8 @@ int stats_init(void)
 	struct shunt_stats_file *m;
 	int fd;
 
-	snprintf(sf_path, sizeof sf_path, "%s/s%016llx", shunt_cfg.dir, (unsigned long long)id);
-	fd = open(sf_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	snprintf(sf_path, sizeof sf_path, "s%016llx", (unsigned long long)id);
+	fd = openat(shunt_dirfd, sf_path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -1;
 	fchmod(fd, shunt_file_mode() & 0644); /* readable by whoever shares the directory */
@@ -50,7 +50,7 @@ int stats_init(void)
 	return 0;
 fail:
 	real.close(fd);
-	unlink(sf_path);
+	unlinkat(shunt_dirfd, sf_path, 0);
 	return -1;
 }
 
@@ -94,7 +94,7 @@ void stats_atfork_child(void)
 /* What a socket is now: its mode and, when not accelerated, why. */
 void sk_describe(const struct sk *s, unsigned *mode, unsigned *reason)
 {
-	int moved = s->kind == SK_SHM ? rdma_conn_reason(s->conn) : 0;
+	int moved = s->kind != SK_SHM ? 0 : s->conn->broke ? s->conn->broke : rdma_conn_reason(s->conn);
 
 	*mode = s->kind == SK_SHM ? (moved ? SHUNT_M_TCP : s->conn->rd ? SHUNT_M_RDMA : SHUNT_M_SHM)
 		: s->kind == SK_LISTEN ? SHUNT_M_LISTEN : SHUNT_M_TCP;
@@ -173,5 +173,5 @@ void stats_free(struct shunt_stat_rec *r)
 __attribute__((destructor)) static void stats_exit(void)
 {
 	if (sf && sf->pid == (uint32_t)getpid())
-		unlink(sf_path);
+		unlinkat(shunt_dirfd, sf_path, 0);
 }

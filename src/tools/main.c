@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include "tool.h"
 #include "../common/config.h"
+#include "../common/rdvdir.h"
 
 extern char **environ;
 
@@ -37,9 +38,18 @@ const char *tool_dir(void)
 const char *tool_shunt_dir(void)
 {
 	static struct shunt_config cfg;
+	enum rdvdir_kind kind;
 	const char *bad;
+	char why[256];
+	int fd;
 
 	shunt_config_parse(&cfg, environ, &bad);
+	if (cfg.dir_explicit)
+		return cfg.dir;
+	/* the name the shim of this uid uses (rdvdir.c) */
+	fd = rdvdir_open_default(cfg.dir, sizeof cfg.dir, 0, &kind, why, sizeof why);
+	if (fd >= 0)
+		close(fd);
 	return cfg.dir;
 }
 

@@ -60,6 +60,9 @@ static void print_rec(struct opts *o, const struct shunt_stats_file *f, const st
 	char comm[17] = { 0 };
 
 	memcpy(comm, f->comm, 16);
+	for (char *c = comm; *c; c++) /* another process wrote it: no quotes, no controls */
+		if (*c < 0x20 || *c == '"' || *c == '\\' || *c == 0x7f)
+			*c = '?';
 	fmt_addr(local, sizeof local, l);
 	fmt_addr(peer, sizeof peer, p);
 	if (r->mode == SHUNT_M_LISTEN)
@@ -89,20 +92,24 @@ static void show_file(struct opts *o, const char *dir, const char *name)
 	int fd;
 
 	snprintf(path, sizeof path, "%s/%s", dir, name);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return;
 	if (reap_if_dead(dir, name, fd) || fstat(fd, &st) || (size_t)st.st_size < sizeof *f)
 		goto out;
-	f = mmap(NULL, sizeof *f, PROT_READ, MAP_SHARED, fd, 0);
-	if (f == MAP_FAILED)
+	/* A copy, not a mapping: the file's owner may truncate it meanwhile
+	 * (a mapping would SIGBUS us) or rewrite it (we print what we read). */
+	f = malloc(sizeof *f);
+	if (!f || pread(fd, f, sizeof *f, 0) != (ssize_t)sizeof *f) {
+		free(f);
 		goto out;
+	}
 	if (f->magic == SHUNT_STATS_MAGIC && f->version == SHUNT_WIRE_VERSION &&
 	    (!o->pid || (int)f->pid == o->pid))
 		for (unsigned i = 0; i < SHUNT_STATS_RECS; i++)
 			if (__atomic_load_n(&f->rec[i].used, __ATOMIC_ACQUIRE))
 				print_rec(o, f, &f->rec[i]);
-	munmap(f, sizeof *f);
+	free(f);
 out:
 	close(fd);
 }

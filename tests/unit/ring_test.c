@@ -1,7 +1,10 @@
 /* Description: the ring copies bytes in order across the wrap, honours
  * capacity, peek does not consume, scatter/gather works, and a producer and
- * a consumer thread move 256 MiB through a small ring without a wrong byte. */
+ * a consumer thread move 256 MiB through a small ring without a wrong byte;
+ * cursors a hostile peer wrote are refused (-EPROTO) without a byte copied
+ * outside the ring, and a lock word held for ever is a bounded wait. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,13 +16,13 @@
 static struct shunt_ring_ctl ctl;
 static struct ring r;
 
-static size_t put(const void *b, size_t n)
+static ssize_t put(const void *b, size_t n)
 {
 	struct iovec iov = { (void *)b, n };
 	return ring_writev(&r, &iov, 1, n);
 }
 
-static size_t get(void *b, size_t n, int peek)
+static ssize_t get(void *b, size_t n, int peek)
 {
 	struct iovec iov = { b, n };
 	return ring_readv(&r, &iov, 1, n, peek);
@@ -67,7 +70,9 @@ static void *producer(void *arg)
 		while (done < n) {
 			struct iovec iov = { buf + done, n - done };
 			shunt_lock(&ctl.wlock);
-			done += ring_writev(&r, &iov, 1, n - done);
+			ssize_t w = ring_writev(&r, &iov, 1, n - done);
+			CHECK(w >= 0);
+			done += (size_t)w;
 			shunt_unlock(&ctl.wlock);
 		}
 		pos += n;
@@ -83,13 +88,58 @@ static void concurrent(void)
 
 	pthread_create(&t, NULL, producer, NULL);
 	while (pos < TOTAL) {
-		size_t n = get(buf, 1 + (pos * 17) % sizeof buf, 0);
-		for (size_t i = 0; i < n; i++)
+		ssize_t n = get(buf, 1 + (pos * 17) % sizeof buf, 0);
+		CHECK(n >= 0);
+		for (size_t i = 0; i < (size_t)n; i++)
 			CHECK(buf[i] == (unsigned char)((pos + i) * 2654435761u >> 13));
 		pos += n;
 	}
 	pthread_join(t, NULL);
 	CHECK(ring_used(&r) == 0);
+}
+
+static void reset(void)
+{
+	memset(&ctl, 0, sizeof ctl);
+	r.cons_seen = r.prod_seen = 0;
+}
+
+/* What a hostile peer can write: the cursors it owns and ours. */
+static void hostile(void)
+{
+	static char big[1 << 20]; /* a reader's buffer far larger than the ring */
+	char in[16] = "0123456789abcdef";
+
+	reset();
+	ctl.prod = 8u << 20; /* "8 MiB unread" in a 4 KiB ring */
+	CHECK(get(big, sizeof big, 0) == -EPROTO && ctl.cons == 0);
+	CHECK(ring_used(&r) == 1 && ring_space(&r) == 1); /* wakes, never a huge count */
+	reset();
+	ctl.cons = 5000; /* consumed more than was written: found at the refresh */
+	CHECK(put(in, sizeof in) == 16);
+	CHECK(put(big, 4096) == -EPROTO && ctl.prod == 16);
+	reset();
+	CHECK(put(in, sizeof in) == 16 && get(in, 8, 0) == 8);
+	ctl.prod = 4; /* the writer went back */
+	CHECK(get(in, 8, 0) == -EPROTO);
+	reset();
+	CHECK(put(in, sizeof in) == 16);
+	ctl.cons = 8;
+	CHECK(put(big, 4096) == 4088); /* legit: the reader moved on */
+	ctl.cons = 2; /* the reader went back */
+	ctl.prod = 16;
+	r.cons_seen = 8;
+	CHECK(put(big, 4096) == -EPROTO);
+	/* cursors near 2^64 wrap like any others */
+	reset();
+	ctl.prod = ctl.cons = r.cons_seen = r.prod_seen = UINT64_MAX - 10;
+	CHECK(put(in, sizeof in) == 16 && get(big, sizeof big, 0) == 16 && !memcmp(big, in, 16));
+	/* a lock word the peer set and never clears */
+	ctl.wlock = 2;
+	CHECK(shunt_lock_bounded(&ctl.wlock, 200000000ull) == -ETIMEDOUT);
+	ctl.wlock = 0;
+	CHECK(shunt_lock_bounded(&ctl.wlock, 1) == 0 && ctl.wlock == 1);
+	shunt_unlock(&ctl.wlock);
 }
 
 int main(void)
@@ -98,7 +148,8 @@ int main(void)
 	r.size = 4096;
 	r.data = aligned_alloc(4096, 4096);
 	basics();
-	memset(&ctl, 0, sizeof ctl);
+	hostile();
+	reset();
 	concurrent();
 	printf("ring: ok\n");
 	return 0;

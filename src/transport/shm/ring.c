@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* ring.c - the byte ring (see ring.h for the ordering contract). */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <string.h>
+#include <time.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -36,17 +38,22 @@ static size_t iov_walk(struct ring *r, uint64_t pos, const struct iovec *iov, in
 	return done;
 }
 
-size_t ring_writev(struct ring *r, const struct iovec *iov, int iovcnt, size_t max)
+ssize_t ring_writev(struct ring *r, const struct iovec *iov, int iovcnt, size_t max)
 {
 	uint64_t prod = __atomic_load_n(&r->ctl->prod, __ATOMIC_RELAXED);
 	uint64_t space = r->size - (prod - r->cons_seen);
 	size_t n;
 
 	/* The cached cursor can be stale (or from another writer process of
-	 * this side, or older than a reset): refresh it when it is not enough. */
+	 * this side): refresh it when it is not enough. */
 	if (space < max || prod - r->cons_seen > r->size) {
-		r->cons_seen = __atomic_load_n(&r->ctl->cons, __ATOMIC_ACQUIRE);
-		space = r->size - (prod - r->cons_seen);
+		uint64_t cons = __atomic_load_n(&r->ctl->cons, __ATOMIC_ACQUIRE);
+		/* the reader consumed no more than was written, and never
+		 * goes back: anything else is a broken (or hostile) peer */
+		if (prod - cons > r->size || cons - r->cons_seen > prod - r->cons_seen)
+			return -EPROTO;
+		r->cons_seen = cons;
+		space = r->size - (prod - cons);
 	}
 	n = max < space ? max : space;
 
@@ -54,21 +61,27 @@ size_t ring_writev(struct ring *r, const struct iovec *iov, int iovcnt, size_t m
 		return 0;
 	n = iov_walk(r, prod, iov, iovcnt, n, 1);
 	__atomic_store_n(&r->ctl->prod, prod + n, __ATOMIC_RELEASE);
-	return n;
+	return (ssize_t)n;
 }
 
-size_t ring_readv(struct ring *r, const struct iovec *iov, int iovcnt, size_t max, int peek)
+ssize_t ring_readv(struct ring *r, const struct iovec *iov, int iovcnt, size_t max, int peek)
 {
 	uint64_t cons = __atomic_load_n(&r->ctl->cons, __ATOMIC_RELAXED);
-	uint64_t used = ring_used(r);
-	size_t n = max < used ? max : used;
+	uint64_t prod = __atomic_load_n(&r->ctl->prod, __ATOMIC_ACQUIRE);
+	uint64_t used = prod - cons;
+	size_t n;
 
+	/* at most a ring's worth unread, and the writer never goes back */
+	if (used > r->size || prod - r->prod_seen > (uint64_t)1 << 62)
+		return -EPROTO;
+	r->prod_seen = prod;
+	n = max < used ? max : used;
 	if (!n)
 		return 0;
 	n = iov_walk(r, cons, iov, iovcnt, n, 0);
 	if (!peek)
 		__atomic_store_n(&r->ctl->cons, cons + n, __ATOMIC_RELEASE);
-	return n;
+	return (ssize_t)n;
 }
 
 void ring_consume(struct ring *r, size_t n)
@@ -81,6 +94,29 @@ void ring_consume(struct ring *r, size_t n)
 static long futex(_Atomic uint32_t *w, int op, uint32_t val)
 {
 	return syscall(SYS_futex, w, op, val, NULL, NULL, 0);
+}
+
+int shunt_lock_bounded(_Atomic uint32_t *l, uint64_t timeout_ns)
+{
+	struct timespec start, now, slice = { 0, 50 * 1000 * 1000 };
+	uint32_t c = 0;
+
+	if (__atomic_compare_exchange_n(l, &c, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+		return 0;
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	if (c != 2)
+		c = __atomic_exchange_n(l, 2, __ATOMIC_ACQUIRE);
+	while (c != 0) {
+		syscall(SYS_futex, l, FUTEX_WAIT, 2, &slice, NULL, 0);
+		c = __atomic_exchange_n(l, 2, __ATOMIC_ACQUIRE);
+		if (!c)
+			break;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if ((uint64_t)(now.tv_sec - start.tv_sec) * 1000000000ull + (uint64_t)now.tv_nsec -
+			    (uint64_t)start.tv_nsec > timeout_ns)
+			return -ETIMEDOUT;
+	}
+	return 0;
 }
 
 void shunt_lock(_Atomic uint32_t *l)
