@@ -17,7 +17,6 @@ cg2=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/mounts)
 CG="$cg2/shunt-bench-$$"
 mkdir "$CG"
 export SHUNT_DIR; SHUNT_DIR=$(mktemp -d /tmp/shunt-bench.XXXXXX)
-sock="$SHUNT_DIR/agent.sock"
 agent=
 trap '[ -n "$agent" ] && kill $agent 2>/dev/null; wait 2>/dev/null; rmdir "$CG" 2>/dev/null; rm -rf "$SHUNT_DIR"' EXIT
 in_cg() { sh -c "echo \$\$ > '$CG/cgroup.procs'; exec \"\$@\"" sh "$@"; }
@@ -25,11 +24,11 @@ setup() { in_cg "$@" build/shunt bench-worker setup 2000; }
 LIB="$ROOT/build/libshunt.so"
 
 base=$(setup env)
-build/shuntd --cgroup "$CG" --socket "$sock" > "$SHUNT_DIR/agent.log" 2>&1 &
+build/shuntd --cgroup "$CG" > "$SHUNT_DIR/agent.log" 2>&1 &
 agent=$!
 for _ in $(seq 100); do grep -q ready "$SHUNT_DIR/agent.log" && break; sleep 0.05; done
 with=$(setup env)
-nego=$(setup env SHUNT_LOCAL=0 SHUNT_AGENT_SOCK="$sock" LD_PRELOAD="$LIB")
+nego=$(setup env SHUNT_LOCAL=0 LD_PRELOAD="$LIB")
 local_shm=$(setup env LD_PRELOAD="$LIB")
 mkdir -p docs/bench
 {

@@ -6,10 +6,10 @@
 set -u
 cd "$(dirname "$0")/.."
 B=build/shunt
-build/shuntd --cgroup /sys/fs/cgroup --socket /tmp/a.sock > /tmp/a.log 2>&1 &
+build/shuntd --cgroup /sys/fs/cgroup > /tmp/a.log 2>&1 &
 sleep 1
 export SHUNT_BENCH_ADDR=10.0.0.1
-R=(env LD_PRELOAD=$PWD/build/libshunt.so SHUNT_AGENT_SOCK=/tmp/a.sock SHUNT_TRANSPORT=rdma
+R=(env LD_PRELOAD=$PWD/build/libshunt.so SHUNT_TRANSPORT=rdma
    SHUNT_ACCEPT_WAIT_MS=30000 SHUNT_DIR=/tmp/sd)
 mkdir -p /tmp/sd
 row() { printf '%s\t%s\t%s\t%s\n' "$@"; }

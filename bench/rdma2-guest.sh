@@ -8,10 +8,10 @@
 set -u
 cd "$(dirname "$0")/.."
 SYNC=build/bench/rdma2.sync
-build/shuntd --cgroup /sys/fs/cgroup --socket /tmp/a.sock > /tmp/a.log 2>&1 &
+build/shuntd --cgroup /sys/fs/cgroup > /tmp/a.log 2>&1 &
 sleep 1
 mkdir -p /tmp/sd
-S=(env LD_PRELOAD=$PWD/build/libshunt.so SHUNT_AGENT_SOCK=/tmp/a.sock SHUNT_ACCEPT_WAIT_MS=30000 SHUNT_DIR=/tmp/sd)
+S=(env LD_PRELOAD=$PWD/build/libshunt.so SHUNT_ACCEPT_WAIT_MS=30000 SHUNT_DIR=/tmp/sd)
 R=(--save '' --appendonly no --protected-mode no)
 if [ "$VM_HOST" = A ]; then
 	redis-server --port 6390 "${R[@]}" > /tmp/r1.log 2>&1 &

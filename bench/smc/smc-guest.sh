@@ -13,7 +13,7 @@ B=build/shunt C=build/bench/smc-config
 modprobe smc && modprobe smc_diag || { echo "no smc module"; exit 1; }
 $C pnet PNETA veth0 rxe0 1 && $C pnet PNETB veth1 rxe1 1 && $C ueid SHUNT-BENCH ||
 	{ echo "smc configuration failed"; exit 1; }
-build/shuntd --cgroup /sys/fs/cgroup --socket /tmp/a.sock > /tmp/a.log 2>&1 &
+build/shuntd --cgroup /sys/fs/cgroup > /tmp/a.log 2>&1 &
 sleep 1
 mkdir -p /tmp/sd
 export SHUNT_BENCH_ADDR=10.0.0.1
@@ -31,7 +31,7 @@ row test variant value unit
 for v in tcp shunt-rdma smc-r; do
 	case $v in
 	tcp) P=(env) ;;
-	shunt-rdma) P=(env LD_PRELOAD=$PWD/build/libshunt.so SHUNT_AGENT_SOCK=/tmp/a.sock SHUNT_TRANSPORT=rdma
+	shunt-rdma) P=(env LD_PRELOAD=$PWD/build/libshunt.so SHUNT_TRANSPORT=rdma
 		       SHUNT_ACCEPT_WAIT_MS=30000 SHUNT_DIR=/tmp/sd) ;;
 	smc-r) P=(env LD_PRELOAD=$PWD/build/bench/smc-preload.so) ;;
 	esac

@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * shuntd.c - the per-host agent (issue #3, first slice).
+ * shuntd.c - the per-host agent.
  *
- * Loads sockops.bpf.o (next to this binary) with libbpf, attaches it to a
- * cgroup v2 directory, and hands the socket-cookie array to local processes
- * over a unix socket (SCM_RIGHTS; the peer's credentials are logged).  The
- * attachment lives exactly as long as shuntd: killing it detaches the
- * program, and connections made meanwhile keep their TCP behaviour.
+ * Loads sockops.bpf.o (next to this binary) with libbpf and attaches its
+ * three programs (sock_ops, cgroup setsockopt and getsockopt) to a cgroup v2
+ * directory: processes below it can then have shunt's option put in their
+ * sockets' handshakes and read the outcome through the sockets themselves
+ * (src/agent/agent.h).  Nothing is handed to processes: no map, no socket.
+ * The attachment lives exactly as long as shuntd: killing it detaches the
+ * programs, and connections made meanwhile keep their TCP behaviour.
  * Needs CAP_BPF + CAP_NET_ADMIN (or root).
  */
 #define _GNU_SOURCE
@@ -20,9 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 #include "agent.h"
 
@@ -34,111 +33,54 @@ static void on_term(int sig)
 	stop = 1;
 }
 
-static int send_fd(int sock, int fd)
-{
-	union { char buf[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } u;
-	char tag[8];
-	struct iovec iov = { tag, sizeof tag };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-			     .msg_controllen = sizeof u.buf };
-	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+/* --allow-uid: who may register sockets (root always may; empty: all). */
+struct allow {
+	uint32_t n;
+	uint32_t uid[SHUNT_AGENT_MAX_UIDS];
+};
 
-	memcpy(tag, SHUNT_AGENT_TAG, sizeof tag);
-
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(c), &fd, sizeof fd);
-	return sendmsg(sock, &mh, MSG_NOSIGNAL) == (ssize_t)sizeof tag ? 0 : -errno;
-}
-
-/* --allow-uid: who may have the array (root always may).  Everyone who
- * holds it shares one trust domain, as the users of one SHUNT_DIR do: a
- * holder can write any socket's entry (docs/agent.md). */
-static unsigned allowed[64];
-static int nallowed;
-
-static int allowed_uid(uid_t uid)
-{
-	if (!nallowed || uid == 0)
-		return 1;
-	for (int i = 0; i < nallowed; i++)
-		if (allowed[i] == uid)
-			return 1;
-	return 0;
-}
-
-static int parse_uids(const char *v)
+static int parse_uids(const char *v, struct allow *a)
 {
 	char *end;
 
-	while (*v && nallowed < (int)(sizeof allowed / sizeof allowed[0])) {
+	while (*v && a->n < SHUNT_AGENT_MAX_UIDS) {
 		unsigned long u = strtoul(v, &end, 10);
 		if (end == v || (*end && *end != ',') || u > 0xffffffffu)
 			return -1;
-		allowed[nallowed++] = (unsigned)u;
+		a->uid[a->n++] = (uint32_t)u;
 		v = *end ? end + 1 : end;
 	}
 	return *v ? -1 : 0;
 }
 
-static int serve(const char *path, int map_fd)
+static struct bpf_link *attach(struct bpf_object *obj, const char *name, int cg)
 {
-	struct sockaddr_un sun = { .sun_family = AF_UNIX };
-	int ls = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct bpf_program *prog = bpf_object__find_program_by_name(obj, name);
 
-	if (ls < 0 || strlen(path) >= sizeof sun.sun_path)
-		return -EINVAL;
-	strcpy(sun.sun_path, path);
-	unlink(path);
-	if (bind(ls, (void *)&sun, sizeof sun) || chmod(path, 0666) || listen(ls, 64))
-		return -errno;
-	printf("shuntd: ready\n");
-	fflush(stdout);
-	while (!stop) {
-		struct ucred cr = { 0 };
-		socklen_t l = sizeof cr;
-		int c = accept4(ls, NULL, NULL, SOCK_CLOEXEC);
-		if (c < 0)
-			continue;
-		if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cr, &l) || !allowed_uid(cr.uid)) {
-			fprintf(stderr, "shuntd: refused pid %d uid %d (not in --allow-uid)\n",
-				(int)cr.pid, (int)cr.uid);
-			close(c);
-			continue;
-		}
-		fprintf(stderr, "shuntd: map handed to pid %d uid %d\n", cr.pid, cr.uid);
-		send_fd(c, map_fd);
-		close(c);
-	}
-	close(ls);
-	unlink(path);
-	return 0;
+	return prog ? bpf_program__attach_cgroup(prog, cg) : NULL;
 }
 
 int main(int argc, char **argv)
 {
-	const char *cgroup = NULL, *sockpath = "/run/shunt/agent.sock";
+	static const char *const progs[] = { "shunt_sockops", "shunt_setsockopt", "shunt_getsockopt" };
+	const char *cgroup = NULL;
 	char obj_path[PATH_MAX], self[PATH_MAX];
-	struct bpf_object *obj;
-	struct bpf_program *prog;
-	struct bpf_link *link;
+	struct bpf_link *links[3] = { 0 };
 	struct sigaction sa = { .sa_handler = on_term };
+	struct allow allow = { 0 };
+	struct bpf_object *obj;
+	uint32_t zero = 0;
+	int cg, map_fd, bad = 0;
 	ssize_t n;
-	int cg, map_fd, r;
 
 	for (int i = 1; i + 1 < argc; i += 2) {
 		if (!strcmp(argv[i], "--cgroup"))
 			cgroup = argv[i + 1];
-		else if (!strcmp(argv[i], "--socket"))
-			sockpath = argv[i + 1];
-		else if (!strcmp(argv[i], "--allow-uid") && !parse_uids(argv[i + 1]))
-			;
-		else
-			cgroup = NULL, i = argc;
+		else if (strcmp(argv[i], "--allow-uid") || parse_uids(argv[i + 1], &allow))
+			bad = 1;
 	}
-	if (!cgroup || argc % 2 == 0) {
-		fprintf(stderr, "usage: shuntd --cgroup CGROUP2_DIR [--socket PATH] [--allow-uid UID,...]\n");
+	if (!cgroup || bad || argc % 2 == 0) {
+		fprintf(stderr, "usage: shuntd --cgroup CGROUP2_DIR [--allow-uid UID,...]\n");
 		return 2;
 	}
 	n = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -151,22 +93,31 @@ int main(int argc, char **argv)
 		fprintf(stderr, "shuntd: cannot load %s (needs CAP_BPF and CAP_NET_ADMIN)\n", obj_path);
 		return 1;
 	}
-	prog = bpf_object__find_program_by_name(obj, "shunt_sockops");
-	map_fd = bpf_object__find_map_fd_by_name(obj, "shunt_socks");
+	map_fd = bpf_object__find_map_fd_by_name(obj, "shunt_allow");
 	cg = open(cgroup, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (!prog || map_fd < 0 || cg < 0) {
+	if (map_fd < 0 || cg < 0 || bpf_map_update_elem(map_fd, &zero, &allow, BPF_ANY)) {
 		fprintf(stderr, "shuntd: bad object or cgroup %s: %s\n", cgroup, strerror(errno));
 		return 1;
 	}
-	link = bpf_program__attach_cgroup(prog, cg);
-	if (!link) {
-		fprintf(stderr, "shuntd: cannot attach to %s: %s\n", cgroup, strerror(errno));
-		return 1;
+	for (int i = 0; i < 3; i++) {
+		links[i] = attach(obj, progs[i], cg);
+		if (!links[i]) {
+			fprintf(stderr, "shuntd: cannot attach %s to %s: %s\n", progs[i], cgroup,
+				strerror(errno));
+			return 1;
+		}
 	}
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
-	r = serve(sockpath, map_fd);
-	bpf_link__destroy(link);
+	printf("shuntd: ready (%s", cgroup);
+	for (uint32_t i = 0; i < allow.n; i++)
+		printf("%s%u", i ? "," : "; uids ", allow.uid[i]);
+	printf(")\n");
+	fflush(stdout);
+	while (!stop)
+		pause();
+	for (int i = 0; i < 3; i++)
+		bpf_link__destroy(links[i]);
 	bpf_object__close(obj);
-	return r ? 1 : 0;
+	return 0;
 }

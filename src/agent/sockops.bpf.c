@@ -1,16 +1,20 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * sockops.bpf.c - shunt's capability signal in the TCP handshake (issue #3).
+ * sockops.bpf.c - shunt's capability signal in the TCP handshake (issue #3),
+ * and the per-socket channel through which the shim asks for it (issue #12).
  *
- * A sock_ops program on a cgroup v2 subtree.  Sockets of shunt processes are
- * registered by cookie in a memory-mapped array (the shim writes its entry
- * before connect() or listen()); nothing else is touched.
- *   client SYN:      kind 254, len 12, ExID 0x5348 ("SH"), 8-byte nonce
- *   server SYN-ACK:  the same ExID, answer = ~nonce, only when the SYN had it
- *                    and the listener is registered
+ * Three programs on a cgroup v2 subtree, sharing one socket-local storage:
+ *   cgroup/setsockopt  level SHUNT_AG_SOL: the shim registers the socket it
+ *                      is about to connect (with a nonce) or listen on;
+ *   sockops            client SYN: kind 254, len 12, ExID 0x5348 ("SH"),
+ *                      8-byte nonce; server SYN-ACK: the same ExID with
+ *                      ~nonce, only when the SYN had it and the listener is
+ *                      registered; the outcome goes to the socket's storage;
+ *   cgroup/getsockopt  level SHUNT_AG_SOL: the shim reads its verdict.
  * A peer that merely replays unknown options echoes the nonce itself, which
- * the client tells apart from ~nonce: that connection stays plain.  Results
- * land in the array (client: verdict; server child: the nonce it saw).
+ * the client tells apart from ~nonce: that connection stays plain.  A
+ * process reaches only the storage of sockets it holds: there is no shared
+ * table to read or forge.  Every other socket option passes untouched.
  */
 #include <linux/bpf.h>
 #include <linux/types.h>
@@ -20,50 +24,61 @@
 #define SHUNT_OPT_LEN 12
 #define SHUNT_EXID_HI 0x53
 #define SHUNT_EXID_LO 0x48
-#define SOCKS 65536
 
-#define TCPHDR_SYN 0x02
-#define TCPHDR_ACK 0x10
-#define SOL_TCP 6
-#define TCP_SAVE_SYN 27
-
-/* entry states (shared with src/agent/agent.h) */
+/* shared with src/agent/agent.h (a BPF object cannot include libc headers) */
+#define SHUNT_AG_SOL 0x5348
+#define OPT_CLIENT 1
+#define OPT_LISTENER 2
+#define OPT_VERDICT 3
 #define ST_CLIENT_WANT 1
 #define ST_CLIENT_PEER_OK 2
 #define ST_CLIENT_PEER_NONE 3
 #define ST_CLIENT_PEER_REPLAY 4
 #define ST_LISTENER 10
 #define ST_SERVER_SAW 11
+#define MAX_UIDS 64
 
-#define STALE_NS 10000000000ull
+#define TCPHDR_SYN 0x02
+#define TCPHDR_ACK 0x10
+#define SOL_TCP 6
+#define TCP_SAVE_SYN 27
+#define PAGE_SIZE 4096
 
-struct entry {
-	__u64 cookie;
-	__u64 nonce;
-	__u64 stamp;
+struct verdict {
 	__u32 state;
 	__u32 pad;
+	__u64 nonce;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct verdict);
+} shunt_sk SEC(".maps");
+
+/* --allow-uid: who may register sockets (empty: everyone).  Written by
+ * shuntd before it attaches the programs. */
+struct allow {
+	__u32 n;
+	__u32 uid[MAX_UIDS];
 };
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__uint(max_entries, SOCKS);
+	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct entry);
-} shunt_socks SEC(".maps");
+	__type(value, struct allow);
+} shunt_allow SEC(".maps");
 
 struct opt {
 	__u8 kind, len, exid_hi, exid_lo;
 	__u8 val[8];
 };
 
-static __always_inline struct entry *entry_of(__u64 cookie)
+static __always_inline struct verdict *verdict_of(struct bpf_sock *sk, __u64 flags)
 {
-	__u32 k = (__u32)(cookie & (SOCKS - 1));
-	struct entry *e = bpf_map_lookup_elem(&shunt_socks, &k);
-
-	return e && e->cookie == cookie ? e : 0;
+	return sk ? bpf_sk_storage_get(&shunt_sk, sk, 0, flags) : 0;
 }
 
 static __always_inline __u64 get_u64(const __u8 *p)
@@ -108,19 +123,20 @@ static __always_inline int store_opt(struct bpf_sock_ops *skops, __u64 val)
 SEC("sockops")
 int shunt_sockops(struct bpf_sock_ops *skops)
 {
-	__u64 cookie = bpf_get_socket_cookie(skops), v;
-	struct entry *e;
+	struct bpf_sock *sk = skops->sk;
+	struct verdict *e;
 	int one = 1;
+	__u64 v;
 
 	switch (skops->op) {
 	case BPF_SOCK_OPS_TCP_CONNECT_CB:
-		e = entry_of(cookie);
+		e = verdict_of(sk, 0);
 		if (e && e->state == ST_CLIENT_WANT)
 			bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags |
 						  BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG);
 		break;
 	case BPF_SOCK_OPS_TCP_LISTEN_CB:
-		e = entry_of(cookie);
+		e = verdict_of(sk, 0);
 		if (e && e->state == ST_LISTENER) {
 			bpf_setsockopt(skops, SOL_TCP, TCP_SAVE_SYN, &one, sizeof one);
 			bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags |
@@ -136,7 +152,7 @@ int shunt_sockops(struct bpf_sock_ops *skops)
 		break;
 	case BPF_SOCK_OPS_WRITE_HDR_OPT_CB:
 		if ((skops->skb_tcp_flags & (TCPHDR_SYN | TCPHDR_ACK)) == TCPHDR_SYN) {
-			e = entry_of(cookie);
+			e = verdict_of(sk, 0);
 			if (e && e->state == ST_CLIENT_WANT)
 				store_opt(skops, e->nonce);
 		} else if ((skops->skb_tcp_flags & (TCPHDR_SYN | TCPHDR_ACK)) == (TCPHDR_SYN | TCPHDR_ACK) &&
@@ -145,7 +161,7 @@ int shunt_sockops(struct bpf_sock_ops *skops)
 		}
 		break;
 	case BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB:
-		e = entry_of(cookie);
+		e = verdict_of(sk, 0);
 		if (!e || e->state != ST_CLIENT_WANT)
 			break;
 		if (!load_opt(skops, &v, 0))
@@ -156,21 +172,90 @@ int shunt_sockops(struct bpf_sock_ops *skops)
 			e->state = ST_CLIENT_PEER_REPLAY;
 		break;
 	case BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB:
-		if (load_opt(skops, &v, BPF_LOAD_HDR_OPT_TCP_SYN)) {
-			__u32 k = (__u32)(cookie & (SOCKS - 1));
-			__u64 now = bpf_ktime_get_ns();
-			struct entry n = { .cookie = cookie, .nonce = v, .stamp = now,
-					   .state = ST_SERVER_SAW };
-			e = bpf_map_lookup_elem(&shunt_socks, &k);
-			/* Never take a live client's or listener's entry: the
-			 * server's shim finds the nonce in the saved SYN then. */
-			if (!e || (e->state != 0 && e->state != ST_SERVER_SAW &&
-				   now - e->stamp < STALE_NS))
-				break;
-			bpf_map_update_elem(&shunt_socks, &k, &n, BPF_ANY);
+		/* the accepted socket is new: its storage is its own */
+		if (load_opt(skops, &v, BPF_LOAD_HDR_OPT_TCP_SYN) &&
+		    (e = verdict_of(sk, BPF_SK_STORAGE_GET_F_CREATE))) {
+			e->nonce = v;
+			e->state = ST_SERVER_SAW;
 		}
 		break;
 	}
+	return 1;
+}
+
+static __always_inline int uid_allowed(void)
+{
+	__u32 k = 0, uid = (__u32)bpf_get_current_uid_gid();
+	struct allow *a = bpf_map_lookup_elem(&shunt_allow, &k);
+
+	if (!a || !a->n || !uid)
+		return 1;
+	for (int i = 0; i < MAX_UIDS; i++) {
+		if (i >= a->n)
+			break;
+		if (a->uid[i] == uid)
+			return 1;
+	}
+	return 0;
+}
+
+/* Leave every other option to the kernel; one longer than a page cannot
+ * be seen whole here: the kernel's own buffer is used (optlen 0). */
+static __always_inline int pass(struct bpf_sockopt *ctx)
+{
+	if (ctx->optlen > PAGE_SIZE)
+		ctx->optlen = 0;
+	return 1;
+}
+
+SEC("cgroup/setsockopt")
+int shunt_setsockopt(struct bpf_sockopt *ctx)
+{
+	__u8 *p = ctx->optval, *end = ctx->optval_end;
+	struct verdict *e;
+
+	if (ctx->level != SHUNT_AG_SOL || !uid_allowed())
+		return pass(ctx); /* a user not allowed sees no agent: ENOPROTOOPT */
+	if (ctx->optname == OPT_CLIENT) {
+		if (ctx->optlen != 8 || p + 8 > end || !(e = verdict_of(ctx->sk, BPF_SK_STORAGE_GET_F_CREATE)))
+			return 0; /* EPERM */
+		__builtin_memcpy(&e->nonce, p, 8); /* host order, as the shim wrote it */
+		e->state = ST_CLIENT_WANT;
+	} else if (ctx->optname == OPT_LISTENER) {
+		if (!(e = verdict_of(ctx->sk, BPF_SK_STORAGE_GET_F_CREATE)))
+			return 0;
+		e->nonce = 0;
+		e->state = ST_LISTENER;
+	} else {
+		return pass(ctx);
+	}
+	ctx->optlen = -1; /* consumed: the kernel never sees it */
+	return 1;
+}
+
+SEC("cgroup/getsockopt")
+int shunt_getsockopt(struct bpf_sockopt *ctx)
+{
+	__u8 *p = ctx->optval, *end = ctx->optval_end;
+	struct verdict *e;
+
+	if (ctx->level != SHUNT_AG_SOL || ctx->optname != OPT_VERDICT || !uid_allowed())
+		return pass(ctx);
+	if (p + sizeof(struct verdict) > end)
+		return pass(ctx); /* too short a buffer: the kernel's error stands */
+	e = verdict_of(ctx->sk, 0);
+	if (e) {
+		struct verdict out = { .state = e->state, .nonce = e->nonce };
+		__builtin_memcpy(p, &out, sizeof out);
+	} else {
+		struct verdict none = { 0 };
+		__builtin_memcpy(p, &none, sizeof none);
+	}
+	ctx->retval = 0;
+	/* two 32-bit fields side by side: clang would merge the stores into
+	 * one 64-bit store, which the verifier refuses */
+	asm volatile("" ::: "memory");
+	ctx->optlen = sizeof(struct verdict);
 	return 1;
 }
 

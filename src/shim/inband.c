@@ -211,9 +211,9 @@ static int decline(int fd, int reason, uint64_t deadline)
 	return reason;
 }
 
-/* Did this accepted socket's SYN carry our option?  The agent's array says
- * so without a system call; if its entry is gone (taken by a colliding
- * socket), the SYN the kernel saved for our registered listener decides. */
+/* Did this accepted socket's SYN carry our option?  The agent's program
+ * recorded it in the socket's storage; failing that (an agent restarted
+ * meanwhile), the SYN the kernel saved for our registered listener decides. */
 int inband_syn_had_option(const struct sk *ls, int fd)
 {
 	uint8_t syn[256];

@@ -117,16 +117,13 @@ EXPORT int listen(int fd, int backlog)
 	struct sk *s = get_kind(fd, SK_TCP);
 	int r, e = errno, domain;
 
-	/* Before listen(): the agent's program configures the listener then,
-	 * and needs its entry no longer. */
+	/* Before listen(): the agent's program configures the listener then. */
 	int marked = s && shunt_active && !shunt_off_reason && !agent_mark_listener(fd);
 	if (s)
 		sk_put(s);
 	errno = e;
 	r = R(listen)(fd, backlog);
 	e = errno;
-	if (marked)
-		agent_take(fd, NULL);
 	if (r || !shunt_active)
 		return r;
 	s = fdtab_get(fd);

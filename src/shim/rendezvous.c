@@ -627,15 +627,13 @@ int rdv_connect(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len
 		if (marked == -ENOENT) /* nobody to ask a peer on another host */
 			s->reason = is_other_host(fd, &dst) ? SHUNT_R_NO_AGENT : SHUNT_R_PEER_NOT_SHUNT;
 		else if (marked)
-			s->reason = SHUNT_R_RESOURCE; /* entry taken: no option sent */
+			s->reason = SHUNT_R_RESOURCE; /* no storage for it: no option sent */
 		if (marked || (ret && ret != -EINPROGRESS) ||
 		    (ret == -EINPROGRESS && !wait_established(fd, shunt_cfg.accept_wait_ms))) {
 			/* No verdict to wait for: a shunt server that saw our
 			 * option waits for no PROPOSAL either (inband.c). */
-			if (!marked) {
-				agent_take(fd, NULL);
+			if (!marked)
 				s->reason = ret == -EINPROGRESS ? SHUNT_R_CONNECT_SLOW : s->reason;
-			}
 			return ret;
 		}
 		st = agent_take(fd, &nonce);

@@ -20,9 +20,8 @@ cg2=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/mounts)
 [ -n "$cg2" ] || { echo "skip: no cgroup v2 mounted"; exit 77; }
 CG="$cg2/shunt-hostile-$$"
 mkdir "$CG" || die "cannot create $CG"
-sock="$WORK/agent.sock"
 cleanup_hostile() { kill "$agent" 2>/dev/null; wait "$agent" 2>/dev/null; rmdir "$CG" 2>/dev/null; cleanup; }
-"$ROOT/$BUILD/shuntd" --cgroup "$CG" --socket "$sock" > "$WORK/agent.log" 2>&1 &
+"$ROOT/$BUILD/shuntd" --cgroup "$CG" > "$WORK/agent.log" 2>&1 &
 agent=$!
 trap cleanup_hostile EXIT
 for _ in $(seq 100); do grep -q ready "$WORK/agent.log" && break; sleep 0.05; done
@@ -35,7 +34,7 @@ end() {
 	local lib="$ROOT/$BUILD/libshunt.so" f=()
 	[ "$seed" != - ] && lib=$FAULTS f=(SHUNT_FAULT_HS="$seed")
 	sh -c "echo \$\$ > '$CG/cgroup.procs'; exec \"\$@\"" sh env "${f[@]}" SHUNT_LOCAL=0 \
-		SHUNT_DIR="$dir" SHUNT_AGENT_SOCK="$sock" LD_PRELOAD="$lib" timeout 20 "$PEER" "$@"
+		SHUNT_DIR="$dir" LD_PRELOAD="$lib" timeout 20 "$PEER" "$@"
 }
 runs=0 declined=0 shm=0
 one() { # hostdirs(two|one) hostile(client|server) seed order

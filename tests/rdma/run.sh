@@ -13,9 +13,9 @@ cd "$ROOT"
 [ -d /sys/class/infiniband/rxe0 ] || { echo "not inside the Soft-RoCE guest (tests/vm/run.sh)"; exit 77; }
 LIB="$ROOT/$BUILD/libshunt.so"
 TIMEOUT=${TEST_TIMEOUT:-300}
-export SHUNT_DIR=/tmp/shunt-rdma SHUNT_AGENT_SOCK=/tmp/shunt-agent.sock RESULTS=/tmp/rdma-results
+export SHUNT_DIR=/tmp/shunt-rdma RESULTS=/tmp/rdma-results
 mkdir -p "$SHUNT_DIR"
-"$BUILD/shuntd" --cgroup /sys/fs/cgroup --socket "$SHUNT_AGENT_SOCK" > /tmp/shuntd.log 2>&1 &
+"$BUILD/shuntd" --cgroup /sys/fs/cgroup > /tmp/shuntd.log 2>&1 &
 agent=$!
 for _ in $(seq 100); do grep -q ready /tmp/shuntd.log && break; sleep 0.1; done
 grep -q ready /tmp/shuntd.log || { cat /tmp/shuntd.log; echo "0 passed, 1 failed, 0 skipped"; exit 1; }

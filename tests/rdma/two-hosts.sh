@@ -18,11 +18,11 @@
 set -u
 BUILD=${BUILD:-build}
 build() { echo "$PWD/$BUILD/$1"; }
-"$(build shuntd)" --cgroup /sys/fs/cgroup --socket /tmp/a.sock > /tmp/a.log 2>&1 &
+"$(build shuntd)" --cgroup /sys/fs/cgroup > /tmp/a.log 2>&1 &
 for _ in $(seq 100); do grep -q ready /tmp/a.log && break; sleep 0.1; done
 # the ACK timeout as in tests/rdma/run.sh: the UDP link between the two
 # QEMU processes drops frames under load, rxe's retries would give up
-export SHUNT_AGENT_SOCK=/tmp/a.sock SHUNT_ACCEPT_WAIT_MS=30000 SHUNT_RDMA_ACK_TIMEOUT=17 SHUNT_LOG=1
+export SHUNT_ACCEPT_WAIT_MS=30000 SHUNT_RDMA_ACK_TIMEOUT=17 SHUNT_LOG=1
 S=("$(build shunt)" run --)
 FAULTS=(env LD_PRELOAD="$(build libshunt-faults.so)" SHUNT_FAULT_RDMA=2000000)
 PEER=$(build tests/tools/peer)
