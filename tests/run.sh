@@ -28,6 +28,11 @@ for t in "$ROOT/$BUILD"/tests/behave/*; do
 	run_one "$n" tcp env -u LD_PRELOAD "$t"
 	run_one "$n" shunt env LD_PRELOAD="$LIB" SHUNT_EXPECT=shm "$t"
 done
+# The attacks of issue #12, with two real users (also under ASan).
+for t in "$ROOT"/tests/security/*.sh; do
+	n=$(basename "$t" .sh); [ "$n" = lib ] && continue; n=security-$n; want "$n" || continue
+	run_one "$n" security env BUILD="$BUILD" bash "$t"
+done
 if [ -z "${SKIP_INTEGRATION:-}" ]; then
 	for t in "$ROOT"/tests/integration/*.sh; do
 		n=$(basename "$t" .sh); want "$n" || continue

@@ -51,8 +51,10 @@ static int map_arena(int memfd, uint64_t id, int side, uint64_t peer, struct are
 	/* Sealed against shrinking by its creator, or the peer could truncate
 	 * it under our mapping: every access after that would SIGBUS. */
 	if ((size_t)st.st_size < SHUNT_ARENA_HDR_SIZE || !S_ISREG(st.st_mode) ||
-	    fcntl(memfd, F_GET_SEALS) < 0 || !(fcntl(memfd, F_GET_SEALS) & F_SEAL_SHRINK))
+	    fcntl(memfd, F_GET_SEALS) < 0 || !(fcntl(memfd, F_GET_SEALS) & F_SEAL_SHRINK)) {
+		shunt_log("arena refused: not a sealed shared-memory file");
 		return -EPROTO;
+	}
 	m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
 	if (m == MAP_FAILED)
 		return -errno;
@@ -85,7 +87,8 @@ static int create_arena(uint64_t peer, struct arena **out)
 	if (fd < 0)
 		return -errno;
 	if (ftruncate(fd, (off_t)shunt_arena_size(rs)) || pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h ||
-	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) {
+	    (!shunt_fault_ring_unsealed() &&
+	     fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL))) {
 		real.close(fd);
 		return -ENOMEM;
 	}

@@ -525,6 +525,8 @@ ssize_t conn_send(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 	}
 	if ((c->shut_wr || c->peer_err) && !rdma_conn_moving(c))
 		return send_on_kernel(s, len, flags);
+	if (!c->rd && shunt_fault_ring(c->seg, c->side, c->arena->memfd))
+		return (ssize_t)len; /* tests only (fault.c): a hostile peer */
 	memcpy(copy, iov0, sizeof(struct iovec) * (size_t)iovcnt);
 	struct shunt_ring_ctl *locked = conn_lock(c, 0);
 	if (!locked)

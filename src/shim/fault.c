@@ -33,12 +33,81 @@
  *                         queue pair forced into the error state, without a
  *                         post: the peer's end learns of it only by posting
  *                         (a host whose device died while idle).
+ *   SHUNT_FAULT_RING=KIND   a hostile shared-memory peer (issue #12): the
+ *                         first send() on this process's first accelerated
+ *                         connection writes no data but attacks the segment
+ *                         it shares with its peer, then returns as if sent:
+ *                           prod      the peer's receive ring claims 8 MiB
+ *                           cons      the peer's send ring says more was
+ *                                     consumed than written
+ *                           back      the peer's receive ring's producer
+ *                                     goes backwards after 16 bytes
+ *                           lock      the peer's reader and writer locks
+ *                                     held for ever
+ *                           truncate  ftruncate the arena to 0 (the seals
+ *                                     must refuse it; logged)
+ *                         and, as a server, unsealed: arenas created
+ *                         without seals (the client must refuse to map them).
  */
 #ifdef SHUNT_FAULTS
 #define _GNU_SOURCE
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 #include "shim.h"
+
+static const char *ring_kind(void)
+{
+	const char *v = getenv("SHUNT_FAULT_RING");
+
+	return v && *v ? v : NULL;
+}
+
+int shunt_fault_ring_unsealed(void)
+{
+	const char *k = ring_kind();
+
+	return k && !strcmp(k, "unsealed");
+}
+
+int shunt_fault_ring(struct shunt_seg_hdr *seg, int side, int memfd)
+{
+	static _Atomic int fired;
+	const char *k = ring_kind();
+	struct shunt_ring_ctl *peer_rx, *peer_tx;
+
+	if (!k || !strcmp(k, "unsealed") || __atomic_exchange_n(&fired, 1, __ATOMIC_ACQ_REL))
+		return 0;
+	/* ring[side] carries our bytes (the peer's receive ring) */
+	peer_rx = &seg->ring[side];
+	peer_tx = &seg->ring[!side];
+	if (!strcmp(k, "prod")) {
+		__atomic_store_n(&peer_rx->prod, __atomic_load_n(&peer_rx->cons, __ATOMIC_ACQUIRE) + (8u << 20),
+				 __ATOMIC_RELEASE);
+	} else if (!strcmp(k, "cons")) {
+		__atomic_store_n(&peer_tx->cons, __atomic_load_n(&peer_tx->prod, __ATOMIC_ACQUIRE) + 12345,
+				 __ATOMIC_RELEASE);
+	} else if (!strcmp(k, "back")) {
+		uint64_t p = __atomic_load_n(&peer_rx->prod, __ATOMIC_ACQUIRE);
+		__atomic_store_n(&peer_rx->prod, p + 16, __ATOMIC_RELEASE);
+		usleep(300 * 1000); /* the peer reads those 16 */
+		__atomic_store_n(&peer_rx->prod, p + 4, __ATOMIC_RELEASE);
+	} else if (!strcmp(k, "lock")) {
+		__atomic_store_n(&peer_rx->rlock, 2, __ATOMIC_RELEASE);
+		__atomic_store_n(&peer_tx->wlock, 2, __ATOMIC_RELEASE);
+	} else if (!strcmp(k, "truncate")) {
+		int r = ftruncate(memfd, 0);
+		shunt_warn("fault: ftruncate(arena, 0) %s", r ? strerror(errno) : "succeeded");
+	} else {
+		return 0;
+	}
+	shunt_warn("fault: attacked the shared ring (%s)", k);
+	/* wake the peer so it looks now */
+	__atomic_store_n(&peer_rx->rd_want, 0, __ATOMIC_RELEASE);
+	return 1;
+}
 
 /* A numeric fault setting: 1 and *out when NAME is set and not empty. */
 static int fault_num(const char *name, uint64_t *out)

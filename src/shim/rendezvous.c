@@ -343,6 +343,8 @@ int rdv_listen(int fd, struct sk *s)
 struct got_msg {
 	struct shunt_accept_msg m;
 	int fds[3];   /* as the flags say: [arena memfd], client efd, server efd */
+	uint32_t uid; /* the sender's, as the kernel says (SCM_CREDENTIALS) */
+	int has_uid;
 };
 
 static int csock = -1;
@@ -367,7 +369,9 @@ static int csock_get(uint64_t *id)
 	}
 	csock_id = shunt_proc_id();
 	path_of(sun.sun_path, sizeof sun.sun_path, 'c', csock_id);
-	if (real.bind(fd, (void *)&sun, sizeof sun)) {
+	/* every message then carries its sender's credentials (the kernel's) */
+	if (real.setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &(int){ 1 }, sizeof(int)) ||
+	    real.bind(fd, (void *)&sun, sizeof sun)) {
 		r = -errno;
 		real.close(fd);
 		goto out;
@@ -391,11 +395,14 @@ static void close_fds(int *fds, int n)
 /* Receive every queued message; keep those for other threads' connects. */
 static void csock_pump(void)
 {
-	union { char buf[CMSG_SPACE(3 * sizeof(int))]; struct cmsghdr align; } u;
+	union { char buf[CMSG_SPACE(3 * sizeof(int)) + CMSG_SPACE(sizeof(struct ucred))];
+		struct cmsghdr align; } u;
 	struct shunt_accept_msg m;
 	char data[64];
 
 	for (;;) {
+		struct ucred cr = { .uid = (uid_t)-1 };
+		int has_cr = 0;
 		struct iovec iov = { data, sizeof data };
 		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
 				     .msg_control = u.buf, .msg_controllen = sizeof u.buf };
@@ -404,6 +411,11 @@ static void csock_pump(void)
 		if (n < 0)
 			return;
 		for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+			if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS &&
+			    c->cmsg_len >= CMSG_LEN(sizeof cr)) {
+				memcpy(&cr, CMSG_DATA(c), sizeof cr);
+				has_cr = 1;
+			}
 			if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
 				continue;
 			int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
@@ -425,6 +437,8 @@ static void csock_pump(void)
 		}
 		stash[nstash].m = m;
 		memcpy(stash[nstash].fds, fds, sizeof fds);
+		stash[nstash].uid = (uint32_t)cr.uid;
+		stash[nstash].has_uid = has_cr;
 		nstash++;
 	}
 }
@@ -565,6 +579,24 @@ static int client_wait_msg(struct shunt_slot *sl, uint64_t nonce, int tcp_fd, st
 /* Attach the segment the accept message names.  If we cannot, decline
  * through the segment's confirm word when we can reach it (the server then
  * falls back at once), else the server times out to TCP. */
+/* Is the sender of an accept message the server of this connection?  Our
+ * own user always is (only it can reach our socket in a private directory);
+ * another user of a shared directory must own the server's end of the TCP
+ * connection - else a member could take our connections to a plain server
+ * (and answer for it). */
+static int sender_is_server(int fd, const struct got_msg *g)
+{
+	struct shunt_addr local, remote;
+	uint32_t owner;
+
+	if (!g->has_uid)
+		return 0;
+	if (g->uid == (uint32_t)geteuid())
+		return 1;
+	return shunt_dir_shared() && !sock_tuple(fd, &local, &remote) &&
+	       !tcp_owner_uid(&remote, &local, &owner) && owner == g->uid;
+}
+
 static int client_attach(struct sk *s, int fd, uint64_t nonce, struct got_msg *g)
 {
 	int has_arena = !!(g->m.flags & SHUNT_MSG_F_ARENA);
@@ -574,6 +606,12 @@ static int client_attach(struct sk *s, int fd, uint64_t nonce, struct got_msg *g
 	struct conn *c;
 	int dupfd;
 
+	if (!sender_is_server(fd, g)) {
+		shunt_warn("accept message from uid %d, who does not own this connection's server: refused",
+			   g->has_uid ? (int)g->uid : -1);
+		close_fds(g->fds, (has_arena ? 1 : 0) + (efds ? 2 : 0));
+		return SHUNT_R_HANDSHAKE;
+	}
 	if (arena_client_get(g->m.arena, has_arena ? g->fds[0] : -1, &a)) {
 		if (efds)
 			close_fds(efds, 2);
@@ -921,6 +959,27 @@ static int server_agent_path(const struct sk *ls, int fd, struct sk *s)
 	return 0;
 }
 
+/* In a shared directory, an offer for this tuple could be any member's:
+ * the segment goes only to a socket of the user who owns the client's end
+ * of the TCP connection (and nobody else can replace that user's file in a
+ * sticky directory). */
+static int offer_is_client(const struct shunt_tuple *t, uint64_t sock_id)
+{
+	char name[24];
+	struct stat st;
+	uint32_t owner;
+
+	if (!shunt_dir_shared())
+		return 1;
+	snprintf(name, sizeof name, "c%016llx", (unsigned long long)sock_id);
+	if (fstatat(shunt_dirfd, name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISSOCK(st.st_mode) ||
+	    tcp_owner_uid(&t->client, &t->server, &owner) || owner != (uint32_t)st.st_uid) {
+		shunt_warn("offer for %s's connection names another user's socket: refused", name);
+		return 0;
+	}
+	return 1;
+}
+
 int rdv_accept(const struct sk *ls, int fd, struct sk *s)
 {
 	struct shunt_tuple t;
@@ -958,6 +1017,11 @@ int rdv_accept(const struct sk *ls, int fd, struct sk *s)
 	if (is_loopback(&t.server) && netns != shunt_netns_ino()) {
 		slot_cas(sl, SLOT_CLAIMED, SLOT_FAILED);
 		s->reason = SHUNT_R_NETNS;
+		return 0;
+	}
+	if (!offer_is_client(&t, sock_id)) {
+		slot_cas(sl, SLOT_CLAIMED, SLOT_FAILED);
+		s->reason = SHUNT_R_HANDSHAKE;
 		return 0;
 	}
 	return server_build(s, fd, idx, sl, nonce, sock_id);

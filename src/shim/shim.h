@@ -191,6 +191,9 @@ int rdv_inband_attach(struct sk *s, int fd, uint64_t nonce, uint64_t deadline);
 void rdv_atfork_child(void);
 int shunt_addr_from_sockaddr(struct shunt_addr *a, const struct sockaddr *sa);
 
+/* peercred.c: the uid owning the TCP socket src -> dst on this host */
+int tcp_owner_uid(const struct shunt_addr *src, const struct shunt_addr *dst, uint32_t *uid);
+
 /* stats.c */
 struct shunt_stat_rec *stats_alloc(int fd, struct sk *s);
 void stats_free(struct shunt_stat_rec *r);
@@ -220,6 +223,8 @@ uint32_t shunt_fault_rdma_key(uint64_t raddr, uint32_t rkey);
 uint64_t shunt_fault_rdma_hold(uint64_t prod);
 void shunt_fault_rdma_release(void);
 int shunt_fault_rdma_die(void);
+int shunt_fault_ring(struct shunt_seg_hdr *seg, int side, int memfd);
+int shunt_fault_ring_unsealed(void);
 #else
 static inline void shunt_fault_hs(uint8_t *msg, int len) { (void)msg; (void)len; }
 static inline int shunt_fault_rdma(uint64_t staged) { (void)staged; return 0; }
@@ -227,6 +232,8 @@ static inline uint32_t shunt_fault_rdma_key(uint64_t raddr, uint32_t rkey) { (vo
 static inline uint64_t shunt_fault_rdma_hold(uint64_t prod) { return prod; }
 static inline void shunt_fault_rdma_release(void) {}
 static inline int shunt_fault_rdma_die(void) { return 0; }
+static inline int shunt_fault_ring(struct shunt_seg_hdr *seg, int side, int memfd) { (void)seg; (void)side; (void)memfd; return 0; }
+static inline int shunt_fault_ring_unsealed(void) { return 0; }
 #endif
 
 /* exec.c */

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Description: attack #1 of issue #12 - the rendezvous directory.  Another
+# user pre-creates the victim's default directory (world-writable, or as a
+# symlink to one of theirs): the victim's shim refuses it, says so once,
+# and its connections stay plain TCP with reason unsafe-dir (19), data
+# intact, nothing written into the attacker's directory; with a per-user
+# runtime directory the victim is accelerated there instead.  A shared
+# SHUNT_DIR must be sticky.  In a shared sticky directory, a member posing
+# as the listener of a plain server's port (tests/tools/fakelisten) claims
+# the victim's offers, but the victim refuses its accept message: plain,
+# reason 4, the real server gets every byte, nothing reaches the attacker.
+. "$(dirname "$0")/lib.sh"
+PEER="$BIN/peer"
+V=shunt-victim A=shunt-attacker
+
+# 1a. a world-writable directory under the victim's default name
+rm -rf /tmp/shunt-"$VUID" /run/user/"$VUID"
+run_as $A mkdir -m 0777 /tmp/shunt-"$VUID"
+run_as $A chmod 0777 /tmp/shunt-"$VUID"
+out=$(pair ww)
+[ "$(grep -c 'mode=tcp reason=19' <<< "$out")" = 2 ] || die "pre-created directory used: $out"
+grep -q "rendezvous directory refused: /tmp/shunt-$VUID is owned by uid $AUID" "$WORK/ww.err" ||
+	die "no warning: $(cat "$WORK/ww.err")"
+[ "$(grep -c 'refused' "$WORK/ww.err")" = 2 ] || die "one warning per process expected: $(cat "$WORK/ww.err")"
+[ -z "$(ls -A /tmp/shunt-"$VUID")" ] || die "the victim wrote into the attacker's directory: $(ls -A /tmp/shunt-"$VUID")"
+echo "  attacker's world-writable /tmp/shunt-<victim>: refused, plain (unsafe-dir), one warning per process"
+
+# 1b. a symlink to the attacker's own directory
+rm -rf /tmp/shunt-"$VUID"; mkdir -p "$WORK/evil"; chown $A "$WORK/evil"; chmod 0777 "$WORK/evil"
+run_as $A ln -s "$WORK/evil" /tmp/shunt-"$VUID" 2>/dev/null || ln -s "$WORK/evil" /tmp/shunt-"$VUID"
+out=$(pair link)
+[ "$(grep -c 'mode=tcp reason=19' <<< "$out")" = 2 ] || die "symlinked directory used: $out"
+grep -q 'a symlink or not a directory' "$WORK/link.err" || die "no warning: $(cat "$WORK/link.err")"
+[ -z "$(ls -A "$WORK/evil")" ] || die "the victim wrote through the symlink"
+echo "  a symlink in its place: refused the same way"
+
+# 1c. with a per-user runtime directory, the victim is accelerated there
+mkdir -p /run/user/"$VUID"; chown $V:$V /run/user/"$VUID"; chmod 0700 /run/user/"$VUID"
+out=$(pair run)
+[ "$(grep -c 'mode=shm reason=0' <<< "$out")" = 2 ] || die "fallback directory not used: $out"
+grep -q "using /run/user/$VUID/shunt instead" "$WORK/run.err" || die "no notice: $(cat "$WORK/run.err")"
+rm -rf /tmp/shunt-"$VUID" /run/user/"$VUID"
+echo "  /run/user/<victim> present: accelerated in /run/user/<victim>/shunt instead, with a notice"
+
+# 1d. the victim's own private default: accelerated, 0700, owned by it
+out=$(pair own)
+[ "$(grep -c 'mode=shm reason=0' <<< "$out")" = 2 ] || die "own directory: $out"
+[ "$(stat -c '%U %a' /tmp/shunt-"$VUID")" = "$V 700" ] || die "own directory: $(stat -c '%U %a' /tmp/shunt-"$VUID")"
+
+# 1e. a configured shared directory must be sticky
+shared="$WORK/shared"; mkdir -m 0777 "$shared"; chmod 0777 "$WORK"
+chmod 0711 "$WORK"
+out=$(pair nosticky SHUNT_DIR="$shared")
+[ "$(grep -c 'mode=tcp reason=19' <<< "$out")" = 2 ] || die "non-sticky shared directory used: $out"
+grep -q 'must be sticky' "$WORK/nosticky.err" || die "no warning: $(cat "$WORK/nosticky.err")"
+chmod 1777 "$shared"
+out=$(pair sticky SHUNT_DIR="$shared")
+[ "$(grep -c 'mode=shm reason=0' <<< "$out")" = 2 ] || die "sticky shared directory: $out"
+echo "  SHUNT_DIR shared: refused unless sticky (1777 accepted)"
+
+# 1f. a member of the shared directory poses as the listener of a plain
+# server's port: the victim's client refuses its accept message
+P=$(free_port)
+run_as $V "$PEER" server 127.0.0.1 "$P" cfirst > "$WORK/plain.s" 2>&1 &
+sp=$!
+wait_port "$P"
+run_as $A env SHUNT_DIR="$shared" "$BIN/fakelisten" "$shared" "$P" 4 > "$WORK/fake.out" 2>&1 &
+fp=$!
+for _ in $(seq 100); do grep -q 'fake listener' "$WORK/fake.out" && break; sleep 0.05; done
+preload $V "$LIBV" SHUNT_DIR="$shared" "$PEER" client 127.0.0.1 "$P" cfirst > "$WORK/hij.c" 2> "$WORK/hij.err" ||
+	die "victim client: $(cat "$WORK/hij.c" "$WORK/hij.err")"
+wait "$sp" || die "the plain server did not get its bytes: $(cat "$WORK/plain.s")"
+wait "$fp"
+grep -q 'claimed [1-9][0-9]* attached 0' "$WORK/fake.out" || die "fake listener: $(cat "$WORK/fake.out")"
+grep -q 'role=client mode=tcp reason=4' "$WORK/hij.c" || die "victim: $(cat "$WORK/hij.c")"
+grep -q "accept message from uid $AUID" "$WORK/hij.err" || die "no warning: $(cat "$WORK/hij.err")"
+echo "  shared directory, a member posing as a plain server's listener: its offer claim refused (reason 4), every byte to the real server"
+echo "dir: ok"
