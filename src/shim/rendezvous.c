@@ -1030,10 +1030,10 @@ int rdv_accept(const struct sk *ls, int fd, struct sk *s)
 /* A clean exit removes this process's socket; `shunt ss` reaps the rest. */
 __attribute__((destructor)) static void rdv_exit(void)
 {
-	char path[PATH_MAX];
+	char name[24];
 
-	if (csock >= 0 && csock_pid == getpid()) {
-		path_of(path, sizeof path, 'c', csock_id);
-		unlink(path);
+	if (csock >= 0 && csock_pid == getpid() && shunt_dirfd >= 0) {
+		snprintf(name, sizeof name, "c%016llx", (unsigned long long)csock_id);
+		unlinkat(shunt_dirfd, name, 0);
 	}
 }

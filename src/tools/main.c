@@ -18,7 +18,7 @@ static void usage(FILE *f)
 		"usage: shunt run [--busy-poll|--no-spin] [--ring-kb N] [--log] -- PROGRAM [ARGS...]\n"
 		"       shunt ss [--json] [-p PID]      list shunt connections and why they are not accelerated\n"
 		"       shunt bench [--quick] [--out DIR]  shunt vs TCP loopback vs unix socket vs raw shared memory\n"
-		"       shunt agent --cgroup DIR [--socket PATH]  run the per-host agent (shuntd; root)\n");
+		"       shunt agent --cgroup DIR [--allow-uid UID,...]  run the per-host agent (shuntd; root)\n");
 }
 
 const char *tool_dir(void)

@@ -13,7 +13,7 @@ cd / || die "cd /"
 "$SHUNT" run -- /nonexistent/program 2>/dev/null; rc=$?
 [ $rc = 127 ] || die "missing program: $rc, expected 127"
 out=$(SHUNT_RING_KB=abc "$SHUNT" run -- true 2>&1)
-echo "$out" | grep -q 'ignoring invalid SHUNT_RING_KB' || die "no warning for a bad value: $out"
+echo "$out" | grep -q 'invalid SHUNT_RING_KB: its safe default applies' || die "no warning for a bad value: $out"
 echo "  run: exit status, missing program, bad configuration value"
 
 pair() { # env... -> client line
