@@ -541,10 +541,9 @@ ssize_t conn_send(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 			break;
 		}
 		ssize_t n = ring_writev(&c->tx, iov, iovcnt, len - total);
-		if (n < 0) {
+		if (n < 0) { /* bytes already written count: a short write */
 			conn_break(c, "impossible consumer cursor");
 			r = -ECONNRESET;
-			total = 0; /* as TCP after a reset: the error, not a count */
 			break;
 		}
 		if (n) {
