@@ -579,6 +579,12 @@ ssize_t conn_send(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 		r = wait_or_fail(s, POLLOUT, &deadline, total, &sig0);
 		if (!c->rd && !(locked = conn_lock(c, 0)))
 			return total ? (ssize_t)total : -c->broken;
+		if (c->shut_wr) { /* another thread's shutdown(SHUT_WR) came first */
+			if (total)
+				break; /* a short write, as TCP's */
+			shunt_unlock(&locked->wlock);
+			return send_on_kernel(s, len, flags); /* EPIPE (SIGPIPE) */
+		}
 		if (r)
 			break; /* with total > 0 the error is dropped: a short write */
 	}

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 #include <netinet/in.h>
 #include "shim.h"
 #include "real.h"
@@ -332,14 +333,18 @@ static int is_shmem(int fd)
 static int is_eventfd(int fd)
 {
 	char path[32], target[32];
+	struct stat st;
 	ssize_t n;
 
 	snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
 	n = readlink(path, target, sizeof target - 1);
-	if (n <= 0)
-		return 0;
-	target[n] = 0;
-	return !strcmp(target, "anon_inode:[eventfd]");
+	if (n > 0) {
+		target[n] = 0;
+		return !strcmp(target, "anon_inode:[eventfd]");
+	}
+	/* no /proc (a chroot, a sandbox): at least an anonymous inode, never
+	 * a terminal, pipe, file or socket the program itself uses */
+	return !fstat(fd, &st) && (st.st_mode & S_IFMT) == 0;
 }
 
 void exec_inherit(void)

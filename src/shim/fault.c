@@ -87,7 +87,9 @@ int shunt_fault_ring(struct shunt_seg_hdr *seg, int side, int memfd)
 		__atomic_store_n(&peer_rx->prod, __atomic_load_n(&peer_rx->cons, __ATOMIC_ACQUIRE) + (8u << 20),
 				 __ATOMIC_RELEASE);
 	} else if (!strcmp(k, "cons")) {
-		__atomic_store_n(&peer_tx->cons, __atomic_load_n(&peer_tx->prod, __ATOMIC_ACQUIRE) + 12345,
+		/* beyond anything the peer may write before it looks again (a
+		 * ring is at most 1 GiB): a lie it cannot take for progress */
+		__atomic_store_n(&peer_tx->cons, __atomic_load_n(&peer_tx->prod, __ATOMIC_ACQUIRE) + (2ull << 30),
 				 __ATOMIC_RELEASE);
 	} else if (!strcmp(k, "back")) {
 		uint64_t p = __atomic_load_n(&peer_rx->prod, __ATOMIC_ACQUIRE);

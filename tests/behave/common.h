@@ -300,6 +300,22 @@ static inline uint8_t pattern(uint64_t pos, uint32_t seed)
 	return (uint8_t)(x * 0xBF58476D1CE4E5B9ull >> 56);
 }
 
+/* Read until EOF, checking every byte against pattern(seed); the count. */
+static inline uint64_t read_pattern_to_eof(int fd, uint32_t seed)
+{
+	static char buf[1 << 16];
+	uint64_t got = 0;
+	ssize_t n;
+
+	while ((n = read(fd, buf, sizeof buf)) > 0) {
+		for (ssize_t i = 0; i < n; i++)
+			CHECK((uint8_t)buf[i] == pattern(got + (uint64_t)i, seed));
+		got += (uint64_t)n;
+	}
+	CHECK(n == 0);
+	return got;
+}
+
 static inline int wait_child(pid_t p)
 {
 	int st;

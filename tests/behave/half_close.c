@@ -15,15 +15,9 @@ int main(void)
 	pid_t p = test_fork();
 	if (!p) {
 		int c = accept(l, NULL, NULL);
-		uint64_t got = 0;
-		ssize_t n;
 		expect_mode(c);
-		while ((n = read(c, buf, sizeof buf)) > 0) {
-			for (ssize_t i = 0; i < n; i++)
-				CHECK((uint8_t)buf[i] == pattern(got + (uint64_t)i, 3));
-			got += (uint64_t)n;
-		}
-		CHECK(n == 0 && got == 3000000);
+		uint64_t got = read_pattern_to_eof(c, 3);
+		CHECK(got == 3000000);
 		struct pollfd pf = { .fd = c, .events = POLLIN | POLLRDHUP };
 		CHECK(poll(&pf, 1, 0) == 1 && (pf.revents & POLLIN) && (pf.revents & POLLRDHUP));
 		CHECK(read(c, buf, 1) == 0); /* EOF is sticky */

@@ -8,7 +8,9 @@
 # SHUNT_DIR must be sticky.  In a shared sticky directory, a member posing
 # as the listener of a plain server's port (tests/tools/fakelisten) claims
 # the victim's offers, but the victim refuses its accept message: plain,
-# reason 4, the real server gets every byte, nothing reaches the attacker.
+# reason 4, the real server gets every byte, nothing reaches the attacker;
+# a real server whose worker runs as another user than its listener's
+# proves it holds the connection's socket and is accelerated.
 . "$(dirname "$0")/lib.sh"
 PEER="$BIN/peer"
 V=shunt-victim A=shunt-attacker
@@ -75,4 +77,18 @@ grep -q 'claimed [1-9][0-9]* attached 0' "$WORK/fake.out" || die "fake listener:
 grep -q 'role=client mode=tcp reason=4' "$WORK/hij.c" || die "victim: $(cat "$WORK/hij.c")"
 grep -q "accept message from uid $AUID" "$WORK/hij.err" || die "no warning: $(cat "$WORK/hij.err")"
 echo "  shared directory, a member posing as a plain server's listener: its offer claim refused (reason 4), every byte to the real server"
+
+# 1g. ... while a real server whose worker runs as another user than the
+# one that made its listener (nginx, sshd) is accelerated: the worker
+# attaches its socket as proof that it holds it
+P=$(free_port)
+env LD_PRELOAD="$LIBV" SHUNT_DIR="$shared" "$BIN/dropserver" "$P" "$AUID" > "$WORK/drop.s" 2> "$WORK/drop.err" &
+sp=$!
+wait_port "$P"
+preload $V "$LIBV" SHUNT_DIR="$shared" "$BIN/dropserver" client "$P" > "$WORK/drop.c" 2>> "$WORK/drop.err" ||
+	die "client of a worker server: $(cat "$WORK/drop.c" "$WORK/drop.err")"
+wait "$sp" || die "worker server: $(cat "$WORK/drop.s" "$WORK/drop.err")"
+grep -q 'role=server mode=shm reason=0' "$WORK/drop.s" && grep -q 'role=client mode=shm reason=0' "$WORK/drop.c" ||
+	die "a worker of another user than its listener's: $(cat "$WORK/drop.s" "$WORK/drop.c" "$WORK/drop.err")"
+echo "  shared directory, a server whose worker is not its listener's user: accelerated (the worker proves it holds the socket)"
 echo "dir: ok"
