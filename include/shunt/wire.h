@@ -7,8 +7,7 @@
  *      process that listens on or connects to that port;
  *   2. the per-connection segment (a memfd), holding one ring per direction;
  *   3. the accept message, one datagram from the server's shim to the client's
- *      shim carrying the segment, the two wake-up eventfds and, to another
- *      user, the server's socket as proof (SCM_RIGHTS);
+ *      shim carrying the segment and the two wake-up eventfds (SCM_RIGHTS);
  *   4. the per-process stats file ($SHUNT_DIR/s<pid>-<id>) read by `shunt ss`.
  *
  * All peers run on one host, so integers are host-endian; every structure has
@@ -181,13 +180,11 @@ struct shunt_seg_hdr {
 _Static_assert(sizeof(struct shunt_seg_hdr) == 576, "segment header layout");
 #define SHUNT_SEG_HDR_SIZE 4096u /* data starts page aligned */
 
-/* ---- 3. the accept message (server -> client, with 0 to 4 fds) ---- */
+/* ---- 3. the accept message (server -> client, with 0 to 3 fds) ---- */
 #define SHUNT_MSG_MAGIC 0x53484d41u /* "SHMA" */
 #define SHUNT_MSG_F_ARENA 1u /* an arena memfd is attached (first fd): a new arena */
 #define SHUNT_MSG_F_EFDS 2u  /* a new eventfd pair for the segment is attached (client's, server's) */
-#define SHUNT_MSG_F_PROOF 4u /* the server's end of the TCP connection is attached (last): the
-				sender holds it (shared directories, another user: security.md) */
-#define SHUNT_MSG_MAX_FDS 4
+#define SHUNT_MSG_MAX_FDS 3
 #define SHUNT_MSG_NO_SLOT 0xffffffffu /* answers an in-band PROPOSAL, not a slot */
 struct shunt_accept_msg {
 	uint32_t magic;

@@ -19,10 +19,9 @@ int shunt_accept_msg_check(const void *buf, size_t len, int nfds, int ctrunc,
 	if (len != sizeof m || ctrunc)
 		return -EPROTO;
 	memcpy(&m, buf, sizeof m);
-	want = (m.flags & SHUNT_MSG_F_ARENA ? 1 : 0) + (m.flags & SHUNT_MSG_F_EFDS ? 2 : 0) +
-	       (m.flags & SHUNT_MSG_F_PROOF ? 1 : 0);
+	want = (m.flags & SHUNT_MSG_F_ARENA ? 1 : 0) + (m.flags & SHUNT_MSG_F_EFDS ? 2 : 0);
 	if (m.magic != SHUNT_MSG_MAGIC || m.version != SHUNT_WIRE_VERSION || nfds != want ||
-	    m.nfds != want || (m.flags & ~(SHUNT_MSG_F_ARENA | SHUNT_MSG_F_EFDS | SHUNT_MSG_F_PROOF)) ||
+	    m.nfds != want || (m.flags & ~(SHUNT_MSG_F_ARENA | SHUNT_MSG_F_EFDS)) ||
 	    !ring_size_ok(m.ring_size) || (m.slot >= SHUNT_REG_SLOTS && m.slot != SHUNT_MSG_NO_SLOT) ||
 	    m.seg >= SHUNT_ARENA_SLOTS || !m.arena || !m.efd_gen)
 		return -EPROTO;

@@ -7,10 +7,9 @@
  * could have made.  Before a connection's bytes move to shared memory, the
  * end that hands out (or accepts) a segment checks that the process it
  * deals with belongs to the user who owns the kernel socket at the other
- * end of this very connection, or holds that socket (a server whose
- * workers run as another user than the one that made the listener), as
- * sock_diag (the kernel's own table, what `ss -e` reads) reports it.  In a
- * private directory only our own user can reach us, and no lookup is made.
+ * end of this very connection, as sock_diag (the kernel's own table, what
+ * `ss -e` reads) reports it.  In a private directory only our own user can
+ * reach us, and no lookup is made.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -31,11 +30,12 @@ static int v4mapped(const struct shunt_addr *a)
 	return !memcmp(a->ip, pfx, sizeof pfx);
 }
 
-/* The uid and the cookie (SO_COOKIE) of the TCP socket whose own address is
- * `src` and whose peer is `dst`, or -errno (-ENOENT: no such socket in this
- * network namespace). */
-int tcp_owner(const struct shunt_addr *src, const struct shunt_addr *dst, uint32_t *uid,
-	      uint64_t *cookie)
+/* The uid of the TCP socket whose own address is `src` and whose peer is
+ * `dst`, or -errno (-ENOENT: no such socket in this network namespace).
+ * An accepted socket belongs to the user of the process that accepted it
+ * (the kernel sets its owner when accept() grafts it), so a worker that
+ * runs as another user than its listener's owns what it serves. */
+int tcp_owner_uid(const struct shunt_addr *src, const struct shunt_addr *dst, uint32_t *uid)
 {
 	struct {
 		struct nlmsghdr nh;
@@ -72,7 +72,6 @@ int tcp_owner(const struct shunt_addr *src, const struct shunt_addr *dst, uint32
 	if (u.align.nlmsg_type == SOCK_DIAG_BY_FAMILY) {
 		const struct inet_diag_msg *m = NLMSG_DATA(&u.align);
 		*uid = m->idiag_uid;
-		*cookie = (uint64_t)m->id.idiag_cookie[1] << 32 | m->id.idiag_cookie[0];
 		r = 0;
 	}
 out:

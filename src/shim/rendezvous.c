@@ -342,8 +342,7 @@ int rdv_listen(int fd, struct sk *s)
 
 struct got_msg {
 	struct shunt_accept_msg m;
-	int fds[SHUNT_MSG_MAX_FDS]; /* as the flags say: [arena memfd], [client efd,
-				       server efd], [the server's socket] */
+	int fds[SHUNT_MSG_MAX_FDS]; /* as the flags say: [arena memfd], client efd, server efd */
 	uint32_t uid; /* the sender's, as the kernel says (SCM_CREDENTIALS) */
 	int has_uid;
 };
@@ -407,7 +406,7 @@ static void csock_pump(void)
 		struct iovec iov = { data, sizeof data };
 		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
 				     .msg_control = u.buf, .msg_controllen = sizeof u.buf };
-		int fds[SHUNT_MSG_MAX_FDS] = { -1, -1, -1, -1 }, nfds = 0;
+		int fds[SHUNT_MSG_MAX_FDS] = { -1, -1, -1 }, nfds = 0;
 		ssize_t n = real.recvmsg(csock, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
 		if (n < 0)
 			return;
@@ -583,43 +582,33 @@ static int client_wait_msg(struct shunt_slot *sl, uint64_t nonce, int tcp_fd, st
 /* Is the sender of an accept message the server of this connection?  Our
  * own user always is (only it can reach our socket in a private directory);
  * another user of a shared directory must own the server's end of the TCP
- * connection, or prove it holds it (the socket attached, SHUNT_MSG_F_PROOF:
- * a worker running as another user than its listener's) - else a member
+ * connection (the accepting process's user: peercred.c) - else a member
  * could take our connections to a plain server (and answer for it). */
-static int sender_is_server(int fd, const struct got_msg *g, int proof)
+static int sender_is_server(int fd, const struct got_msg *g)
 {
 	struct shunt_addr local, remote;
-	uint64_t cookie, theirs = 0;
-	socklen_t l = sizeof theirs;
 	uint32_t owner;
 
 	if (!g->has_uid)
 		return 0;
 	if (g->uid == (uint32_t)geteuid())
 		return 1;
-	if (!shunt_dir_shared() || sock_tuple(fd, &local, &remote) ||
-	    tcp_owner(&remote, &local, &owner, &cookie))
-		return 0;
-	return owner == g->uid ||
-	       (proof >= 0 && !real.getsockopt(proof, SOL_SOCKET, SO_COOKIE, &theirs, &l) &&
-		theirs == cookie);
+	return shunt_dir_shared() && !sock_tuple(fd, &local, &remote) &&
+	       !tcp_owner_uid(&remote, &local, &owner) && owner == g->uid;
 }
 
 static int client_attach(struct sk *s, int fd, uint64_t nonce, struct got_msg *g)
 {
 	int has_arena = !!(g->m.flags & SHUNT_MSG_F_ARENA);
 	int *efds = (g->m.flags & SHUNT_MSG_F_EFDS) ? g->fds + has_arena : NULL;
-	int proof = (g->m.flags & SHUNT_MSG_F_PROOF) ? g->fds[has_arena + (efds ? 2 : 0)] : -1;
 	uint32_t pending = 0;
 	struct arena *a;
 	struct conn *c;
-	int dupfd, ok = sender_is_server(fd, g, proof);
+	int dupfd;
 
-	if (proof >= 0)
-		real.close(proof); /* seen; never kept */
-	if (!ok) {
-		shunt_warn("accept message from uid %d, who neither owns nor holds this connection's "
-			   "server socket: refused", g->has_uid ? (int)g->uid : -1);
+	if (!sender_is_server(fd, g)) {
+		shunt_warn("accept message from uid %d, who does not own this connection's server: refused",
+			   g->has_uid ? (int)g->uid : -1);
 		close_fds(g->fds, (has_arena ? 1 : 0) + (efds ? 2 : 0));
 		return SHUNT_R_HANDSHAKE;
 	}
@@ -748,14 +737,13 @@ static int sender_socket(void)
 }
 
 static int send_accept(uint64_t sock_id, unsigned slot, uint64_t nonce, struct arena *a,
-		       unsigned seg, int new_arena, int new_efds, uint32_t gen, int proof)
+		       unsigned seg, int new_arena, int new_efds, uint32_t gen)
 {
 	struct shunt_accept_msg m = { .magic = SHUNT_MSG_MAGIC, .version = SHUNT_WIRE_VERSION,
 				      .nonce = nonce, .ring_size = a->ring_size, .slot = slot,
 				      .arena = a->id, .seg = seg, .efd_gen = gen,
 				      .flags = (new_efds ? SHUNT_MSG_F_EFDS : 0) |
-					       (new_arena ? SHUNT_MSG_F_ARENA : 0) |
-					       (proof >= 0 ? SHUNT_MSG_F_PROOF : 0) };
+					       (new_arena ? SHUNT_MSG_F_ARENA : 0) };
 	union { char buf[CMSG_SPACE(SHUNT_MSG_MAX_FDS * sizeof(int))]; struct cmsghdr align; } u;
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
 	struct iovec iov = { &m, sizeof m };
@@ -770,8 +758,6 @@ static int send_accept(uint64_t sock_id, unsigned slot, uint64_t nonce, struct a
 		fds[n++] = a->efd[seg][0];
 		fds[n++] = a->efd[seg][1];
 	}
-	if (proof >= 0)
-		fds[n++] = proof;
 	m.nfds = (uint16_t)n;
 	if (n) {
 		mh.msg_controllen = CMSG_SPACE((size_t)n * sizeof(int));
@@ -860,20 +846,6 @@ static int server_wait_confirm(struct conn *c, int tcp_fd, uint64_t wait_ns)
 	return v == 1;
 }
 
-/* In a shared directory, is the client process's socket another user's?
- * Then it gets our end of the TCP connection too, to see that we hold it
- * (it is the other end of that very connection: nothing it could not do). */
-static int recipient_is_other_user(uint64_t sock_id)
-{
-	char name[24];
-	struct stat st;
-
-	if (!shunt_dir_shared())
-		return 0;
-	snprintf(name, sizeof name, "c%016llx", (unsigned long long)sock_id);
-	return !fstatat(shunt_dirfd, name, &st, AT_SYMLINK_NOFOLLOW) && st.st_uid != geteuid();
-}
-
 /* Take a segment for the client process sock_id, attach our side and send
  * it the accept message.  0 and *out, or the fallback reason. */
 static int server_offer(int fd, uint64_t sock_id, unsigned idx, uint64_t nonce, struct conn **out)
@@ -894,8 +866,7 @@ static int server_offer(int fd, uint64_t sock_id, unsigned idx, uint64_t nonce, 
 		arena_release(a, seg, 1);
 		return SHUNT_R_RESOURCE;
 	}
-	if (send_accept(sock_id, idx, nonce, a, seg, new_arena, new_efds, gen,
-			recipient_is_other_user(sock_id) ? fd : -1)) {
+	if (send_accept(sock_id, idx, nonce, a, seg, new_arena, new_efds, gen)) {
 		arena_drop_owner(a, seg, 0);
 		conn_free(c);
 		return SHUNT_R_HANDSHAKE;
@@ -996,14 +967,13 @@ static int offer_is_client(const struct shunt_tuple *t, uint64_t sock_id)
 {
 	char name[24];
 	struct stat st;
-	uint64_t cookie;
 	uint32_t owner;
 
 	if (!shunt_dir_shared())
 		return 1;
 	snprintf(name, sizeof name, "c%016llx", (unsigned long long)sock_id);
 	if (fstatat(shunt_dirfd, name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISSOCK(st.st_mode) ||
-	    tcp_owner(&t->client, &t->server, &owner, &cookie) || owner != (uint32_t)st.st_uid) {
+	    tcp_owner_uid(&t->client, &t->server, &owner) || owner != (uint32_t)st.st_uid) {
 		shunt_warn("offer for %s's connection names another user's socket: refused", name);
 		return 0;
 	}

@@ -191,9 +191,8 @@ int rdv_inband_attach(struct sk *s, int fd, uint64_t nonce, uint64_t deadline);
 void rdv_atfork_child(void);
 int shunt_addr_from_sockaddr(struct shunt_addr *a, const struct sockaddr *sa);
 
-/* peercred.c: the uid and cookie of the TCP socket src -> dst on this host */
-int tcp_owner(const struct shunt_addr *src, const struct shunt_addr *dst, uint32_t *uid,
-	      uint64_t *cookie);
+/* peercred.c: the uid owning the TCP socket src -> dst on this host */
+int tcp_owner_uid(const struct shunt_addr *src, const struct shunt_addr *dst, uint32_t *uid);
 
 /* stats.c */
 struct shunt_stat_rec *stats_alloc(int fd, struct sk *s);

@@ -10,7 +10,7 @@
 # the victim's offers, but the victim refuses its accept message: plain,
 # reason 4, the real server gets every byte, nothing reaches the attacker;
 # a real server whose worker runs as another user than its listener's
-# proves it holds the connection's socket and is accelerated.
+# owns the sockets it accepts and is accelerated.
 . "$(dirname "$0")/lib.sh"
 PEER="$BIN/peer"
 V=shunt-victim A=shunt-attacker
@@ -79,8 +79,8 @@ grep -q "accept message from uid $AUID" "$WORK/hij.err" || die "no warning: $(ca
 echo "  shared directory, a member posing as a plain server's listener: its offer claim refused (reason 4), every byte to the real server"
 
 # 1g. ... while a real server whose worker runs as another user than the
-# one that made its listener (nginx, sshd) is accelerated: the worker
-# attaches its socket as proof that it holds it
+# one that made its listener (nginx, sshd) is accelerated: the kernel gives
+# an accepted socket to the user of the process that accepted it
 P=$(free_port)
 env LD_PRELOAD="$LIBV" SHUNT_DIR="$shared" "$BIN/dropserver" "$P" "$AUID" > "$WORK/drop.s" 2> "$WORK/drop.err" &
 sp=$!
@@ -90,5 +90,5 @@ preload $V "$LIBV" SHUNT_DIR="$shared" "$BIN/dropserver" client "$P" > "$WORK/dr
 wait "$sp" || die "worker server: $(cat "$WORK/drop.s" "$WORK/drop.err")"
 grep -q 'role=server mode=shm reason=0' "$WORK/drop.s" && grep -q 'role=client mode=shm reason=0' "$WORK/drop.c" ||
 	die "a worker of another user than its listener's: $(cat "$WORK/drop.s" "$WORK/drop.c" "$WORK/drop.err")"
-echo "  shared directory, a server whose worker is not its listener's user: accelerated (the worker proves it holds the socket)"
+echo "  shared directory, a server whose worker is not its listener's user: accelerated (it owns what it accepted)"
 echo "dir: ok"
