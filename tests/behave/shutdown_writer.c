@@ -60,6 +60,9 @@ int main(void)
 	CHECK(send(fd, "x", 1, MSG_NOSIGNAL) == -1 && errno == EPIPE);
 	uint64_t got = 0;
 	read_all(fd, &got, sizeof got);
+	if (got != __atomic_load_n(&sent, __ATOMIC_ACQUIRE))
+		fprintf(stderr, "the peer read %llu bytes, the sends reported %llu (shutdown took %.3f s)\n",
+			(unsigned long long)got, (unsigned long long)sent, took);
 	CHECK(got == __atomic_load_n(&sent, __ATOMIC_ACQUIRE));
 	/* over TCP and shared memory shutdown does not wait for the reader;
 	 * over RDMA the writer keeps its lock while it waits (docs/rdma.md) */
