@@ -14,7 +14,7 @@
 # something else faster)
 nsplit=0
 [ "${SPLIT_BEHAVE:-1}" = 1 ] &&
-	nsplit=$(grep -l 'test_fork()\|split_is(' $(grep -L NOT_OVER_RDMA "$ROOT"/tests/behave/*.c) | wc -l)
+	nsplit=$(grep -l 'test_fork()\|split_is(' $(grep -L 'NOT_OVER_RDMA\|NOT_SPLIT_OVER_RDMA' "$ROOT"/tests/behave/*.c) | wc -l)
 out=$("$ROOT/tests/vm/pair.sh" -t 900 -- env BUILD="$BUILD" SPLIT_BEHAVE="${SPLIT_BEHAVE:-1}" SPLIT_ID=$$.$RANDOM bash tests/rdma/two-hosts.sh 2>&1)
 rc=$?
 rm -rf "$ROOT/$BUILD/tmp/split.$$".*
