@@ -614,6 +614,7 @@ ssize_t conn_recv(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 	size_t len = iov_total(iov0, iovcnt), total = 0;
 	int nonblock = s->nonblock || (flags & MSG_DONTWAIT);
 	int peek = flags & MSG_PEEK, waitall = (flags & MSG_WAITALL) && !peek;
+	int trunc = flags & MSG_TRUNC; /* TCP's: count and consume, copy nothing */
 	int deadline = -2, r = 0;
 	uint64_t sig0 = shunt_signals_seen();
 	struct iovec copy[IOV_MAX], *iov = copy;
@@ -631,7 +632,7 @@ ssize_t conn_recv(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 	if (!locked)
 		return -c->broken;
 	for (;;) {
-		ssize_t n = ring_readv(&c->rx, iov, iovcnt, len - total, peek);
+		ssize_t n = ring_readv(&c->rx, trunc ? NULL : iov, iovcnt, len - total, peek);
 		if (n < 0) {
 			conn_break(c, "impossible producer cursor");
 			r = -ECONNRESET;
@@ -640,7 +641,8 @@ ssize_t conn_recv(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 		if (n) {
 			total += (size_t)n;
 			if (!peek) {
-				iov_skip(&iov, &iovcnt, (size_t)n);
+				if (!trunc)
+					iov_skip(&iov, &iovcnt, (size_t)n);
 				notify_writer(c);
 			}
 			if (!waitall || total == len)

@@ -78,7 +78,8 @@ ssize_t ring_readv(struct ring *r, const struct iovec *iov, int iovcnt, size_t m
 	n = max < used ? max : used;
 	if (!n)
 		return 0;
-	n = iov_walk(r, cons, iov, iovcnt, n, 0);
+	if (iov) /* NULL: discard (MSG_TRUNC) */
+		n = iov_walk(r, cons, iov, iovcnt, n, 0);
 	if (!peek)
 		__atomic_store_n(&r->ctl->cons, cons + n, __ATOMIC_RELEASE);
 	return (ssize_t)n;

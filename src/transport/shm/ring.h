@@ -55,8 +55,9 @@ static inline uint64_t ring_space(const struct ring *r)
 /* Copy up to the free space from iov into the ring; returns bytes written,
  * or -EPROTO if the cursors are impossible. */
 ssize_t ring_writev(struct ring *r, const struct iovec *iov, int iovcnt, size_t max);
-/* Copy up to len bytes out of the ring into iov; consume them unless peek.
- * Returns the bytes read, or -EPROTO if the cursors are impossible. */
+/* Copy up to len bytes out of the ring into iov (iov NULL: no copy, as
+ * MSG_TRUNC); consume them unless peek.  Returns the bytes read, or
+ * -EPROTO if the cursors are impossible. */
 ssize_t ring_readv(struct ring *r, const struct iovec *iov, int iovcnt, size_t max, int peek);
 /* Consume n bytes without copying (after a peek, or to discard). */
 void ring_consume(struct ring *r, size_t n);

@@ -1,0 +1,50 @@
+/* Description: recv with MSG_TRUNC on a TCP socket discards: it returns
+ * the count and consumes the bytes without copying them (the buffer may be
+ * NULL), with MSG_PEEK it neither copies nor consumes, with MSG_WAITALL it
+ * waits for the whole count - as the kernel does (issue #13, item 3: the
+ * shim used to copy, and crashed on a NULL buffer). */
+#include "common.h"
+#include <sys/ioctl.h>
+
+#define N 10000
+
+int main(void)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+	int l = listen_on("127.0.0.1", &ss, &len), n = 0;
+	static uint8_t buf[N];
+
+	deadline(20);
+	pid_t p = test_fork();
+	if (!p) {
+		int c = accept(l, NULL, NULL);
+		expect_mode_peer_forks(c);
+		for (size_t i = 0; i < N; i++)
+			buf[i] = pattern(i, 5);
+		write_all(c, buf, N);
+		read_all(c, buf, 1); /* the client is done */
+		_exit(0);
+	}
+	int fd = connect_to(&ss, len);
+	expect_mode(fd);
+	CHECK(recv(fd, NULL, 1000, MSG_TRUNC | MSG_WAITALL) == 1000);
+	while (ioctl(fd, FIONREAD, &n) == 0 && n < N - 1000)
+		usleep(1000);
+	CHECK(n == N - 1000);
+	memset(buf, 0xaa, sizeof buf);
+	CHECK(recv(fd, buf, 500, MSG_TRUNC | MSG_PEEK) == 500);
+	for (size_t i = 0; i < 500; i++)
+		CHECK(buf[i] == 0xaa); /* nothing copied */
+	CHECK(recv(fd, buf, 500, MSG_PEEK) == 500); /* nothing consumed */
+	for (size_t i = 0; i < 500; i++)
+		CHECK(buf[i] == pattern(1000 + i, 5));
+	CHECK(recv(fd, NULL, 8000, MSG_TRUNC) == 8000);
+	read_all(fd, buf, 1000);
+	for (size_t i = 0; i < 1000; i++)
+		CHECK(buf[i] == pattern(9000 + i, 5));
+	CHECK(ioctl(fd, FIONREAD, &n) == 0 && n == 0);
+	write_all(fd, "e", 1);
+	CHECK(wait_child(p) == 0);
+	return 0;
+}
