@@ -1,5 +1,5 @@
 /* Description: finding shunt's option in a saved SYN (what the server's
- * shim reads when the agent's array has no entry for an accepted socket):
+ * shim reads when an accepted socket has no verdict from the agent):
  * IPv4 and IPv6 SYNs with the option among others (MSS, NOPs, SACK,
  * timestamps, another experimental option), without it, and malformed
  * headers (truncated, bad header lengths, option lengths running past the
