@@ -121,8 +121,9 @@ int shunt_config_parse(struct shunt_config *cfg, char *const *envp, const char *
 	}
 	if ((v = env_get(envp, "SHUNT_DISABLE"))) {
 		/* Whoever sets it means "off": an unknown value disables too. */
-		cfg->disabled = shunt_config_bool(v) != 0;
-		if (shunt_config_bool(v) < 0)
+		int b = shunt_config_bool(v);
+		cfg->disabled = b != 0;
+		if (b < 0)
 			BAD("SHUNT_DISABLE");
 	}
 	if ((v = env_get(envp, "SHUNT_LOCAL"))) {
@@ -156,8 +157,9 @@ int shunt_config_parse(struct shunt_config *cfg, char *const *envp, const char *
 			cfg->rdma_ack_timeout = (int)n;
 	}
 	if ((v = env_get(envp, "SHUNT_LOG"))) {
-		cfg->log = shunt_config_bool(v) == 1;
-		if (shunt_config_bool(v) < 0)
+		int b = shunt_config_bool(v);
+		cfg->log = b == 1;
+		if (b < 0)
 			BAD("SHUNT_LOG");
 	}
 	if ((v = env_get(envp, "SHUNT_PORTS")) && parse_ports(cfg, v)) {

@@ -68,19 +68,20 @@ int rdvdir_open_default(char *path, size_t pathlen, int create, enum rdvdir_kind
 			char *why, size_t whylen)
 {
 	char base[64], ignored[160];
-	struct stat st;
-	int fd;
+	int fd, bfd;
 
 	snprintf(path, pathlen, "/tmp/shunt-%u", (unsigned)geteuid());
 	fd = rdvdir_open(path, create, 0, kind, why, whylen);
 	if (fd >= 0)
 		return fd;
 	/* Taken by someone else: the per-user runtime directory, when the
-	 * system keeps one for us (systemd-logind), cannot be. */
+	 * system keeps one for us (systemd-logind), cannot be - if it passes
+	 * the same checks. */
 	snprintf(base, sizeof base, "/run/user/%u", (unsigned)geteuid());
-	if (lstat(base, &st) || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
-	    (st.st_mode & (S_IWGRP | S_IWOTH)))
+	bfd = rdvdir_open(base, 0, 0, kind, ignored, sizeof ignored);
+	if (bfd < 0)
 		return fd;
+	close(bfd);
 	snprintf(path, pathlen, "%s/shunt", base);
 	return rdvdir_open(path, create, 0, kind, ignored, sizeof ignored);
 }

@@ -45,13 +45,15 @@ static int map_arena(int memfd, uint64_t id, int side, uint64_t peer, struct are
 	struct stat st;
 	struct arena *a;
 	void *m;
+	int seals;
 
 	if (fstat(memfd, &st))
 		return -errno;
 	/* Sealed against shrinking by its creator, or the peer could truncate
 	 * it under our mapping: every access after that would SIGBUS. */
-	if ((size_t)st.st_size < SHUNT_ARENA_HDR_SIZE || !S_ISREG(st.st_mode) ||
-	    fcntl(memfd, F_GET_SEALS) < 0 || !(fcntl(memfd, F_GET_SEALS) & F_SEAL_SHRINK)) {
+	seals = fcntl(memfd, F_GET_SEALS);
+	if ((size_t)st.st_size < SHUNT_ARENA_HDR_SIZE || !S_ISREG(st.st_mode) || seals < 0 ||
+	    !(seals & F_SEAL_SHRINK)) {
 		shunt_log("arena refused: not a sealed shared-memory file");
 		return -EPROTO;
 	}
@@ -199,12 +201,12 @@ int arena_adopt(uint64_t id, int memfd, int side, struct arena **out)
 
 static int proc_alive(uint64_t id)
 {
-	char path[24];
+	char path[SHUNT_DIR_NAME_MAX];
 	int fd, alive;
 
 	if (shunt_dirfd < 0)
 		return 1;
-	snprintf(path, sizeof path, "s%016llx", (unsigned long long)id);
+	shunt_dir_name(path, 's', id);
 	/* O_NONBLOCK: a FIFO planted under that name must not hang us */
 	fd = openat(shunt_dirfd, path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)

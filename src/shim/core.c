@@ -66,6 +66,14 @@ int shunt_dir_shared(void)
 	return dir_shared;
 }
 
+void shunt_dir_name(char name[SHUNT_DIR_NAME_MAX], char kind, uint64_t id)
+{
+	if (kind == 'p')
+		snprintf(name, SHUNT_DIR_NAME_MAX, "p%u", (unsigned)id);
+	else
+		snprintf(name, SHUNT_DIR_NAME_MAX, "%c%016llx", kind, (unsigned long long)id);
+}
+
 /* Open and check the rendezvous directory (src/common/rdvdir.c); a refused
  * one leaves every connection plain, with a reason and one warning line. */
 static void open_dir(void)

@@ -75,22 +75,24 @@ static int sys(long r)
  * entries (ours, or sticky), so the path names what the check saw. */
 static void path_of(char *buf, size_t n, char kind, uint64_t id)
 {
+	char name[SHUNT_DIR_NAME_MAX];
+
 	/* SHUNT_DIR is at most 79 bytes (config.c), so these always fit. */
-	if (n < sizeof shunt_cfg.dir + 20)
+	if (n < sizeof shunt_cfg.dir + sizeof name)
 		return;
-	snprintf(buf, n, "%s/%c%016llx", shunt_cfg.dir, kind, (unsigned long long)id);
+	shunt_dir_name(name, kind, id);
+	snprintf(buf, n, "%s/%s", shunt_cfg.dir, name);
 }
 
 /* Files are opened relative to the checked directory, never through a
- * symlink, and must be regular files. */
-static int reg_openat(const char *name, int flags)
+ * symlink, and must be regular files (*st: what fstat said). */
+static int reg_openat(const char *name, int flags, struct stat *st)
 {
-	struct stat st;
 	int fd = openat(shunt_dirfd, name, flags | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
 
 	if (fd < 0)
 		return -errno;
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+	if (fstat(fd, st) || !S_ISREG(st->st_mode)) {
 		real.close(fd);
 		return -EINVAL;
 	}
@@ -201,7 +203,7 @@ out:
 
 static struct portreg *reg_open(uint16_t port, int create)
 {
-	char path[16];
+	char path[SHUNT_DIR_NAME_MAX];
 	struct portreg *p;
 	struct stat st;
 	void *m;
@@ -209,13 +211,13 @@ static struct portreg *reg_open(uint16_t port, int create)
 
 	if (shunt_dirfd < 0)
 		return NULL;
-	snprintf(path, sizeof path, "p%u", (unsigned)port);
-	fd = reg_openat(path, O_RDWR);
+	shunt_dir_name(path, 'p', port);
+	fd = reg_openat(path, O_RDWR, &st);
 	if (fd == -ENOENT && create && !reg_create(path, port))
-		fd = reg_openat(path, O_RDWR);
+		fd = reg_openat(path, O_RDWR, &st);
 	if (fd < 0)
 		return NULL;
-	if (fstat(fd, &st) || (size_t)st.st_size < sizeof(struct shunt_registry))
+	if ((size_t)st.st_size < sizeof(struct shunt_registry))
 		goto fail;
 	m = mmap(NULL, sizeof(struct shunt_registry), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (m == MAP_FAILED)
@@ -313,7 +315,8 @@ int rdv_listen(int fd, struct sk *s)
 	socklen_t l = sizeof ss;
 	struct shunt_addr a;
 	struct portreg *p;
-	char path[16];
+	char path[SHUNT_DIR_NAME_MAX];
+	struct stat st;
 
 	s->kind = SK_LISTEN;
 	if (!shunt_active || shunt_off_reason || getsockname(fd, (void *)&ss, &l) || shunt_addr_from_sockaddr(&a, (void *)&ss))
@@ -325,8 +328,8 @@ int rdv_listen(int fd, struct sk *s)
 		return 0;
 	pthread_mutex_lock(&reg_lock);
 	if (p->lock_fd < 0) {
-		snprintf(path, sizeof path, "p%u", (unsigned)a.port);
-		p->lock_fd = reg_openat(path, O_RDONLY);
+		shunt_dir_name(path, 'p', a.port);
+		p->lock_fd = reg_openat(path, O_RDONLY, &st);
 		if (p->lock_fd >= 0) {
 			flock(p->lock_fd, LOCK_SH);
 			p->lock_fd = fd_hide(p->lock_fd);
@@ -576,9 +579,6 @@ static int client_wait_msg(struct shunt_slot *sl, uint64_t nonce, int tcp_fd, st
 	}
 }
 
-/* Attach the segment the accept message names.  If we cannot, decline
- * through the segment's confirm word when we can reach it (the server then
- * falls back at once), else the server times out to TCP. */
 /* Is the sender of an accept message the server of this connection?  Our
  * own user always is (only it can reach our socket in a private directory);
  * another user of a shared directory must own the server's end of the TCP
@@ -597,6 +597,9 @@ static int sender_is_server(int fd, const struct got_msg *g)
 	       !tcp_owner_uid(&remote, &local, &owner) && owner == g->uid;
 }
 
+/* Attach the segment the accept message names.  If we cannot, decline
+ * through the segment's confirm word when we can reach it (the server then
+ * falls back at once), else the server times out to TCP. */
 static int client_attach(struct sk *s, int fd, uint64_t nonce, struct got_msg *g)
 {
 	int has_arena = !!(g->m.flags & SHUNT_MSG_F_ARENA);
@@ -965,13 +968,13 @@ static int server_agent_path(const struct sk *ls, int fd, struct sk *s)
  * sticky directory). */
 static int offer_is_client(const struct shunt_tuple *t, uint64_t sock_id)
 {
-	char name[24];
+	char name[SHUNT_DIR_NAME_MAX];
 	struct stat st;
 	uint32_t owner;
 
 	if (!shunt_dir_shared())
 		return 1;
-	snprintf(name, sizeof name, "c%016llx", (unsigned long long)sock_id);
+	shunt_dir_name(name, 'c', sock_id);
 	if (fstatat(shunt_dirfd, name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISSOCK(st.st_mode) ||
 	    tcp_owner_uid(&t->client, &t->server, &owner) || owner != (uint32_t)st.st_uid) {
 		shunt_warn("offer for %s's connection names another user's socket: refused", name);
@@ -1030,10 +1033,10 @@ int rdv_accept(const struct sk *ls, int fd, struct sk *s)
 /* A clean exit removes this process's socket; `shunt ss` reaps the rest. */
 __attribute__((destructor)) static void rdv_exit(void)
 {
-	char name[24];
+	char name[SHUNT_DIR_NAME_MAX];
 
 	if (csock >= 0 && csock_pid == getpid() && shunt_dirfd >= 0) {
-		snprintf(name, sizeof name, "c%016llx", (unsigned long long)csock_id);
+		shunt_dir_name(name, 'c', csock_id);
 		unlinkat(shunt_dirfd, name, 0);
 	}
 }

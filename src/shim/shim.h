@@ -106,6 +106,10 @@ extern int shunt_active;      /* 0: pure pass-through (init failed or disabled) 
 extern int shunt_dirfd;        /* the checked rendezvous directory (-1: none) */
 extern int shunt_off_reason;  /* non-zero: every connection plain, for this reason */
 int shunt_dir_shared(void);   /* a configured directory other users write too */
+/* The name, in the rendezvous directory, of port `id`'s registry ('p'), or
+ * of process `id`'s socket ('c') or stats file ('s'). */
+#define SHUNT_DIR_NAME_MAX 24
+void shunt_dir_name(char name[SHUNT_DIR_NAME_MAX], char kind, uint64_t id);
 void shunt_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void shunt_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 uint64_t shunt_now_ns(void);

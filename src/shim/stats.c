@@ -21,7 +21,7 @@
 
 static struct shunt_stats_file *sf;
 static int sf_fd = -1;
-static char sf_path[24]; /* its name in the rendezvous directory */
+static char sf_path[SHUNT_DIR_NAME_MAX]; /* its name in the rendezvous directory */
 static pthread_mutex_t sf_lock = PTHREAD_MUTEX_INITIALIZER;
 
 int stats_init(void)
@@ -30,7 +30,7 @@ int stats_init(void)
 	struct shunt_stats_file *m;
 	int fd;
 
-	snprintf(sf_path, sizeof sf_path, "s%016llx", (unsigned long long)id);
+	shunt_dir_name(sf_path, 's', id);
 	fd = openat(shunt_dirfd, sf_path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -1;

@@ -92,9 +92,9 @@ void ring_consume(struct ring *r, size_t n)
 
 /* A three-state futex mutex (0 free, 1 locked, 2 locked with waiters),
  * usable across processes because the word lives in the shared segment. */
-static long futex(_Atomic uint32_t *w, int op, uint32_t val)
+static long futex(_Atomic uint32_t *w, int op, uint32_t val, const struct timespec *ts)
 {
-	return syscall(SYS_futex, w, op, val, NULL, NULL, 0);
+	return syscall(SYS_futex, w, op, val, ts, NULL, 0);
 }
 
 int shunt_lock_bounded(_Atomic uint32_t *l, uint64_t timeout_ns)
@@ -104,14 +104,15 @@ int shunt_lock_bounded(_Atomic uint32_t *l, uint64_t timeout_ns)
 
 	if (__atomic_compare_exchange_n(l, &c, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 		return 0;
-	clock_gettime(CLOCK_MONOTONIC, &start);
+	if (timeout_ns)
+		clock_gettime(CLOCK_MONOTONIC, &start);
 	if (c != 2)
 		c = __atomic_exchange_n(l, 2, __ATOMIC_ACQUIRE);
 	while (c != 0) {
-		syscall(SYS_futex, l, FUTEX_WAIT, 2, &slice, NULL, 0);
+		futex(l, FUTEX_WAIT, 2, timeout_ns ? &slice : NULL);
 		c = __atomic_exchange_n(l, 2, __ATOMIC_ACQUIRE);
-		if (!c)
-			break;
+		if (!c || !timeout_ns)
+			continue;
 		clock_gettime(CLOCK_MONOTONIC, &now);
 		if ((uint64_t)(now.tv_sec - start.tv_sec) * 1000000000ull + (uint64_t)now.tv_nsec -
 			    (uint64_t)start.tv_nsec > timeout_ns)
@@ -122,16 +123,7 @@ int shunt_lock_bounded(_Atomic uint32_t *l, uint64_t timeout_ns)
 
 void shunt_lock(_Atomic uint32_t *l)
 {
-	uint32_t c = 0;
-
-	if (__atomic_compare_exchange_n(l, &c, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
-		return;
-	if (c != 2)
-		c = __atomic_exchange_n(l, 2, __ATOMIC_ACQUIRE);
-	while (c != 0) {
-		futex(l, FUTEX_WAIT, 2);
-		c = __atomic_exchange_n(l, 2, __ATOMIC_ACQUIRE);
-	}
+	shunt_lock_bounded(l, 0);
 }
 
 int shunt_trylock(_Atomic uint32_t *l)
@@ -144,5 +136,5 @@ int shunt_trylock(_Atomic uint32_t *l)
 void shunt_unlock(_Atomic uint32_t *l)
 {
 	if (__atomic_exchange_n(l, 0, __ATOMIC_RELEASE) == 2)
-		futex(l, FUTEX_WAKE, 1);
+		futex(l, FUTEX_WAKE, 1, NULL);
 }

@@ -63,9 +63,10 @@ ssize_t ring_readv(struct ring *r, const struct iovec *iov, int iovcnt, size_t m
 void ring_consume(struct ring *r, size_t n);
 
 void shunt_lock(_Atomic uint32_t *l);
-/* The lock, or -ETIMEDOUT after timeout_ns: holders never sleep with it
- * (conn.c), so a longer wait means a dead holder or a peer that wrote the
- * word (a lock word in shared memory is the peer's to scribble on). */
+/* The lock, or -ETIMEDOUT after timeout_ns (0: no bound, as shunt_lock):
+ * holders never sleep with it (conn.c), so a longer wait means a dead
+ * holder or a peer that wrote the word (a lock word in shared memory is
+ * the peer's to scribble on). */
 int shunt_lock_bounded(_Atomic uint32_t *l, uint64_t timeout_ns);
 void shunt_unlock(_Atomic uint32_t *l);
 int shunt_trylock(_Atomic uint32_t *l); /* 0 if taken */
