@@ -47,6 +47,8 @@ enum shunt_reason {
 	SHUNT_R_FORK = 18,         /* was RDMA; moved to TCP because this process forked or exec'd */
 	SHUNT_R_UNSAFE_DIR = 19,   /* the rendezvous directory was refused (owner, mode, symlink, missing) */
 	SHUNT_R_PEER_BROKE = 20,   /* was accelerated; the peer broke the shared ring's rules: reset */
+	SHUNT_R_SANDBOX = 21,      /* made after the process installed a seccomp filter */
+	SHUNT_R_IO_URING = 22,     /* made after the process set up io_uring (its kernel path bypasses shunt) */
 	SHUNT_R_MAX
 };
 
@@ -113,7 +115,11 @@ struct shunt_registry {
 	uint32_t port;
 	uint32_t nslots;
 	_Atomic uint32_t nlisteners;
-	uint32_t pad[3];
+	_Atomic uint32_t offers;  /* bumped by each client that publishes an offer: a
+				     futex word accepting servers sleep on while a
+				     client is between its SYN and its offer */
+	_Atomic uint32_t offer_waiters; /* servers asleep on it: woken only then */
+	uint32_t pad;
 	struct shunt_listener_rec listeners[SHUNT_REG_LISTENERS];
 	struct shunt_slot slots[SHUNT_REG_SLOTS];
 };
@@ -174,7 +180,8 @@ struct shunt_seg_hdr {
 	_Atomic uint32_t in_use;     /* arena slot: 1 from allocation until both owners are 0 */
 	_Atomic uint32_t owner[2];   /* processes holding the connection: [0] client, [1] server */
 	_Atomic uint32_t efd_gen;    /* generation of the segment's eventfd pair (see arena.c) */
-	uint8_t pad[20];
+	_Atomic uint32_t confirm_waiter; /* the server sleeps on confirm: wake it */
+	uint8_t pad[16];
 	struct shunt_ring_ctl ring[2];
 };
 _Static_assert(sizeof(struct shunt_seg_hdr) == 576, "segment header layout");

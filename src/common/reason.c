@@ -24,6 +24,8 @@ static const char *const reasons[SHUNT_R_MAX] = {
 	[SHUNT_R_FORK] = "fork-exec",
 	[SHUNT_R_UNSAFE_DIR] = "unsafe-dir",
 	[SHUNT_R_PEER_BROKE] = "peer-broke-ring",
+	[SHUNT_R_SANDBOX] = "sandboxed",
+	[SHUNT_R_IO_URING] = "io-uring",
 };
 
 const char *shunt_reason_str(unsigned reason)

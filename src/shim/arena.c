@@ -28,6 +28,7 @@
 #include "../common/msg.h"
 
 static struct arena *arenas;
+static void reap_dead_locked(void);
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
 static size_t seg_size(uint32_t rs)
@@ -127,6 +128,7 @@ static void init_seg(struct arena *a, unsigned seg, uint64_t nonce)
 	h->nonce = nonce;
 	__atomic_store_n(&h->owner[0], 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&h->owner[1], 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&h->confirm_waiter, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&h->confirm, 0, __ATOMIC_RELEASE);
 }
 
@@ -142,6 +144,7 @@ int arena_server_take(uint64_t peer, uint64_t nonce, struct arena **out, unsigne
 		    !take_seg(a, seg))
 			break;
 	if (!a) {
+		reap_dead_locked();
 		r = create_arena(peer, &a);
 		if (!r)
 			r = take_seg(a, seg);
@@ -177,6 +180,7 @@ static int get_or_map(uint64_t id, int memfd, int side, struct arena **out)
 	} else if (memfd < 0) {
 		r = -EPROTO;
 	} else {
+		reap_dead_locked(); /* a client of many short-lived servers, too */
 		r = map_arena(memfd, id, side, 0, &a);
 		if (r)
 			real.close(memfd);
@@ -216,17 +220,20 @@ static int proc_alive(uint64_t id)
 	return alive;
 }
 
-void arena_drop_owner(struct arena *a, unsigned seg, int side)
+/* Returns 1 if that was this side's last owner (in any process). */
+int arena_drop_owner(struct arena *a, unsigned seg, int side)
 {
 	struct shunt_seg_hdr *h = arena_seg(a, seg);
 
 	/* Of two sides dropping their last owner at once, at least one sees
 	 * the other's 0 (seq_cst), and the CAS frees the segment once. */
-	if (__atomic_sub_fetch(&h->owner[side], 1, __ATOMIC_SEQ_CST) == 0 &&
-	    __atomic_load_n(&h->owner[!side], __ATOMIC_SEQ_CST) == 0) {
+	if (__atomic_sub_fetch(&h->owner[side], 1, __ATOMIC_SEQ_CST))
+		return 0;
+	if (__atomic_load_n(&h->owner[!side], __ATOMIC_SEQ_CST) == 0) {
 		uint32_t one = 1;
 		__atomic_compare_exchange_n(&h->in_use, &one, 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
 	}
+	return 1;
 }
 
 void arena_release(struct arena *a, unsigned seg, int side)
@@ -235,23 +242,42 @@ void arena_release(struct arena *a, unsigned seg, int side)
 	arena_put(a);
 }
 
+/* Unmap an arena nobody here holds (lock held); pp points at its link. */
+static void arena_free_locked(struct arena **pp)
+{
+	struct arena *a = *pp;
+
+	*pp = a->next;
+	munmap(a->hdr, a->len);
+	fd_close_internal(a->memfd);
+	for (unsigned i = 0; i < SHUNT_ARENA_SLOTS; i++) {
+		fd_close_internal(a->efd[i][0]);
+		fd_close_internal(a->efd[i][1]);
+	}
+	free(a);
+}
+
+/* A server keeps an idle arena for its peer's next connection; once that
+ * peer is gone the arena is unmapped - here, before a new one is made, so
+ * a server of many short-lived clients holds one arena per live client
+ * (issue #13, item 9), whatever order the two ended in. */
+static void reap_dead_locked(void)
+{
+	for (struct arena **pp = &arenas; *pp;) {
+		if (!(*pp)->held && !proc_alive((*pp)->peer))
+			arena_free_locked(pp);
+		else
+			pp = &(*pp)->next;
+	}
+}
+
+/* The last connection of an arena here closed: it stays mapped for the
+ * peer's next one, until a new arena finds its peer gone (reap_dead_locked:
+ * asking at every close cost three system calls a connection). */
 void arena_put(struct arena *a)
 {
 	pthread_mutex_lock(&lock);
-	if (--a->held == 0 && !proc_alive(a->peer)) {
-		for (struct arena **pp = &arenas; *pp; pp = &(*pp)->next)
-			if (*pp == a) {
-				*pp = a->next;
-				break;
-			}
-		munmap(a->hdr, a->len);
-		fd_close_internal(a->memfd);
-		for (unsigned i = 0; i < SHUNT_ARENA_SLOTS; i++) {
-			fd_close_internal(a->efd[i][0]);
-			fd_close_internal(a->efd[i][1]);
-		}
-		free(a);
-	}
+	a->held--;
 	pthread_mutex_unlock(&lock);
 }
 

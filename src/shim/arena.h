@@ -43,7 +43,7 @@ int arena_server_efds(struct arena *a, unsigned seg, int *fresh, uint32_t *gen);
 int arena_set_efds(struct arena *a, unsigned seg, uint32_t gen, int *fds);
 /* Drop an owner without ending our use of the arena (a declined offer:
  * the server drops the client's pre-charged owner). */
-void arena_drop_owner(struct arena *a, unsigned seg, int side);
+int arena_drop_owner(struct arena *a, unsigned seg, int side);
 void arena_atfork_child(void);
 /* We no longer use one segment of the arena (owners untouched). */
 void arena_put(struct arena *a);

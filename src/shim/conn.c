@@ -152,6 +152,7 @@ int conn_attach(struct conn **out, struct arena *a, unsigned seg, int side, int 
 	c->side = side;
 	c->tcp_fd = fd_hide(tcp_fd);
 	c->spin_ns = shunt_cfg.spin_ns;
+	conn_load_timeouts(c);
 	/* ring 0 carries client->server bytes, ring 1 server->client */
 	c->tx = (struct ring){ .ctl = &h->ring[side], .data = (uint8_t *)h + SHUNT_SEG_HDR_SIZE + (size_t)side * rs, .size = rs };
 	c->rx = (struct ring){ .ctl = &h->ring[!side], .data = (uint8_t *)h + SHUNT_SEG_HDR_SIZE + (size_t)!side * rs, .size = rs };
@@ -161,11 +162,55 @@ int conn_attach(struct conn **out, struct arena *a, unsigned seg, int side, int 
 
 /* The arena keeps the memory; the segment returns to its pool when both
  * sides have let go. */
-void conn_free(struct conn *c)
+/* The application closed its last descriptor of an accelerated
+ * connection (fdtab.c, before conn_free).  If no other process holds it,
+ * this is the kernel socket's last close: what the socket holds unread
+ * (probes, a handshake word the in-band handshake left) is not the
+ * application's and would make the kernel reset; what the application left
+ * unread in the ring is, and makes TCP reset (RST: the peer's reads fail
+ * with ECONNRESET, its writes with EPIPE) - as it must here too. */
+void conn_closing(struct conn *c)
 {
+	if (c->rd || c->broken || shunt_sandboxed ||
+	    __atomic_load_n(&arena_seg(c->arena, c->segno)->owner[c->side], __ATOMIC_SEQ_CST) != 1)
+		return;
+	conn_refresh(c);
+	if (ring_used(&c->rx))
+		real.setsockopt(c->tcp_fd, SOL_SOCKET, SO_LINGER,
+				&(struct linger){ .l_onoff = 1, .l_linger = 0 }, sizeof(struct linger));
+}
+
+/* exit() and _exit() close every descriptor in the kernel, past the
+ * wrappers: each accelerated connection's last close is done here first. */
+static void closing_at_exit(int fd, struct sk *s, void *arg)
+{
+	(void)s;
+	(void)arg;
+	if ((s = fdtab_get(fd)) == NULL)
+		return;
+	if (s->kind == SK_SHM && s->conn)
+		conn_closing(s->conn);
+	sk_put(s);
+}
+
+void conn_exit_all(void)
+{
+	if (!shunt_sandboxed && !shunt_in_handler())
+		fdtab_each(closing_at_exit, NULL);
+}
+
+__attribute__((destructor)) static void conn_exit_dtor(void)
+{
+	conn_exit_all();
+}
+
+int conn_free(struct conn *c)
+{
+	int last;
+
 	if (c->rd) {
 		rdma_conn_free(c);
-		return;
+		return 1;
 	}
 	/* Our duplicate goes first: if it was the last reference to the
 	 * kernel socket, the FIN leaves now; then a peer asleep on the rings
@@ -174,8 +219,9 @@ void conn_free(struct conn *c)
 	c->tcp_fd = -1;
 	notify_reader(c);
 	notify_writer(c);
-	arena_drop_owner(c->arena, c->segno, c->side);
+	last = arena_drop_owner(c->arena, c->segno, c->side);
 	conn_discard(c);
+	return last;
 }
 
 /* Free our state without dropping an owner (someone dropped it for us). */
@@ -188,6 +234,21 @@ void conn_discard(struct conn *c)
 	arena_put(c->arena);
 	fd_close_internal(c->tcp_fd);
 	free(c);
+}
+
+/* After the peer's FIN: is it gone (closed, killed) or only done sending?
+ * One byte on the kernel socket - a live peer's shim discards it, a gone
+ * peer's kernel answers with a reset, which wakes whoever watches the
+ * socket (poll.c, epoll.c) and makes the next send fail as TCP's would. */
+static void probe_gone(struct conn *c)
+{
+	int e = errno;
+
+	if (c->rd || !c->peer_eof || c->peer_err || c->shut_wr)
+		return;
+	if (real.send(c->tcp_fd, "", 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 && errno != EAGAIN)
+		c->peer_err = errno;
+	errno = e;
 }
 
 /* Look at the kernel socket: after acceleration it carries only liveness
@@ -210,9 +271,21 @@ void conn_refresh(struct conn *c)
 			continue;
 		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
 			break;
-		if (r == 0)
-			c->peer_eof = 1;
-		else
+		if (r == 0) {
+			int err = 0;
+			/* the first FIN: a killed peer's too - ask at once if it
+			 * left bytes of ours unread (a writer may be waiting for
+			 * room it will never make); after it a reset is
+			 * reported by SO_ERROR only (recv says EOF) */
+			if (!__atomic_exchange_n(&c->peer_eof, 1, __ATOMIC_ACQ_REL)) {
+				if (ring_used(&c->tx))
+					probe_gone(c);
+			}
+			else if (!shunt_sandboxed && !c->peer_err &&
+				 !real.getsockopt(c->tcp_fd, SOL_SOCKET, SO_ERROR, &err,
+						  &(socklen_t){ sizeof err }) && err)
+				c->peer_err = err;
+		} else
 			c->peer_err = errno;
 		break;
 	}
@@ -263,6 +336,14 @@ static int rx_eof(struct conn *c)
 	return __atomic_load_n(&c->rx.ctl->wr_done, __ATOMIC_ACQUIRE) || c->peer_eof;
 }
 
+/* SO_RCVLOWAT: readable from this many bytes on (sockinfo.c keeps it) */
+static int rx_lowat(struct conn *c)
+{
+	int v = __atomic_load_n(&c->rcvlowat, __ATOMIC_RELAXED);
+
+	return v > 1 ? v : 1;
+}
+
 unsigned conn_events(struct conn *c)
 {
 	unsigned ev = 0;
@@ -270,7 +351,7 @@ unsigned conn_events(struct conn *c)
 
 	if (c->broken)
 		return POLLIN | POLLOUT | POLLERR | POLLHUP;
-	if (ring_used(&c->rx) || eof || c->peer_err || c->shut_rd)
+	if (ring_used(&c->rx) >= (uint64_t)rx_lowat(c) || eof || c->peer_err || c->shut_rd)
 		ev |= POLLIN | POLLRDNORM;
 	if (eof)
 		ev |= POLLRDHUP;
@@ -299,17 +380,53 @@ static int ready_for(struct conn *c, unsigned want)
 	return (conn_events(c) & (want | POLLERR | POLLHUP)) != 0;
 }
 
+static int timeval_ms(int64_t sec, int64_t usec)
+{
+	if (sec < 0 || usec < 0 || (!sec && !usec))
+		return -1;
+	return sec > INT_MAX / 1000 - 1 ? INT_MAX : (int)(sec * 1000 + (usec + 999) / 1000);
+}
+
 static int sock_timeout_ms(int fd, int opt)
 {
 	struct timeval tv;
 	socklen_t l = sizeof tv;
 	int e = errno;
 
-	if (real.getsockopt(fd, SOL_SOCKET, opt, &tv, &l) || (!tv.tv_sec && !tv.tv_usec)) {
+	if (real.getsockopt(fd, SOL_SOCKET, opt, &tv, &l)) {
 		errno = e;
 		return -1;
 	}
-	return (int)(tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000);
+	return timeval_ms(tv.tv_sec, tv.tv_usec);
+}
+
+/* The socket's timeouts, read once when the connection is attached (they
+ * may have been set before connect(), or on the listener); the setsockopt
+ * wrapper keeps them from then on.  Asking at every sleep made a system
+ * call the program never made: a sandbox (seccomp) kills for that. */
+int conn_timeouts_maybe; /* a socket here may carry a timeout (interpose.c, exec.c) */
+
+void conn_load_timeouts(struct conn *c)
+{
+	if (!__atomic_load_n(&conn_timeouts_maybe, __ATOMIC_RELAXED)) {
+		c->timeo_ms[0] = c->timeo_ms[1] = -1; /* none was ever set: ask nothing */
+		return;
+	}
+	c->timeo_ms[0] = sock_timeout_ms(c->tcp_fd, SO_RCVTIMEO);
+	c->timeo_ms[1] = sock_timeout_ms(c->tcp_fd, SO_SNDTIMEO);
+}
+
+/* After the kernel took SO_{RCV,SND}TIMEO{,_OLD,_NEW}: a struct timeval
+ * or struct __kernel_sock_timeval, two 64-bit fields on 64-bit Linux. */
+void conn_set_timeout(struct conn *c, int name, const void *val, socklen_t len)
+{
+	int64_t v[2];
+
+	if (len < sizeof v)
+		return;
+	memcpy(v, val, sizeof v);
+	__atomic_store_n(&c->timeo_ms[name == SO_SNDTIMEO_OLD || name == SO_SNDTIMEO_NEW],
+			 timeval_ms(v[0], v[1]), __ATOMIC_RELAXED);
 }
 
 /* Would every installed handler be restarted by the kernel (SA_RESTART)?
@@ -341,7 +458,11 @@ static void adapt_spin(struct conn *c, int hit)
 
 	if (max <= 0)
 		return;
-	b = hit ? (b * 2 + 1000 < max ? b * 2 + 1000 : max) : b / 2;
+	/* never below an eighth: at zero no spin could ever hit again, and a
+	 * connection that missed a few times while its peer was descheduled
+	 * slept on every call for good (a 64 B round trip stuck at ~75 us on
+	 * this machine, one run in two) */
+	b = hit ? (b * 2 + 1000 < max ? b * 2 + 1000 : max) : (b / 2 > max / 8 ? b / 2 : max / 8);
 	c->spin_ns = b;
 }
 
@@ -360,29 +481,21 @@ static inline int quick_ready(struct conn *c, unsigned want)
 /* Spin, then sleep until want (POLLIN/POLLOUT) may be satisfied.
  * Returns 0 to re-check, -EAGAIN on SO_*TIMEO expiry, -EINTR on a signal,
  * -EDEADLK when short_ok and the peer is blocked writing to us too. */
-static int conn_wait(struct conn *c, unsigned want, int *deadline_ms, int short_ok, uint64_t sig0)
+/* The spin before a sleep: 1 ready, 0 spun out, -EINTR. */
+static int spin_wait(struct conn *c, unsigned want, int64_t budget, uint64_t sig0)
 {
-	uint64_t start = shunt_now_ns(), now, el;
-	int64_t budget = shunt_cfg.spin_ns < 0 ? INT64_MAX : c->spin_ns;
-	_Atomic uint32_t *w;
-	struct timespec ts;
-	uint32_t v;
-	int r, tmo, err;
+	uint64_t start = shunt_now_ns(), now;
 
 	while ((now = shunt_now_ns()) - start < (uint64_t)budget) {
 		/* Poll the one cache line the peer will write; look at the
 		 * clock and the rest of the state only every 64 turns. */
 		for (int i = 0; i < 64; i++) {
-			if (quick_ready(c, want)) {
-				adapt_spin(c, 1);
-				return 0;
-			}
+			if (quick_ready(c, want))
+				return 1;
 			__builtin_ia32_pause();
 		}
-		if (ready_for(c, want)) {
-			adapt_spin(c, 1);
-			return 0;
-		}
+		if (ready_for(c, want))
+			return 1;
 		/* A handler ran while we spun: the kernel would have failed
 		 * (or restarted) the call, not kept waiting. */
 		if (shunt_signals_seen() != sig0)
@@ -392,6 +505,23 @@ static int conn_wait(struct conn *c, unsigned want, int *deadline_ms, int short_
 		if (c->rd)
 			rdma_conn_poll(c); /* no need to wait for the progress thread */
 	}
+	return 0;
+}
+
+static int conn_wait(struct conn *c, unsigned want, int *deadline_ms, int short_ok, uint64_t sig0)
+{
+	uint64_t now, el;
+	int64_t budget = shunt_cfg.spin_ns < 0 ? INT64_MAX : c->spin_ns;
+	_Atomic uint32_t *w;
+	struct timespec ts;
+	uint32_t v;
+	int r, tmo, err;
+
+	r = budget > 0 ? spin_wait(c, want, budget, sig0) : 0;
+	if (r > 0)
+		adapt_spin(c, 1);
+	if (r)
+		return r > 0 ? 0 : r;
 	w = want_word(c, want);
 	v = __atomic_or_fetch(w, WANT_FUTEX, __ATOMIC_SEQ_CST);
 	if (ready_for(c, want))
@@ -405,10 +535,9 @@ static int conn_wait(struct conn *c, unsigned want, int *deadline_ms, int short_
 	if (short_ok && (want & POLLOUT) && write_deadlock(c))
 		return -EDEADLK;
 	adapt_spin(c, 0);
-	/* SO_RCVTIMEO/SO_SNDTIMEO matter only to a sleeper: look them up
-	 * now, not on every call. */
+	/* SO_RCVTIMEO/SO_SNDTIMEO matter only to a sleeper */
 	if (*deadline_ms == -2)
-		*deadline_ms = sock_timeout_ms(c->tcp_fd, want & POLLIN ? SO_RCVTIMEO : SO_SNDTIMEO);
+		*deadline_ms = __atomic_load_n(&c->timeo_ms[!(want & POLLIN)], __ATOMIC_RELAXED);
 	tmo = *deadline_ms < 0 || *deadline_ms > SLEEP_SLICE_MS ? SLEEP_SLICE_MS : *deadline_ms;
 	if (c->rd && rdma_conn_moving(c) && tmo > 10)
 		tmo = 10; /* the peer's failover message comes on the socket */
@@ -435,12 +564,8 @@ static int conn_wait(struct conn *c, unsigned want, int *deadline_ms, int short_
 		conn_refresh(c);
 	/* A writer facing a peer that half-closed must learn whether it is
 	 * gone: probe the TCP socket (a gone peer answers RST). */
-	if ((want & POLLOUT) && c->peer_eof && !c->peer_err && err == ETIMEDOUT &&
-	    !rdma_conn_moving(c)) {
-		if (real.send(c->tcp_fd, "", 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 &&
-		    errno != EAGAIN)
-			c->peer_err = errno;
-	}
+	if ((want & POLLOUT) && err == ETIMEDOUT && !rdma_conn_moving(c))
+		probe_gone(c);
 	return 0;
 }
 
@@ -451,15 +576,6 @@ static int write_deadlock(struct conn *c)
 	if (c->rd)
 		return ring_space(&c->rx) == 0 && rdma_conn_peer_blocked(c);
 	return ring_space(&c->rx) == 0 && __atomic_load_n(&c->rx.ctl->wr_want, __ATOMIC_ACQUIRE);
-}
-
-static size_t iov_total(const struct iovec *iov, int n)
-{
-	size_t t = 0;
-
-	for (int i = 0; i < n; i++)
-		t += iov[i].iov_len;
-	return t;
 }
 
 /* Advance a private copy of an iovec array by n bytes. */
@@ -501,6 +617,18 @@ static ssize_t send_on_kernel(struct sk *s, size_t len, int flags)
 	ssize_t r = real.send(s->conn->tcp_fd, &zero, len ? 1 : 0, flags & ~MSG_DONTWAIT);
 
 	return r < 0 ? -errno : r;
+}
+
+/* What a non-blocking send would take now (splice.c sizes its read from a
+ * pipe by it).  Once an RDMA connection's sending half moved to the TCP
+ * socket, the socket's buffer decides: a chunk, completed by send_all. */
+size_t conn_send_room(struct conn *c)
+{
+	if (c->broken || c->shut_wr || c->peer_err)
+		return 1; /* the send reports the error */
+	if (c->rd && __atomic_load_n(&c->fo_tx, __ATOMIC_ACQUIRE))
+		return 65536;
+	return ring_space(&c->tx);
 }
 
 ssize_t conn_send(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
@@ -592,6 +720,7 @@ ssize_t conn_send(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 	if (moved)
 		stats_moved(s);
 	if (total) {
+		stats_adopt_maybe();
 		if (s->stat) /* a statistic: a plain add (threads may lose a count) */
 			__atomic_store_n(&s->stat->tx, s->stat->tx + total, __ATOMIC_RELAXED);
 		return (ssize_t)total;
@@ -603,6 +732,12 @@ ssize_t conn_send(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 	if (nonblock) {
 		if (!armed)
 			conn_arm(c, POLLOUT);
+		/* a full ring and the peer's FIN: gone?  (its reset then wakes
+		 * the poll or epoll this caller sleeps in next) */
+		if (c->peer_eof && shunt_now_ns() - c->last_gone_probe_ns > PROBE_INTERVAL_NS) {
+			c->last_gone_probe_ns = shunt_now_ns();
+			probe_gone(c);
+		}
 		return -EAGAIN;
 	}
 	return r;
@@ -614,6 +749,11 @@ ssize_t conn_recv(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 	size_t len = iov_total(iov0, iovcnt), total = 0;
 	int nonblock = s->nonblock || (flags & MSG_DONTWAIT);
 	int peek = flags & MSG_PEEK, waitall = (flags & MSG_WAITALL) && !peek;
+	/* MSG_PEEK|MSG_WAITALL waits for the whole count before it peeks
+	 * (as TCP's, up to what the ring can hold); SO_RCVLOWAT makes a
+	 * blocking read wait for that many bytes, or its whole count */
+	int peekall = peek && (flags & MSG_WAITALL);
+	size_t want;
 	int trunc = flags & MSG_TRUNC; /* TCP's: count and consume, copy nothing */
 	int deadline = -2, r = 0;
 	uint64_t sig0 = shunt_signals_seen();
@@ -628,11 +768,33 @@ ssize_t conn_recv(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 	if (c->shut_rd || !len)
 		return 0;
 	memcpy(copy, iov0, sizeof(struct iovec) * (size_t)iovcnt);
+	want = waitall ? len : (size_t)rx_lowat(c) < len ? (size_t)rx_lowat(c) : len;
+	if (peekall)
+		want = len < c->rx.size ? len : c->rx.size;
 	struct shunt_ring_ctl *locked = conn_lock(c, 1);
 	if (!locked)
 		return -c->broken;
 	for (;;) {
-		ssize_t n = ring_readv(&c->rx, trunc ? NULL : iov, iovcnt, len - total, peek);
+		ssize_t n;
+		if ((peekall || (!waitall && want > 1)) && !total && !nonblock &&
+		    !(c->rd && __atomic_load_n(&c->fo_rx, __ATOMIC_ACQUIRE)) &&
+		    ring_used(&c->rx) < want && !rx_eof(c) && !c->peer_err) {
+			/* not all there yet: nap, the lock released (rare: no
+			 * wake-up says "this many"; and what is there stays
+			 * unread, as the kernel leaves it) */
+			shunt_unlock(&locked->rlock);
+			if (shunt_signals_seen() != sig0)
+				return -EINTR;
+			if (shunt_now_ns() - c->last_probe_ns > REFRESH_INTERVAL_NS)
+				conn_refresh(c);
+			if (c->rd)
+				rdma_conn_poll(c);
+			nanosleep(&(struct timespec){ 0, 200000 }, NULL);
+			if (!(locked = conn_lock(c, 1)))
+				return -c->broken;
+			continue;
+		}
+		n = ring_readv(&c->rx, trunc ? NULL : iov, iovcnt, len - total, peek);
 		if (n < 0) {
 			conn_break(c, "impossible producer cursor");
 			r = -ECONNRESET;
@@ -645,7 +807,7 @@ ssize_t conn_recv(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 					iov_skip(&iov, &iovcnt, (size_t)n);
 				notify_writer(c);
 			}
-			if (!waitall || total == len)
+			if (total >= want || (nonblock && !waitall) || peek)
 				break;
 			continue;
 		}
@@ -692,6 +854,7 @@ ssize_t conn_recv(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 	}
 	shunt_unlock(&locked->rlock);
 	if (total) {
+		stats_adopt_maybe();
 		if (s->stat && !peek)
 			__atomic_store_n(&s->stat->rx, s->stat->rx + total, __ATOMIC_RELAXED);
 		return (ssize_t)total;

@@ -50,6 +50,7 @@ uint64_t shunt_fast_random(void)
 static mode_t file_mode = 0600;
 int shunt_dirfd = -1;
 int shunt_off_reason;
+int shunt_sandboxed;
 static int dir_shared;
 
 /* SHUNT_DIR is the trust domain: files we create there are as open as the
@@ -195,15 +196,113 @@ static void atfork_prepare(void)
 		rdma_share_prepare("fork");
 }
 
-static void atfork_child(void)
+/* A seccomp filter is being installed (interpose.c saw prctl or seccomp):
+ * from now on shunt makes no system call of its own that the program would
+ * not make on a plain socket - its filter may kill for one (OpenSSH's
+ * pre-authentication sandbox does).  New connections stay plain (reason
+ * `sandboxed`); a fork makes no stats file, an exit removes none (`shunt ss`
+ * reaps what a dead process left); connections made before go on through
+ * their rings, which need only futex, read/write on eventfds and poll. */
+void shunt_sandbox_enter(void)
+{
+	if (__atomic_exchange_n(&shunt_sandboxed, 1, __ATOMIC_ACQ_REL))
+		return;
+	if (!shunt_off_reason)
+		shunt_off_reason = SHUNT_R_SANDBOX;
+}
+
+/* The process set up an io_uring (interpose.c saw it): operations it
+ * submits go to the kernel sockets, under the rings, and cannot be seen
+ * from here.  Connections made from now on stay plain (reason io-uring);
+ * ones accelerated before cannot be moved and are named in a warning. */
+static void count_accel(int fd, struct sk *s, void *n)
+{
+	(void)fd;
+	*(int *)n += s->kind == SK_SHM;
+}
+
+void shunt_uring_seen(void)
+{
+	static int seen;
+	int n = 0;
+
+	if (__atomic_exchange_n(&seen, 1, __ATOMIC_ACQ_REL))
+		return;
+	if (!shunt_off_reason)
+		shunt_off_reason = SHUNT_R_IO_URING;
+	fdtab_each(count_accel, &n);
+	if (n)
+		shunt_warn("io_uring set up with %d accelerated connection(s) open: operations "
+			   "submitted through it on them would not see their data; new "
+			   "connections stay plain (reason io-uring, docs/architecture.md)", n);
+	else
+		shunt_log("io_uring set up: new connections stay plain (reason io-uring)");
+}
+
+/* fork() through the wrapper (interpose.c): the child's share of every
+ * shared-memory connection is taken here, in the parent, before the child
+ * exists - taken in the child, a parent that closes its copy at once (a
+ * fork-per-connection server) could see itself as the last owner and
+ * end the connection under the child (a reset, a wrong count).  Forks
+ * that do not pass the wrapper (glibc's own, in daemon()) take it in the
+ * child, as before.  The generation tells the child which are taken. */
+static __thread uint64_t fork_gen_pre;
+
+static void hold_for_child(int fd, struct sk *s, void *gen)
+{
+	struct conn *c = s->conn;
+
+	(void)fd;
+	if (s->kind != SK_SHM || !c || c->rd || c->fork_gen == *(uint64_t *)gen)
+		return;
+	c->fork_gen = *(uint64_t *)gen;
+	arena_hold_more(c->arena, c->segno, c->side);
+}
+
+static void unhold(int fd, struct sk *s, void *gen)
+{
+	struct conn *c = s->conn;
+
+	(void)fd;
+	if (s->kind != SK_SHM || !c || c->rd || c->fork_gen != *(uint64_t *)gen)
+		return;
+	c->fork_gen = 0;
+	arena_drop_owner(c->arena, c->segno, c->side);
+}
+
+void shunt_fork_before(void)
 {
 	uint64_t gen = shunt_random64() | 1;
 
+	fdtab_each(hold_for_child, &gen);
+	fork_gen_pre = gen;
+}
+
+void shunt_fork_after(pid_t pid)
+{
+	uint64_t gen = fork_gen_pre;
+
+	fork_gen_pre = 0;
+	if (pid < 0 && gen) /* no child: give its shares back */
+		fdtab_each(unhold, &gen);
+}
+
+static void atfork_child(void)
+{
+	uint64_t gen = fork_gen_pre;
+
 	my_pid = getpid();
+	fork_gen_pre = 0;
+	/* sandboxed: no getrandom, no stat (the clock is the vDSO's) */
+	if (!gen)
+		gen = shunt_sandboxed ? (shunt_now_ns() << 1 ^ (uint64_t)my_pid << 40) | 1
+				      : shunt_random64() | 1;
 	__atomic_add_fetch(&rand_epoch, 1, __ATOMIC_RELAXED);
 	fdtab_each(hold_inherited, &gen);
-	read_netns();
-	proc_id = shunt_random64();
+	if (!shunt_sandboxed) {
+		read_netns();
+		proc_id = shunt_random64();
+	}
 	rdv_atfork_child();
 	stats_atfork_child();
 	rdma_atfork_child();
@@ -230,8 +329,6 @@ __attribute__((constructor)) static void shunt_init(void)
 		open_dir();
 	pthread_atfork(atfork_prepare, NULL, atfork_child);
 	shunt_active = 1;
-	if (shunt_dirfd >= 0)
-		stats_init();
 	exec_inherit();
 	errno = e;
 }

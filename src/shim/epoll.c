@@ -191,7 +191,7 @@ static int reg_add(struct epset *ep, int fd, struct sk *s, struct epoll_event *e
 	in = (struct epoll_event){ .events = EPOLLIN | EPOLLRDHUP | EPOLLET |
 					    (s->conn->rd ? EPOLLOUT : 0u),
 				   .data.u64 = token(fd, 1) };
-	r->tcp_on = (!(s->conn->peer_eof || s->conn->peer_err) || s->conn->rd) &&
+	r->tcp_on = (!conn_socket_done(s->conn) || s->conn->rd) &&
 		    !real.epoll_ctl(ep->epfd, EPOLL_CTL_ADD, s->conn->tcp_fd, &in);
 	reset_edges(r);
 	r->fd = fd;
@@ -374,7 +374,7 @@ static int translate(struct epset *ep, struct epoll_event *evs, int k, int n)
 			/* the socket has said all it will (shared memory); an
 			 * RDMA connection's sending half may still move to it,
 			 * and then its writability comes from the socket */
-			if ((r->s->conn->peer_eof || r->s->conn->peer_err) && !r->s->conn->rd) {
+			if (conn_socket_done(r->s->conn) && !r->s->conn->rd) {
 				real.epoll_ctl(ep->epfd, EPOLL_CTL_DEL, r->s->conn->tcp_fd, NULL);
 				r->tcp_on = 0;
 			}

@@ -352,6 +352,8 @@ void exec_inherit(void)
 	const char *v = getenv("SHUNT_INHERIT");
 	char *copy, *save = NULL, *item;
 
+	if (v) /* sockets from the old image: their options are unknown here */
+		__atomic_store_n(&conn_timeouts_maybe, 1, __ATOMIC_RELAXED);
 	if (!v || !(copy = strdup(v)))
 		return;
 	int inherited[3 * 256], n = 0;

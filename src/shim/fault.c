@@ -33,6 +33,13 @@
  *                         queue pair forced into the error state, without a
  *                         post: the peer's end learns of it only by posting
  *                         (a host whose device died while idle).
+ *   SHUNT_FAULT_FO_CUT=BYTES   when a connection of this process moves its
+ *                         sending half to TCP (a failover), the process
+ *                         sends the failover message and BYTES of what it
+ *                         resends, then kills itself (SIGKILL): a sender
+ *                         whose write() accepted bytes that never come.
+ *                         Its peer must report ECONNRESET, never a clean
+ *                         EOF (issue #13, item 5).
  *   SHUNT_FAULT_RING=KIND   a hostile shared-memory peer (issue #12): the
  *                         first send() on this process's first accelerated
  *                         connection writes no data but attacks the segment
@@ -142,6 +149,13 @@ int shunt_fault_rdma(uint64_t staged)
 
 /* Called on every tick of the progress thread, which starts with the
  * process's first link. */
+int64_t shunt_fault_fo_cut(void)
+{
+	const char *v = getenv("SHUNT_FAULT_FO_CUT");
+
+	return v && *v ? (int64_t)strtoull(v, NULL, 10) : -1;
+}
+
 int shunt_fault_rdma_die(void)
 {
 	static uint64_t ms, start;

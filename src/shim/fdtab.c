@@ -142,14 +142,21 @@ struct sk *sk_new(int kind, int domain)
 
 void sk_put(struct sk *s)
 {
+	int last = -1;
+
 	if (!s || __atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL))
 		return;
-	if (s->conn)
-		conn_free(s->conn);
+	if (s->conn) {
+		if (s->kind == SK_SHM)
+			conn_closing(s->conn);
+		last = conn_free(s->conn);
+	}
 	if (s->ep)
 		ep_free(s->ep);
+	if (s->kind == SK_LISTEN && s->listen_port)
+		rdv_unlisten(s->listen_port);
 	if (s->stat)
-		stats_free(s->stat);
+		stats_free(s->stat, last);
 	s->conn = NULL;
 	s->ep = NULL;
 	s->stat = NULL;
@@ -224,10 +231,87 @@ int fd_hide(int fd)
 	return fd;
 }
 
+/* A descriptor a library opened for shunt (libibverbs' device and
+ * channel): its number stays, close() and close_range() leave it alone. */
+void fd_mark_internal(int fd)
+{
+	mark(fd, 1);
+}
+
 void fd_close_internal(int fd)
 {
 	if (fd < 0)
 		return;
 	mark(fd, 0);
 	real.close(fd);
+}
+
+/* ---- close_range() and closefrom() ---- */
+
+struct taken {
+	unsigned first, last;
+	struct sk **v;
+	int n, cap;
+};
+
+static void take_in_range(int fd, struct sk *s, void *arg)
+{
+	struct taken *t = arg;
+	struct sk **v;
+
+	(void)s;
+	if ((unsigned)fd < t->first || (unsigned)fd > t->last)
+		return;
+	if (t->n == t->cap) {
+		v = realloc(t->v, (size_t)(t->cap ? 2 * t->cap : 16) * sizeof *v);
+		if (!v)
+			return; /* its entry stays: a later lookup finds EBADF */
+		t->v = v;
+		t->cap = t->cap ? 2 * t->cap : 16;
+	}
+	if ((s = fdtab_take(fd)) != NULL) {
+		if (s->kind == SK_SHM)
+			ep_forget_fd(fd);
+		t->v[t->n++] = s;
+	}
+}
+
+/* The kernel's close_range over [first, last] minus shunt's own
+ * descriptors: one call per stretch between two of them, so the program
+ * makes the same system call it made (a seccomp filter allowing it allows
+ * these), and the flags go with the first (CLOSE_RANGE_UNSHARE once).  The
+ * connections on the program's closed fds end as close() ends them.
+ * CLOSE_RANGE_CLOEXEC closes nothing and shunt's own are close-on-exec
+ * already: the whole range goes to the kernel. */
+long fd_close_range(unsigned first, unsigned last, unsigned flags,
+		    long (*sys_close_range)(unsigned, unsigned, unsigned))
+{
+	struct taken t = { .first = first, .last = last };
+	unsigned lo = first, end;
+	long r = 0;
+
+	if (first > last || (flags & CLOSE_RANGE_CLOEXEC))
+		return sys_close_range(first, last, flags);
+	fdtab_each(take_in_range, &t);
+	end = last < INTERNAL_MAX ? last : INTERNAL_MAX - 1;
+	for (unsigned fd = first; fd <= end && r >= 0; fd++) {
+		uint64_t w = __atomic_load_n(&internal[fd / 64], __ATOMIC_RELAXED) >> (fd % 64);
+		if (!w) { /* none in the rest of this word */
+			fd |= 63;
+			continue;
+		}
+		if (!(w & 1))
+			continue;
+		if (fd > lo) {
+			r = sys_close_range(lo, fd - 1, flags);
+			flags &= ~(unsigned)CLOSE_RANGE_UNSHARE;
+		}
+		lo = fd + 1;
+	}
+	if (r >= 0 && lo <= last)
+		r = sys_close_range(lo, last, flags);
+	for (int i = 0; i < t.n; i++)
+		sk_put(t.v[i]);
+	free(t.v);
+	return r;
 }

@@ -7,6 +7,7 @@
  * once (musl's __syscall_ret).  On success errno is left as the caller had it.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -18,6 +19,8 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <linux/seccomp.h>
 #include <sys/select.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
@@ -60,6 +63,7 @@ static int is_tcp(int domain, int type, int proto)
 /* A TCP socket this process did not create under shunt (inherited). */
 static int probe_tcp(int fd, int *domain)
 {
+	__atomic_store_n(&conn_timeouts_maybe, 1, __ATOMIC_RELAXED); /* its options are unknown */
 	int v = 0, t = 0, p = 0;
 	socklen_t l = sizeof v;
 	int e = errno, ok;
@@ -212,6 +216,35 @@ EXPORT int close(int fd)
 	return r;
 }
 
+static long sys_close_range(unsigned first, unsigned last, unsigned flags)
+{
+	long r = R(syscall)(SYS_close_range, first, last, flags);
+
+	return r < 0 ? -errno : r;
+}
+
+/* close_range and closefrom (sshd's, many daemons' first act) close the
+ * program's descriptors, never shunt's own (fdtab.c). */
+EXPORT int close_range(unsigned first, unsigned last, int flags)
+{
+	return (int)edge(fd_close_range(first, last, (unsigned)flags, sys_close_range));
+}
+
+EXPORT void closefrom(int lowfd)
+{
+	long max;
+
+	if (lowfd < 0)
+		lowfd = 0;
+	if (!fd_close_range((unsigned)lowfd, ~0u, 0, sys_close_range))
+		return;
+	/* no close_range in this kernel: one close() per number, as glibc's
+	 * fallback (which reads /proc/self/fd) would */
+	max = sysconf(_SC_OPEN_MAX);
+	for (long fd = lowfd; fd < max; fd++)
+		close((int)fd);
+}
+
 EXPORT int shutdown(int fd, int how)
 {
 	struct sk *s = get_kind(fd, SK_SHM);
@@ -319,6 +352,10 @@ EXPORT int ioctl(int fd, unsigned long req, ...)
 		sk_put(s);
 		return 0;
 	}
+	if (s->kind == SK_SHM && !s->conn->rd && sockinfo_ioctl(s->conn, req, arg)) {
+		sk_put(s);
+		return 0;
+	}
 	r = R(ioctl)(fd, req, arg);
 	if (!r && req == FIONBIO)
 		s->nonblock = !!*(int *)arg;
@@ -331,6 +368,14 @@ EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 	struct sk *s;
 	struct shunt_info info = { 0 };
 
+	if (level == IPPROTO_TCP && name == TCP_INFO && val && len) {
+		int r = R(getsockopt)(fd, level, name, val, len);
+		if (!r && (s = get_kind(fd, SK_SHM))) {
+			sockinfo_tcp_info(s->conn, val, *len);
+			sk_put(s);
+		}
+		return r;
+	}
 	if (level != SOL_SHUNT)
 		return R(getsockopt)(fd, level, name, val, len);
 	s = fdtab_get(fd);
@@ -366,6 +411,19 @@ EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t le
 	    (s = get_kind(fd, SK_TCP))) {
 		if (!s->is_client)
 			s->reason = SHUNT_R_UNSUPPORTED;
+		sk_put(s);
+	}
+	if (!r && level == SOL_SOCKET &&
+	    (name == SO_RCVTIMEO_OLD || name == SO_RCVTIMEO_NEW || name == SO_SNDTIMEO_OLD ||
+	     name == SO_SNDTIMEO_NEW)) {
+		__atomic_store_n(&conn_timeouts_maybe, 1, __ATOMIC_RELAXED);
+		if ((s = get_kind(fd, SK_SHM))) {
+			conn_set_timeout(s->conn, name, val, len);
+			sk_put(s);
+		}
+	}
+	if (!r && level == SOL_SOCKET && name == SO_RCVLOWAT && (s = get_kind(fd, SK_SHM))) {
+		sockinfo_rcvlowat(s->conn, val, len);
 		sk_put(s);
 	}
 	return r;
@@ -533,12 +591,43 @@ EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct
 	return h ? r : R(sendto)(fd, buf, n, flags, a, al);
 }
 
+/* An accelerated connection passed to another process (SCM_RIGHTS) arrives
+ * there as its bare kernel socket: its bytes stay in our ring (issue #13,
+ * item 6, open).  Not silently: a warning names it, once per process. */
+static void warn_passed(const struct msghdr *m)
+{
+	static int warned;
+
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c && !warned; c = CMSG_NXTHDR((struct msghdr *)m, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
+			int pfd;
+			struct sk *s;
+			memcpy(&pfd, CMSG_DATA(c) + i * sizeof(int), sizeof pfd);
+			if ((s = get_kind(pfd, SK_SHM))) {
+				sk_put(s);
+				warned = 1;
+				shunt_warn("fd %d, an accelerated connection, is passed to another process "
+					   "(SCM_RIGHTS): the receiver will not see its data; keep this "
+					   "service plain (SHUNT_PORTS, SHUNT_DISABLE: docs/architecture.md)",
+					   pfd);
+				break;
+			}
+		}
+	}
+}
+
 EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 {
 	int h;
 	ssize_t r = shm_send(fd, m->msg_iov, (int)m->msg_iovlen, flags, &h);
 
-	return h ? r : R(sendmsg)(fd, m, flags);
+	if (h)
+		return r;
+	if (m->msg_controllen && m->msg_control)
+		warn_passed(m);
+	return R(sendmsg)(fd, m, flags);
 }
 
 /* sendfile to an accelerated socket: read the file, write the ring. */
@@ -599,6 +688,81 @@ EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t count)
 EXPORT ssize_t sendfile64(int out, int in, off_t *off, size_t count)
 {
 	return sendfile(out, in, off, count);
+}
+
+/* splice() moving bytes to or from an accelerated socket: splice.c */
+EXPORT ssize_t splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t len,
+		      unsigned int flags)
+{
+	int h;
+	ssize_t r = shim_splice(in, off_in, out, off_out, len, flags, &h);
+
+	return h ? edge(r) : R(splice)(in, off_in, out, off_out, len, flags);
+}
+
+/* sendmmsg/recvmmsg on an accelerated socket: one sendmsg/recvmsg per
+ * message, as the kernel loops; the count of messages done, or the first
+ * one's error. */
+EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
+{
+	struct sk *s = get_kind(fd, SK_SHM);
+	unsigned i;
+
+	if (!s)
+		return R(sendmmsg)(fd, v, n, flags);
+	for (i = 0; i < n && i < UIO_MAXIOV; i++) {
+		struct msghdr *m = &v[i].msg_hdr;
+		ssize_t r = conn_send(s, m->msg_iov, (int)m->msg_iovlen, flags);
+		if (r < 0) {
+			if (!i) {
+				sk_put(s);
+				return (int)edge(r);
+			}
+			break;
+		}
+		v[i].msg_len = (unsigned)r;
+		if ((size_t)r < iov_total(m->msg_iov, (int)m->msg_iovlen)) {
+			i++; /* short: the next would wait or fail */
+			break;
+		}
+	}
+	sk_put(s);
+	return (int)i;
+}
+
+EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags, struct timespec *tmo)
+{
+	struct sk *s = get_kind(fd, SK_SHM);
+	uint64_t end = tmo ? shunt_now_ns() + (uint64_t)tmo->tv_sec * 1000000000ull + (uint64_t)tmo->tv_nsec : 0;
+	unsigned i;
+
+	if (!s)
+		return R(recvmmsg)(fd, v, n, flags, tmo);
+	for (i = 0; i < n && i < UIO_MAXIOV; i++) {
+		struct msghdr *m = &v[i].msg_hdr;
+		int f = flags & ~MSG_WAITFORONE;
+		ssize_t r;
+		if (i && (flags & MSG_WAITFORONE))
+			f |= MSG_DONTWAIT;
+		r = conn_recv(s, m->msg_iov, (int)m->msg_iovlen, f);
+		if (r < 0) {
+			if (!i) {
+				sk_put(s);
+				return (int)edge(r);
+			}
+			break; /* the kernel keeps this error for the next call; so does the ring */
+		}
+		v[i].msg_len = (unsigned)r;
+		m->msg_namelen = 0;
+		m->msg_controllen = 0;
+		m->msg_flags = 0;
+		if (tmo && shunt_now_ns() >= end) {
+			i++;
+			break;
+		}
+	}
+	sk_put(s);
+	return (int)i;
 }
 
 /* ---- readiness ---- */
@@ -739,9 +903,23 @@ EXPORT int epoll_pwait2(int epfd, struct epoll_event *evs, int max, const struct
 
 /* vfork's child shares our stack and may not return through a wrapper:
  * fork instead (the child only execs or exits; copy-on-write is cheap). */
+EXPORT pid_t fork(void)
+{
+	pid_t p;
+	int e;
+
+	shunt_fork_before();
+	p = R(fork)();
+	e = errno;
+	if (p) /* the parent (the child's hook is core.c's atfork_child) */
+		shunt_fork_after(p);
+	errno = e;
+	return p;
+}
+
 EXPORT pid_t vfork(void)
 {
-	return R(fork)();
+	return fork();
 }
 
 /* The process ends without exit()'s destructors: what write() accepted
@@ -749,6 +927,9 @@ EXPORT pid_t vfork(void)
 EXPORT void _exit(int status)
 {
 	rdma_exit_flush();
+	conn_exit_all(); /* what exit()'s destructors would do */
+	rdv_exit();
+	stats_exit();
 	for (;;)
 		syscall(SYS_exit_group, status);
 }
@@ -756,4 +937,85 @@ EXPORT void _exit(int status)
 EXPORT void _Exit(int status)
 {
 	_exit(status);
+}
+
+/* ---- prctl and syscall: what a program may do behind the wrappers ---- */
+
+EXPORT int prctl(int option, ...)
+{
+	unsigned long a[4];
+	va_list ap;
+
+	va_start(ap, option);
+	for (int i = 0; i < 4; i++)
+		a[i] = va_arg(ap, unsigned long);
+	va_end(ap);
+	if (option == PR_SET_SECCOMP)
+		shunt_sandbox_enter(); /* before: other threads may be filtered too (TSYNC) */
+	return R(prctl)(option, a[0], a[1], a[2], a[3]);
+}
+
+/* libc's syscall(): the calls that bypass every wrapper above.  The
+ * arguments are read as six longs whatever the call, as musl's and glibc's
+ * own syscall() do. */
+EXPORT long syscall(long nr, ...)
+{
+	long a[6];
+	va_list ap;
+
+	va_start(ap, nr);
+	for (int i = 0; i < 6; i++)
+		a[i] = va_arg(ap, long);
+	va_end(ap);
+	switch (nr) {
+	case SYS_close:
+		return close((int)a[0]);
+	case SYS_close_range:
+		return edge(fd_close_range((unsigned)a[0], (unsigned)a[1], (unsigned)a[2],
+					   sys_close_range));
+	case SYS_seccomp:
+		if (a[0] == SECCOMP_SET_MODE_STRICT || a[0] == SECCOMP_SET_MODE_FILTER)
+			shunt_sandbox_enter();
+		break;
+	case SYS_prctl:
+		if (a[0] == PR_SET_SECCOMP)
+			shunt_sandbox_enter();
+		break;
+	case SYS_io_uring_setup:
+		shunt_uring_seen();
+		break;
+	}
+	return R(syscall)(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
+}
+
+/* liburing's set-up functions (liburing makes its system calls itself, so
+ * these exported names are where a program using it can be seen; one
+ * linked statically cannot).  Each is the next library's, called after. */
+#define URING_NEXT(name, ...)                                               \
+	do {                                                                \
+		int (*next)() = (int (*)())dlsym(RTLD_NEXT, name);          \
+		shunt_uring_seen();                                         \
+		if (!next)                                                  \
+			return -ENOSYS;                                     \
+		return next(__VA_ARGS__);                                   \
+	} while (0)
+
+EXPORT int io_uring_queue_init(unsigned entries, void *ring, unsigned flags)
+{
+	URING_NEXT("io_uring_queue_init", entries, ring, flags);
+}
+
+EXPORT int io_uring_queue_init_params(unsigned entries, void *ring, void *p)
+{
+	URING_NEXT("io_uring_queue_init_params", entries, ring, p);
+}
+
+EXPORT int io_uring_queue_init_mem(unsigned entries, void *ring, void *p, void *buf, size_t size)
+{
+	URING_NEXT("io_uring_queue_init_mem", entries, ring, p, buf, size);
+}
+
+EXPORT int io_uring_setup(unsigned entries, void *p)
+{
+	URING_NEXT("io_uring_setup", entries, p);
 }

@@ -63,15 +63,74 @@ static int build(struct pollfd *fds, nfds_t n, struct sk **sks, struct pollfd *e
 		tev = (short)(c->peer_eof ? 0 : POLLIN | POLLRDHUP);
 		if (rdma_conn_moving(c))
 			tev |= (short)(fds[i].events & POLLOUT);
-		ext[k++] = (struct pollfd){ .fd = c->peer_err || !tev ? -1 : c->tcp_fd, .events = tev };
+		/* after the peer's FIN, its reset still matters (a writer's
+		 * probe gets one from a gone peer): POLLERR needs no event */
+		ext[k++] = (struct pollfd){ .fd = conn_socket_done(c) && !tev ? -1 : c->tcp_fd,
+					    .events = tev };
 	}
 	return k;
+}
+
+/* The kernel refuses more entries than RLIMIT_NOFILE (EINVAL), and a
+ * sandbox may set that as low as the program's own count (OpenSSH's
+ * pre-authentication child polls one socket under a limit of 1).  Then,
+ * without asking for the limit (a system call the program would not make),
+ * the array keeps the program's size: each accelerated entry's slot holds
+ * its eventfd, and its TCP socket (the peer's FIN or RST, a killed peer) is
+ * looked at between naps of at most NARROW_TICK_MS - that much later. */
+#define NARROW_TICK_MS 20
+
+static int narrow_pass(struct pollfd *fds, nfds_t n, struct sk **sks, int tmo,
+		       const sigset_t *mask, struct pollfd *ext)
+{
+	struct timespec ts, zero = { 0, 0 };
+	int r, ready = 0, k = 0;
+
+	if (tmo < 0 || tmo > NARROW_TICK_MS)
+		tmo = NARROW_TICK_MS;
+	for (nfds_t i = 0; i < n; i++) {
+		ext[i] = fds[i];
+		if (sks[i]) {
+			conn_arm(sks[i]->conn, (unsigned)fds[i].events & (POLLIN | POLLOUT));
+			ext[i] = (struct pollfd){ .fd = sks[i]->conn->efd_mine, .events = POLLIN };
+		}
+	}
+	if (scan_accel(fds, n, sks))
+		tmo = 0; /* became ready while arming */
+	ts = (struct timespec){ tmo / 1000, (tmo % 1000) * 1000000L };
+	r = real.ppoll(ext, n, &ts, mask);
+	if (r < 0)
+		return -errno;
+	for (nfds_t i = 0; i < n; i++) {
+		if (!sks[i]) {
+			fds[i].revents = ext[i].revents;
+			ready += ext[i].revents != 0;
+		} else if (ext[i].revents) {
+			conn_drain(sks[i]->conn);
+		}
+	}
+	for (nfds_t i = 0; i < n; i++) {
+		struct conn *c = sks[i] ? sks[i]->conn : NULL;
+		if (c && !conn_socket_done(c))
+			ext[k++] = (struct pollfd){ .fd = c->tcp_fd,
+						    .events = (short)(c->peer_eof ? 0 : POLLIN | POLLRDHUP) };
+	}
+	if (k && real.ppoll(ext, (nfds_t)k, &zero, mask) > 0) {
+		k = 0;
+		for (nfds_t i = 0; i < n; i++) {
+			struct conn *c = sks[i] ? sks[i]->conn : NULL;
+			if (c && !conn_socket_done(c) && ext[k++].revents)
+				conn_refresh(c);
+		}
+	}
+	return ready;
 }
 
 static int poll_loop(struct pollfd *fds, nfds_t n, struct sk **sks, int timeout_ms,
 		     const sigset_t *mask, struct pollfd *ext)
 {
 	uint64_t deadline = timeout_ms > 0 ? shunt_now_ns() + (uint64_t)timeout_ms * 1000000ull : 0;
+	int narrow = 0;
 
 	for (;;) {
 		int tmo = remaining_ms(timeout_ms, deadline), ready = scan_accel(fds, n, sks), k, r;
@@ -79,11 +138,24 @@ static int poll_loop(struct pollfd *fds, nfds_t n, struct sk **sks, int timeout_
 
 		if (ready)
 			tmo = 0;
+		if (narrow) {
+			r = narrow_pass(fds, n, sks, tmo, mask, ext);
+			if (r < 0)
+				return r;
+			ready = r + scan_accel(fds, n, sks);
+			if (ready || !tmo || (timeout_ms > 0 && !remaining_ms(timeout_ms, deadline)))
+				return ready;
+			continue;
+		}
 		k = build(fds, n, sks, ext);
 		if (!ready && scan_accel(fds, n, sks))
 			tmo = 0; /* became ready while arming */
 		ts = (struct timespec){ tmo / 1000, (tmo % 1000) * 1000000L };
 		r = real.ppoll(ext, (nfds_t)k, tmo < 0 ? NULL : &ts, mask);
+		if (r < 0 && errno == EINVAL && (nfds_t)k > n) {
+			narrow = 1; /* over RLIMIT_NOFILE only because of our entries */
+			continue;
+		}
 		if (r < 0)
 			return -errno;
 		ready = 0;

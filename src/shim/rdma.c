@@ -349,6 +349,10 @@ static void link_add(struct rdma_link *l, const uint8_t host[16], uint64_t proc)
 	links = l;
 	nonblock(l->dev->ch->fd);
 	nonblock(l->dev->ctx->async_fd);
+	/* the program's close_range() or closefrom() must not take them */
+	fd_mark_internal(l->dev->ch->fd);
+	fd_mark_internal(l->dev->ctx->async_fd);
+	fd_mark_internal(l->dev->ctx->cmd_fd);
 	thread_start();
 }
 
@@ -643,6 +647,7 @@ static int attach(struct sk *s, int fd, struct rdma_conn *rc, uint64_t raddr, ui
 	c->efd_peer = -1;
 	c->tcp_fd = fd_hide(dupfd);
 	c->spin_ns = shunt_cfg.spin_ns;
+	conn_load_timeouts(c);
 	pthread_mutex_init(&c->fo_lock, NULL);
 	c->tx = (struct ring){ .ctl = &rc->h->ring[0], .data = rdma_slot_tx(l, rc->slot), .size = rs };
 	c->rx = (struct ring){ .ctl = &rc->h->ring[1], .data = rdma_slot_rx(l, rc->slot), .size = rs };
@@ -987,6 +992,7 @@ static int fo_tx_begin(struct conn *c, int push_flags)
 	shunt_fo_encode(c->fo_hdr, start, end, (uint32_t)why);
 	c->fo_hdr_off = 0;
 	c->fo_next = start;
+	c->fo_start = start;
 	c->fo_end = end;
 	if (rc->fin_done) { /* all of it reached the peer and the kernel's FIN followed */
 		c->fo_hdr_off = sizeof c->fo_hdr;
@@ -1008,6 +1014,31 @@ static int fo_tx_begin(struct conn *c, int push_flags)
 	return 0;
 }
 
+/* Tests only (SHUNT_FAULT_FO_CUT, fault.c): after the failover message,
+ * that many bytes of the resend and the process dies. */
+static void fo_fault_cut(struct conn *c)
+{
+	int64_t cut = shunt_fault_fo_cut();
+	uint64_t left;
+
+	if (cut < 0)
+		return;
+	left = c->fo_end - c->fo_next;
+	if ((uint64_t)cut < left)
+		left = (uint64_t)cut;
+	while (left) {
+		uint32_t off = (uint32_t)(c->fo_next & (c->tx.size - 1));
+		size_t len = (size_t)(left < c->tx.size - off ? left : c->tx.size - off);
+		ssize_t n = real.send(c->tcp_fd, c->tx.data + off, len, MSG_NOSIGNAL);
+		if (n <= 0)
+			break;
+		c->fo_next += (uint64_t)n;
+		left -= (uint64_t)n;
+	}
+	shunt_log("fault: failover cut after %lld resent bytes: the process dies", (long long)cut);
+	raise(SIGKILL);
+}
+
 /* Send what the move owes the peer (writer lock held): 0 when all is on
  * the socket, else -errno (-EAGAIN: a full socket). */
 static int fo_flush(struct conn *c, int flags)
@@ -1019,6 +1050,7 @@ static int fo_flush(struct conn *c, int flags)
 			return errno == EWOULDBLOCK ? -EAGAIN : -errno;
 		c->fo_hdr_off += (unsigned)n;
 	}
+	fo_fault_cut(c);
 	while (c->fo_next != c->fo_end) {
 		uint32_t off = (uint32_t)(c->fo_next & (c->tx.size - 1));
 		uint64_t left = c->fo_end - c->fo_next;
@@ -1203,6 +1235,11 @@ static void fo_rx_settle(struct conn *c)
 			prod = __atomic_load_n(&c->rx.ctl->prod, __ATOMIC_ACQUIRE);
 			pthread_mutex_unlock(&c->rd->link->cq_lock);
 			e = shunt_fo_skip(&m, prod, c->rx.size, &c->fo_skip);
+			/* the socket's stream starts at the message's start and
+			 * owes us at least up to its end (what the peer's write()
+			 * accepted): an end before it is a reset (item 5) */
+			c->fo_rx_pos = m.start;
+			c->fo_rx_end = m.end;
 		}
 		if (e) {
 			shunt_log("rdma: invalid failover message on tcp fd %d", c->tcp_fd);
@@ -1227,12 +1264,18 @@ static void fo_rx_settle(struct conn *c)
 		}
 		r = real.recv(c->tcp_fd, buf, c->fo_skip < sizeof buf ? (size_t)c->fo_skip : sizeof buf,
 			      MSG_DONTWAIT);
-		if (r > 0)
+		if (r > 0) {
 			c->fo_skip -= (uint64_t)r;
-		else if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+			c->fo_rx_pos += (uint64_t)r;
+		} else if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+			/* the stream ended, or was reset, inside the resend:
+			 * this recv took the kernel's one report of it, so the
+			 * reader gets it from here (never a clean EOF) */
+			c->fo_rx_err = r ? errno : ECONNRESET;
 			__atomic_store_n(&c->fo_rx, 2, __ATOMIC_RELEASE); /* the application reads it */
-		else
+		} else {
 			break;
+		}
 	}
 }
 
@@ -1324,7 +1367,23 @@ ssize_t rdma_conn_recv_tcp(struct conn *c, const struct iovec *iov, int iovcnt, 
 	}
 	if (c->peer_err == EPROTO)
 		return -EPROTO;
+	if (c->fo_rx_err) { /* reported once, as the kernel reports a reset */
+		int e = c->fo_rx_err;
+		c->fo_rx_err = 0;
+		c->fo_rx_end = 0;
+		return -e;
+	}
 	n = real.recvmsg(c->tcp_fd, &mh, flags);
+	if (n > 0 && !(flags & MSG_PEEK))
+		c->fo_rx_pos += (uint64_t)n;
+	if (n == 0 && c->fo_rx_pos < c->fo_rx_end) {
+		/* bytes the peer's write() accepted never came: not an end */
+		shunt_log("rdma: tcp fd %d: the stream ended %llu bytes short of the peer's "
+			  "failover; reporting ECONNRESET", c->tcp_fd,
+			  (unsigned long long)(c->fo_rx_end - c->fo_rx_pos));
+		c->fo_rx_end = 0;
+		return -ECONNRESET;
+	}
 	return n < 0 ? -errno : n;
 }
 
@@ -1487,6 +1546,10 @@ static int move_ring(struct conn *c, uint64_t deadline)
 	h->ring[0].wr_done = __atomic_load_n(&otx->wr_done, __ATOMIC_ACQUIRE);
 	/* threads that wait for the old locks find the rings changed (conn.c) */
 	moved_use(c, h, len, fd_hide(fd));
+	/* shared from now on: a process cannot tell how much of the peer's
+	 * resend the others read, so the short-resend check (fo_rx_end) is
+	 * this process's only while it reads alone */
+	c->fo_rx_end = 0;
 	r = 0;
 out:
 	shunt_unlock(&orx->rlock);
@@ -1631,6 +1694,7 @@ int rdma_conn_adopt(int fd, int memfd, int side, int reason, struct conn **out)
 	c->efd_mine = fd_hide(efd);
 	c->efd_peer = -1;
 	c->spin_ns = shunt_cfg.spin_ns;
+	conn_load_timeouts(c);
 	pthread_mutex_init(&c->fo_lock, NULL);
 	c->fo_want = reason;
 	c->fo_tx = 1;

@@ -30,6 +30,8 @@ static void resolve(void)
 	RESOLVE(pselect); RESOLVE(epoll_create); RESOLVE(epoll_create1);
 	RESOLVE(epoll_ctl); RESOLVE(epoll_wait); RESOLVE(epoll_pwait);
 	RESOLVE(sendfile); RESOLVE(execve); RESOLVE(fexecve); RESOLVE(fork);
+	RESOLVE(syscall); RESOLVE(prctl); RESOLVE(splice); RESOLVE(sendmmsg);
+	RESOLVE(recvmmsg);
 	/* Newer than some libcs: optional. */
 	*(void **)&real.epoll_pwait2 = dlsym(RTLD_NEXT, "epoll_pwait2");
 	*(void **)&real.execveat = dlsym(RTLD_NEXT, "execveat");

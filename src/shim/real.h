@@ -58,6 +58,11 @@ struct real_fns {
 	int (*execveat)(int, const char *, char *const[], char *const[], int);
 	int (*fexecve)(int, char *const[], char *const[]);
 	pid_t (*fork)(void);
+	long (*syscall)(long, ...);
+	ssize_t (*splice)(int, loff_t *, int, loff_t *, size_t, unsigned int);
+	int (*sendmmsg)(int, struct mmsghdr *, unsigned int, int);
+	int (*recvmmsg)(int, struct mmsghdr *, unsigned int, int, struct timespec *);
+	int (*prctl)(int, ...);
 };
 
 extern struct real_fns real;

@@ -52,12 +52,15 @@
 #define CONFIRM_WAIT_NS 1000000000ull          /* server waits for the client's attach */
 #define CLAIMED_WAIT_NS 5000000000ull          /* client waits for a claimed message */
 #define SPIN_MSG_NS 50000ull                   /* client spins this long before sleeping */
+#define SEND_RETRIES 1000                      /* x 0.1 ms: an accept message into a full queue */
 
 struct portreg {
 	struct shunt_registry *r;
 	int probe_fd;     /* for the liveness probe (flock EX|NB) */
 	int lock_fd;      /* LOCK_SH held while this process listens on the port */
+	pid_t lock_pid;   /* the process that took it (a forked child's copy is not its own) */
 	int nlisten;
+	ino_t ino;        /* the file mapped: the name may since point elsewhere */
 };
 
 static struct portreg *_Atomic ports[65536];
@@ -235,27 +238,69 @@ static struct portreg *reg_open(uint16_t port, int create)
 	p->r = m;
 	p->probe_fd = fd_hide(fd);
 	p->lock_fd = -1;
+	p->ino = st.st_ino;
 	return p;
 fail:
 	real.close(fd);
 	return NULL;
 }
 
-static struct portreg *reg_get(uint16_t port, int create)
+/* Does the port's name still lead to this registry?  The last listener of
+ * a port removes the file (rdv_unlisten), a new one makes a new file. */
+static int reg_current(const struct portreg *p, uint16_t port)
+{
+	char path[SHUNT_DIR_NAME_MAX];
+	struct stat st;
+
+	shunt_dir_name(path, 'p', port);
+	return !fstatat(shunt_dirfd, path, &st, AT_SYMLINK_NOFOLLOW) && st.st_ino == p->ino;
+}
+
+/* The port's registry, mapped once per process.  fresh: make sure it is
+ * the file the name leads to now; one that was replaced stays mapped (a
+ * thread may still read it: a few kilobytes and a descriptor, once per
+ * re-creation) and the new one is used from then on. */
+static struct portreg *reg_get(uint16_t port, int create, int fresh)
 {
 	struct portreg *p = __atomic_load_n(&ports[port], __ATOMIC_ACQUIRE);
 
-	if (p)
+	if (p && (!fresh || reg_current(p, port)))
 		return p;
 	pthread_mutex_lock(&reg_lock);
-	p = ports[port];
-	if (!p) {
-		p = reg_open(port, create);
-		if (p)
-			__atomic_store_n(&ports[port], p, __ATOMIC_RELEASE);
+	if (ports[port] == p) {
+		struct portreg *n = reg_open(port, create);
+		if (n || !p)
+			__atomic_store_n(&ports[port], n, __ATOMIC_RELEASE);
 	}
+	p = ports[port];
 	pthread_mutex_unlock(&reg_lock);
 	return p;
+}
+
+/* Our last listener on the port closed (fdtab.c, as the socket goes).  Its
+ * lock is let go; if no process listens any more the file is removed,
+ * under the exclusive lock, so a directory does not keep one file per port
+ * ever listened on (issue #13, item 9).  A forked child's inherited lock is
+ * its parent's too: never let go here. */
+void rdv_unlisten(uint16_t port)
+{
+	struct portreg *p = __atomic_load_n(&ports[port], __ATOMIC_ACQUIRE);
+	char path[SHUNT_DIR_NAME_MAX];
+
+	if (!p || shunt_sandboxed)
+		return;
+	pthread_mutex_lock(&reg_lock);
+	if (p->nlisten > 0 && --p->nlisten == 0 && p->lock_fd >= 0 && p->lock_pid == shunt_pid()) {
+		fd_close_internal(p->lock_fd); /* the last descriptor of it: the lock goes */
+		p->lock_fd = -1;
+		if (!flock(p->probe_fd, LOCK_EX | LOCK_NB)) {
+			shunt_dir_name(path, 'p', port);
+			if (reg_current(p, port))
+				unlinkat(shunt_dirfd, path, 0);
+			flock(p->probe_fd, LOCK_UN);
+		}
+	}
+	pthread_mutex_unlock(&reg_lock);
 }
 
 /* Is some process holding the listener lock?  flock locks die with their
@@ -319,25 +364,41 @@ int rdv_listen(int fd, struct sk *s)
 	struct stat st;
 
 	s->kind = SK_LISTEN;
+	if (s->listen_port)
+		return 0; /* registered already (listen() again) */
 	if (!shunt_active || shunt_off_reason || getsockname(fd, (void *)&ss, &l) || shunt_addr_from_sockaddr(&a, (void *)&ss))
 		return 0;
 	if (!shunt_config_port_allowed(&shunt_cfg, a.port))
 		return 0;
-	p = reg_get(a.port, 1);
-	if (!p)
-		return 0;
-	pthread_mutex_lock(&reg_lock);
-	if (p->lock_fd < 0) {
-		shunt_dir_name(path, 'p', a.port);
-		p->lock_fd = reg_openat(path, O_RDONLY, &st);
-		if (p->lock_fd >= 0) {
-			flock(p->lock_fd, LOCK_SH);
-			p->lock_fd = fd_hide(p->lock_fd);
+	for (int tries = 0; tries < 3; tries++) {
+		int lk = -1;
+		p = reg_get(a.port, 1, 1);
+		if (!p)
+			return 0;
+		pthread_mutex_lock(&reg_lock);
+		if (p->lock_fd < 0) {
+			/* the lock, then the check that the name still leads to
+			 * this file: the last listener elsewhere may have removed
+			 * it meanwhile (it removes under the exclusive lock) */
+			shunt_dir_name(path, 'p', a.port);
+			lk = reg_openat(path, O_RDONLY, &st);
+			if (lk >= 0 && (st.st_ino != p->ino || flock(lk, LOCK_SH) ||
+					!reg_current(p, a.port))) {
+				real.close(lk);
+				pthread_mutex_unlock(&reg_lock);
+				continue; /* replaced: the next turn maps the new one */
+			}
+			if (lk >= 0) {
+				p->lock_fd = fd_hide(lk);
+				p->lock_pid = shunt_pid();
+			}
 		}
+		p->nlisten++;
+		reg_add_listener(p, &a);
+		pthread_mutex_unlock(&reg_lock);
+		s->listen_port = a.port;
+		return 0;
 	}
-	p->nlisten++;
-	reg_add_listener(p, &a);
-	pthread_mutex_unlock(&reg_lock);
 	return 0;
 }
 
@@ -353,7 +414,7 @@ struct got_msg {
 static int csock = -1;
 static pid_t csock_pid;
 static uint64_t csock_id;
-static struct got_msg stash[64];
+static struct got_msg stash[256]; /* others' messages, one per waiting thread */
 static int nstash;
 static pthread_mutex_t csock_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -362,6 +423,8 @@ static int csock_get(uint64_t *id)
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
 	int fd, r = 0;
 
+	stats_adopt_maybe(); /* the s<id> file first: `shunt ss` learns from it
+				 * that a dead process's c<id> is to be reaped */
 	pthread_mutex_lock(&csock_lock);
 	if (csock >= 0 && csock_pid == shunt_pid())
 		goto out;
@@ -393,6 +456,40 @@ static void close_fds(int *fds, int n)
 	for (int i = 0; i < n; i++)
 		if (fds[i] >= 0)
 			real.close(fds[i]);
+}
+
+/* The arena and eventfds a message of our own user brings are taken in
+ * the order the messages arrive, not when the thread they are for gets to
+ * them: two server threads may send a new arena's first connection (with
+ * its memfd) after its second, and a segment's eventfds come only with its
+ * first use - taken late or lost with a failed attach, every later
+ * connection on that segment would fail (issue #13, item 10: a third of 64
+ * concurrent connections fell back).  Another user's message (a shared
+ * directory) is checked against its connection first, in client_attach. */
+static void take_arena_state(struct got_msg *g)
+{
+	int has_arena = !!(g->m.flags & SHUNT_MSG_F_ARENA);
+	struct arena *a;
+
+	if (!g->has_uid || g->uid != (uint32_t)geteuid())
+		return;
+	if (has_arena) {
+		if (arena_client_get(g->m.arena, g->fds[0], &a))
+			return; /* the memfd is closed; the connection will fall back */
+		arena_put(a); /* mapped: it stays, as arenas do */
+		g->fds[0] = g->fds[1];
+		g->fds[1] = g->fds[2];
+		g->fds[2] = -1;
+		g->m.flags &= ~(uint32_t)SHUNT_MSG_F_ARENA;
+	} else if (arena_client_get(g->m.arena, -1, &a)) {
+		return; /* its first message is not here yet: client_attach waits */
+	} else {
+		arena_put(a);
+	}
+	if ((g->m.flags & SHUNT_MSG_F_EFDS) && !arena_set_efds(a, g->m.seg, g->m.efd_gen, g->fds)) {
+		g->fds[0] = g->fds[1] = -1;
+		g->m.flags &= ~(uint32_t)SHUNT_MSG_F_EFDS;
+	}
 }
 
 /* Receive every queued message; keep those for other threads' connects. */
@@ -442,6 +539,7 @@ static void csock_pump(void)
 		memcpy(stash[nstash].fds, fds, sizeof fds);
 		stash[nstash].uid = (uint32_t)cr.uid;
 		stash[nstash].has_uid = has_cr;
+		take_arena_state(&stash[nstash]);
 		nstash++;
 	}
 }
@@ -504,7 +602,7 @@ static struct shunt_slot *slot_reserve(struct portreg *p, uint64_t sock_id, uint
 			continue;
 		*nonce = shunt_fast_random();
 		sl->stamp_ns = now;
-		sl->client_pid = (uint32_t)getpid();
+		sl->client_pid = (uint32_t)shunt_pid();
 		sl->nonce = *nonce;
 		sl->sock_id = sock_id;
 		sl->netns = shunt_netns_ino();
@@ -615,26 +713,37 @@ static int client_attach(struct sk *s, int fd, uint64_t nonce, struct got_msg *g
 		close_fds(g->fds, (has_arena ? 1 : 0) + (efds ? 2 : 0));
 		return SHUNT_R_HANDSHAKE;
 	}
-	if (arena_client_get(g->m.arena, has_arena ? g->fds[0] : -1, &a)) {
-		if (efds)
-			close_fds(efds, 2);
-		return SHUNT_R_HANDSHAKE;
+	for (int i = 0; arena_client_get(g->m.arena, has_arena ? g->fds[0] : -1, &a); i++) {
+		if (has_arena || i == 1000) {
+			if (efds)
+				close_fds(efds, 2);
+			return SHUNT_R_HANDSHAKE;
+		}
+		/* the arena's first message, sent by another server thread,
+		 * may still be on its way: pump it in (bounded, 100 ms) */
+		nanosleep(&(struct timespec){ 0, 100000 }, NULL);
+		pthread_mutex_lock(&csock_lock);
+		csock_pump();
+		pthread_mutex_unlock(&csock_lock);
 	}
 	dupfd = fd_dup_hidden(fd);
 	if (arena_set_efds(a, g->m.seg, g->m.efd_gen, efds) || dupfd < 0 ||
 	    conn_attach(&c, a, g->m.seg, 0, dupfd, &nonce)) {
-		if (g->m.seg < SHUNT_ARENA_SLOTS && arena_seg(a, g->m.seg)->nonce == nonce)
-			__atomic_compare_exchange_n(&arena_seg(a, g->m.seg)->confirm, &pending, 2, 0,
-						    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+		if (g->m.seg < SHUNT_ARENA_SLOTS && arena_seg(a, g->m.seg)->nonce == nonce &&
+		    __atomic_compare_exchange_n(&arena_seg(a, g->m.seg)->confirm, &pending, 2, 0,
+						__ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+			shunt_futex_wake(&arena_seg(a, g->m.seg)->confirm, 1);
 		fd_close_internal(dupfd);
 		arena_put(a); /* the server drops our owner when it sees the decline */
 		return SHUNT_R_RESOURCE;
 	}
-	if (!__atomic_compare_exchange_n(&c->seg->confirm, &pending, 1, 0, __ATOMIC_ACQ_REL,
+	if (!__atomic_compare_exchange_n(&c->seg->confirm, &pending, 1, 0, __ATOMIC_SEQ_CST,
 					 __ATOMIC_ACQUIRE)) {
 		conn_discard(c); /* the server timed out first and dropped our owner */
 		return SHUNT_R_HANDSHAKE;
 	}
+	if (__atomic_load_n(&c->seg->confirm_waiter, __ATOMIC_SEQ_CST))
+		shunt_futex_wake(&c->seg->confirm, 1); /* the server sleeps on it */
 	s->conn = c;
 	s->kind = SK_SHM;
 	s->reason = SHUNT_R_NONE;
@@ -651,7 +760,7 @@ int rdv_connect(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len
 	uint64_t nonce, sock_id;
 	struct shunt_tuple tu;
 	struct got_msg got;
-	int ret, reason;
+	int ret, reason, live;
 
 	s->is_client = 1;
 	if (shunt_addr_from_sockaddr(&dst, addr) || !shunt_active)
@@ -660,8 +769,11 @@ int rdv_connect(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len
 	if (shunt_off_reason || !shunt_config_port_allowed(&shunt_cfg, dst.port))
 		return sys(real.connect(fd, addr, len));
 	s->reason = SHUNT_R_PEER_NOT_SHUNT;
-	p = shunt_cfg.local ? reg_get(dst.port, 0) : NULL;
-	if (!p || !reg_live(p) || !reg_may_match(p, &dst)) {
+	p = shunt_cfg.local ? reg_get(dst.port, 0, 0) : NULL;
+	live = p && reg_live(p);
+	if (p && !live && (p = reg_get(dst.port, 0, 1))) /* its listeners gone: a new file? */
+		live = reg_live(p);
+	if (!live || !reg_may_match(p, &dst)) {
 		/* Not a local shunt server: the agent, if any, signals in the SYN. */
 		int marked = agent_mark_client(fd), st;
 		ret = sys(real.connect(fd, addr, len));
@@ -709,6 +821,9 @@ int rdv_connect(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len
 	s->tuple = tu;
 	s->has_tuple = 1;
 	__atomic_store_n(&sl->state, SLOT_OFFERED, __ATOMIC_RELEASE);
+	__atomic_add_fetch(&p->r->offers, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&p->r->offer_waiters, __ATOMIC_SEQ_CST))
+		shunt_futex_wake(&p->r->offers, INT32_MAX); /* servers waiting for an offer */
 	reason = client_wait_msg(sl, nonce, fd, &got);
 	slot_free(sl);
 	if (!reason)
@@ -776,7 +891,17 @@ static int send_accept(uint64_t sock_id, unsigned slot, uint64_t nonce, struct a
 	sfd = sender_socket();
 	if (sfd < 0)
 		return sfd;
-	r = real.sendmsg(sfd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)sizeof m ? 0 : -EPIPE;
+	/* A full queue (net.unix.max_dgram_qlen, 10 by default: many threads
+	 * of one client connecting at once) drains as the client's threads
+	 * pump it: retry, bounded, rather than fall back. */
+	for (int i = 0;; i++) {
+		ssize_t sent = real.sendmsg(sfd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (sent == (ssize_t)sizeof m)
+			return 0;
+		if (sent >= 0 || errno != EAGAIN || i == SEND_RETRIES)
+			return -EPIPE;
+		nanosleep(&(struct timespec){ 0, 100000 }, NULL);
+	}
 	return r;
 }
 
@@ -833,18 +958,23 @@ static int server_wait_confirm(struct conn *c, int tcp_fd, uint64_t wait_ns)
 	/* The client is inside connect(), a few microseconds from answering:
 	 * spin briefly, then yield (it may need this very CPU). */
 	for (unsigned i = 0; !(v = __atomic_load_n(confirm, __ATOMIC_ACQUIRE)); i++) {
-		if (i < 256) {
+		/* spin as the data path does (its budget), then sleep */
+		if ((i & 63) || shunt_now_ns() - start < (uint64_t)(shunt_cfg.spin_ns > 0 ? shunt_cfg.spin_ns : 0)) {
 			__builtin_ia32_pause();
 			continue;
 		}
-		if ((i & 1023) == 0 && (shunt_now_ns() - start > wait_ns || tcp_has_input(tcp_fd))) {
+		if (shunt_now_ns() - start > wait_ns || tcp_has_input(tcp_fd)) {
 			if (__atomic_compare_exchange_n(confirm, &zero, 2, 0, __ATOMIC_ACQ_REL,
 							__ATOMIC_ACQUIRE))
 				return 0;
 			v = zero;
 			break;
 		}
-		sched_yield();
+		/* asleep until the client's decision wakes us (1 ms steps:
+		 * the socket is looked at between them); the flag first, so a
+		 * client deciding now either sees it or we see its word */
+		__atomic_store_n(&c->seg->confirm_waiter, 1, __ATOMIC_SEQ_CST);
+		shunt_futex_wait(confirm, 0, 1000000);
 	}
 	return v == 1;
 }
@@ -1005,17 +1135,28 @@ int rdv_accept(const struct sk *ls, int fd, struct sk *s)
 		s->reason = SHUNT_R_POLICY;
 		return 0;
 	}
-	p = shunt_cfg.local ? reg_get(t.server.port, 1) : NULL;
+	p = shunt_cfg.local ? reg_get(t.server.port, 1, 0) : NULL;
 	if (!p)
 		return server_agent_path(ls, fd, s);
 	start = shunt_now_ns();
 	for (;;) {
+		uint32_t gen = __atomic_load_n(&p->r->offers, __ATOMIC_ACQUIRE);
 		sl = find_offer(p, &t, &busy, &idx);
 		if (sl && claim(sl, &t, &nonce, &sock_id, &netns))
 			break;
 		if (!sl && (!busy || shunt_now_ns() - start > SERVER_CONNECTING_WAIT_NS))
 			return server_agent_path(ls, fd, s); /* a shunt client from another host? */
-		sched_yield();
+		/* asleep until the next offer (its client wakes us), not
+		 * yielding: with more threads than cores, the client that
+		 * must publish needs this CPU */
+		if (!sl) {
+			/* counted first: a client that bumps the word after we
+			 * read gen makes the wait return at once, one that
+			 * bumps it before sees us counted and wakes us */
+			__atomic_add_fetch(&p->r->offer_waiters, 1, __ATOMIC_SEQ_CST);
+			shunt_futex_wait(&p->r->offers, gen, 1000000);
+			__atomic_sub_fetch(&p->r->offer_waiters, 1, __ATOMIC_SEQ_CST);
+		}
 	}
 	if (is_loopback(&t.server) && netns != shunt_netns_ino()) {
 		slot_cas(sl, SLOT_CLAIMED, SLOT_FAILED);
@@ -1031,12 +1172,17 @@ int rdv_accept(const struct sk *ls, int fd, struct sk *s)
 }
 
 /* A clean exit removes this process's socket; `shunt ss` reaps the rest. */
-__attribute__((destructor)) static void rdv_exit(void)
+void rdv_exit(void)
 {
 	char name[SHUNT_DIR_NAME_MAX];
 
-	if (csock >= 0 && csock_pid == getpid() && shunt_dirfd >= 0) {
+	if (!shunt_sandboxed && csock >= 0 && csock_pid == getpid() && shunt_dirfd >= 0) {
 		shunt_dir_name(name, 'c', csock_id);
 		unlinkat(shunt_dirfd, name, 0);
 	}
+}
+
+__attribute__((destructor)) static void rdv_exit_dtor(void)
+{
+	rdv_exit();
 }

@@ -50,12 +50,17 @@ struct conn {
 	int efd_mine, efd_peer;
 	int side;                 /* 0 client, 1 server */
 	int tcp_fd;               /* one fd of the kernel socket (for probes) */
+	int rcvlowat;             /* SO_RCVLOWAT (0: 1), sockinfo.c */
+	int timeo_ms[2];          /* SO_RCVTIMEO, SO_SNDTIMEO (-1: none), read
+				     when attached and kept by setsockopt: a
+				     sleeper asks the kernel nothing */
 	_Atomic int shut_wr;      /* we did shutdown(SHUT_WR) */
 	_Atomic int shut_rd;      /* we did shutdown(SHUT_RD) */
 	_Atomic int peer_eof;     /* the kernel socket saw FIN */
 	_Atomic int peer_err;     /* the kernel socket saw an error (positive errno) */
 	_Atomic int64_t spin_ns;  /* adaptive spin budget */
 	_Atomic uint64_t last_probe_ns;
+	uint64_t last_gone_probe_ns; /* a non-blocking writer's probe (conn.c) */
 	struct rdma_conn *rd;     /* over an RDMA link (rdma.c), else shared memory */
 	int broken;               /* unusable here (positive errno): an RDMA
 				     connection in a forked child, a broken ring */
@@ -70,6 +75,11 @@ struct conn {
 	unsigned fo_hdr_off;      /* ... sent up to here */
 	uint64_t fo_next, fo_end; /* staged bytes still to send on TCP */
 	uint64_t fo_skip;         /* bytes the peer resends that our ring has */
+	uint64_t fo_rx_pos;       /* stream offset of the next byte on the socket */
+	uint64_t fo_rx_end;       /* ... and where the peer's resend ends: EOF
+				     before it is a reset, not an end */
+	int fo_rx_err;            /* an error met while skipping, for the reader */
+	uint64_t fo_start;        /* our resend's first offset (fault.c) */
 	_Atomic int fo_fin;       /* shutdown(SHUT_WR) owed once the backlog is out */
 	_Atomic uint32_t fo_gen;  /* bumped when a half moves: its readiness comes
 				     from elsewhere now, a new edge (epoll.c) */
@@ -95,6 +105,7 @@ struct sk {
 	struct shunt_tuple tuple; /* as the rendezvous saw it (valid if has_tuple) */
 	int has_tuple;
 	int ag_listen;            /* a listener registered with the agent (saves SYNs) */
+	uint16_t listen_port;     /* a listener in the port's registry (0: none) */
 	_Atomic int hs;           /* enum sk_hs: a late handshake message may head the stream */
 	pthread_mutex_t hs_lock;  /* serialises inband_settle (all zero = unlocked) */
 	struct sk *next_free;     /* on the free list (fdtab.c) */
@@ -105,6 +116,11 @@ extern struct shunt_config shunt_cfg;
 extern int shunt_active;      /* 0: pure pass-through (init failed or disabled) */
 extern int shunt_dirfd;        /* the checked rendezvous directory (-1: none) */
 extern int shunt_off_reason;  /* non-zero: every connection plain, for this reason */
+extern int shunt_sandboxed;   /* a seccomp filter: no system call of shunt's own */
+void shunt_sandbox_enter(void);
+void shunt_uring_seen(void);
+void shunt_fork_before(void);          /* the fork() wrapper's, around the real one */
+void shunt_fork_after(pid_t pid);
 int shunt_dir_shared(void);   /* a configured directory other users write too */
 /* The name, in the rendezvous directory, of port `id`'s registry ('p'), or
  * of process `id`'s socket ('c') or stats file ('s'). */
@@ -128,9 +144,12 @@ struct sk *sk_new(int kind, int domain);
 void sk_put(struct sk *s);
 static inline struct sk *sk_ref(struct sk *s) { __atomic_add_fetch(&s->refs, 1, __ATOMIC_RELAXED); return s; }
 void fdtab_each(void (*fn)(int fd, struct sk *s, void *arg), void *arg);
+long fd_close_range(unsigned first, unsigned last, unsigned flags,
+		    long (*sys_close_range)(unsigned, unsigned, unsigned));
 /* shunt's own descriptors: moved out of the application's low numbers and
  * protected from the application's close() (daemons close "all" fds). */
 int fd_hide(int fd);
+void fd_mark_internal(int fd);
 int fd_dup_hidden(int fd);
 int fdtab_is_internal(int fd);
 void fd_close_internal(int fd);
@@ -138,11 +157,41 @@ void fd_close_internal(int fd);
 /* conn.c: the accelerated data path */
 int conn_attach(struct conn **out, struct arena *a, unsigned seg, int side, int tcp_fd,
 		const uint64_t *nonce);
-void conn_free(struct conn *c);
+int conn_free(struct conn *c); /* 1: this side's last owner, in any process */
+void conn_closing(struct conn *c);
+/* The kernel socket has nothing more to say: it was reset, or both
+ * directions are closed.  Until then it is watched, after the peer's FIN
+ * too: a writer's probe of a gone peer is answered with a reset. */
+static inline int conn_socket_done(const struct conn *c)
+{
+	return c->peer_err || (c->peer_eof && c->shut_wr);
+}
+void conn_exit_all(void);           /* conn_closing for each, before the process ends */
+void conn_load_timeouts(struct conn *c);
+/* Set once a socket of this process may carry SO_RCVTIMEO/SO_SNDTIMEO: one
+ * set through the wrapper, or a socket that came from elsewhere (exec, an
+ * inherited listener).  Until then attaching asks the kernel nothing. */
+extern int conn_timeouts_maybe;
+void conn_set_timeout(struct conn *c, int name, const void *val, socklen_t len);
 void conn_discard(struct conn *c);
 ssize_t conn_send(struct sk *s, const struct iovec *iov, int iovcnt, int flags);
 ssize_t conn_recv(struct sk *s, const struct iovec *iov, int iovcnt, int flags);
 int conn_shutdown(struct sk *s, int how);
+static inline size_t iov_total(const struct iovec *iov, int n)
+{
+	size_t t = 0;
+
+	for (int i = 0; i < n; i++)
+		t += iov[i].iov_len;
+	return t;
+}
+size_t conn_send_room(struct conn *c);
+/* sockinfo.c: the kernel's answers about an accelerated socket, corrected */
+void sockinfo_tcp_info(struct conn *c, void *val, socklen_t len);
+int sockinfo_ioctl(struct conn *c, unsigned long req, int *out);
+void sockinfo_rcvlowat(struct conn *c, const void *val, socklen_t len);           /* bytes a send would take now */
+ssize_t shim_splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t len,
+		    unsigned flags, int *handled);
 unsigned conn_events(struct conn *c);            /* POLL* mask, no system call */
 void conn_refresh(struct conn *c);               /* inspect the kernel socket (FIN/RST) */
 void conn_arm(struct conn *c, unsigned want);    /* ask the peer to signal efd_mine */
@@ -193,6 +242,8 @@ int rdv_inband_offer(int fd, uint64_t sock_id, uint64_t nonce, struct conn **c);
 int rdv_inband_commit(struct sk *s, int fd, struct conn *c, uint64_t wait_ns);
 int rdv_inband_attach(struct sk *s, int fd, uint64_t nonce, uint64_t deadline);
 void rdv_atfork_child(void);
+void rdv_unlisten(uint16_t port);
+void rdv_exit(void);
 int shunt_addr_from_sockaddr(struct shunt_addr *a, const struct sockaddr *sa);
 
 /* peercred.c: the uid owning the TCP socket src -> dst on this host */
@@ -200,12 +251,19 @@ int tcp_owner_uid(const struct shunt_addr *src, const struct shunt_addr *dst, ui
 
 /* stats.c */
 struct shunt_stat_rec *stats_alloc(int fd, struct sk *s);
-void stats_free(struct shunt_stat_rec *r);
+void stats_free(struct shunt_stat_rec *r, int last_owner);
 void stats_update(struct sk *s, int fd);
 void sk_describe(const struct sk *s, unsigned *mode, unsigned *reason);
 void stats_moved(struct sk *s);
 void stats_atfork_child(void);
-int stats_init(void);
+void stats_adopt(void);
+void stats_exit(void);
+extern int stats_pending;
+static inline void stats_adopt_maybe(void)
+{
+	if (__builtin_expect(__atomic_load_n(&stats_pending, __ATOMIC_ACQUIRE), 0))
+		stats_adopt();
+}
 
 /* epoll.c / poll.c */
 struct epset;
@@ -227,6 +285,7 @@ uint32_t shunt_fault_rdma_key(uint64_t raddr, uint32_t rkey);
 uint64_t shunt_fault_rdma_hold(uint64_t prod);
 void shunt_fault_rdma_release(void);
 int shunt_fault_rdma_die(void);
+int64_t shunt_fault_fo_cut(void);
 int shunt_fault_ring(struct shunt_seg_hdr *seg, int side, int memfd);
 int shunt_fault_ring_unsealed(void);
 #else
@@ -236,6 +295,7 @@ static inline uint32_t shunt_fault_rdma_key(uint64_t raddr, uint32_t rkey) { (vo
 static inline uint64_t shunt_fault_rdma_hold(uint64_t prod) { return prod; }
 static inline void shunt_fault_rdma_release(void) {}
 static inline int shunt_fault_rdma_die(void) { return 0; }
+static inline int64_t shunt_fault_fo_cut(void) { return -1; }
 static inline int shunt_fault_ring(struct shunt_seg_hdr *seg, int side, int memfd) { (void)seg; (void)side; (void)memfd; return 0; }
 static inline int shunt_fault_ring_unsealed(void) { return 0; }
 #endif

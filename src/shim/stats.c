@@ -6,6 +6,12 @@
  * shared flock on it for its life: `shunt ss` tells a live process from a
  * dead one by trying an exclusive lock, and removes what the dead left
  * behind (this file and the process's c<id> socket).
+ *
+ * The file is made on first need - the process's first socket, or a forked
+ * child's first byte on an inherited connection - so a process that never
+ * touches a socket (a shell's every command under `shunt run`, a worker
+ * that only computes) leaves the directory as it found it, and a forked
+ * child that ends with _exit() removes its file too (interpose.c).
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -23,8 +29,9 @@ static struct shunt_stats_file *sf;
 static int sf_fd = -1;
 static char sf_path[SHUNT_DIR_NAME_MAX]; /* its name in the rendezvous directory */
 static pthread_mutex_t sf_lock = PTHREAD_MUTEX_INITIALIZER;
+int stats_pending = 1; /* no file yet: make it (and adopt) on first need */
 
-int stats_init(void)
+static int stats_init(void)
 {
 	uint64_t id = shunt_proc_id();
 	struct shunt_stats_file *m;
@@ -60,13 +67,14 @@ static int mine(const struct shunt_stat_rec *r)
 }
 
 /* The child holds the inherited sockets too: list them under its own pid
- * (a socket shared by two processes shows once for each, as in ss -p). */
+ * (a socket shared by two processes shows once for each, as in ss -p) -
+ * except accelerated connections, listed once for all (stats_free). */
 static void adopt_inherited(int fd, struct sk *s, void *arg)
 {
 	struct shunt_stat_rec *old = s->stat, *r;
 
 	(void)arg;
-	if (!old || mine(old))
+	if (!old || mine(old) || s->kind == SK_SHM)
 		return;
 	r = stats_alloc(fd, s);
 	if (r) {
@@ -74,6 +82,22 @@ static void adopt_inherited(int fd, struct sk *s, void *arg)
 		r->rx = old->rx;
 	}
 	s->stat = r;
+}
+
+/* The first need: this process's file, and the inherited sockets listed
+ * in it.  Never under a seccomp filter (core.c): the parent's records go on
+ * counting. */
+void stats_adopt(void)
+{
+	if (!__atomic_exchange_n(&stats_pending, 0, __ATOMIC_ACQ_REL))
+		return;
+	if (shunt_sandboxed || shunt_dirfd < 0 || !shunt_active)
+		return;
+	pthread_mutex_lock(&sf_lock);
+	if (!sf)
+		stats_init();
+	pthread_mutex_unlock(&sf_lock);
+	fdtab_each(adopt_inherited, NULL);
 }
 
 void stats_atfork_child(void)
@@ -87,8 +111,7 @@ void stats_atfork_child(void)
 	sf = NULL;
 	sf_fd = -1;
 	pthread_mutex_init(&sf_lock, NULL);
-	stats_init();
-	fdtab_each(adopt_inherited, NULL);
+	__atomic_store_n(&stats_pending, 1, __ATOMIC_RELEASE);
 }
 
 /* What a socket is now: its mode and, when not accelerated, why. */
@@ -140,6 +163,7 @@ struct shunt_stat_rec *stats_alloc(int fd, struct sk *s)
 {
 	struct shunt_stat_rec *r = NULL;
 
+	stats_adopt_maybe();
 	pthread_mutex_lock(&sf_lock);
 	for (unsigned i = 0; sf && i < SHUNT_STATS_RECS; i++) {
 		if (!sf->rec[i].used) {
@@ -162,16 +186,27 @@ void stats_update(struct sk *s, int fd)
 		s->stat = stats_alloc(fd, s);
 }
 
-void stats_free(struct shunt_stat_rec *r)
+/* An accelerated connection's record goes with its last owner, in
+ * whichever process (a forked child serving what its parent accepted
+ * frees the parent's record; the parent's close leaves it listed): it is
+ * listed once, under the process that made it, for as long as it lives.
+ * Any other socket's (last_owner < 0) goes with the process that made it. */
+void stats_free(struct shunt_stat_rec *r, int last_owner)
 {
-	/* A record of the parent's file (inherited by fork) is not ours. */
-	if (!mine(r))
+	if (last_owner < 0 ? !mine(r) : !last_owner)
 		return;
 	__atomic_store_n(&r->used, 0, __ATOMIC_RELEASE);
 }
 
-__attribute__((destructor)) static void stats_exit(void)
+/* exit() and _exit(): a clean end removes the file; `shunt ss` reaps the
+ * rest. */
+void stats_exit(void)
 {
-	if (sf && sf->pid == (uint32_t)getpid())
+	if (!shunt_sandboxed && sf && sf->pid == (uint32_t)getpid())
 		unlinkat(shunt_dirfd, sf_path, 0);
+}
+
+__attribute__((destructor)) static void stats_exit_dtor(void)
+{
+	stats_exit();
 }

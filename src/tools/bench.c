@@ -12,6 +12,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdint.h>
@@ -211,6 +212,77 @@ static void w_setup(int n)
 	printf("%.3f\n", median(s, n) * 1e6);
 }
 
+/* Concurrent set-up: T client threads, each opening C connections in turn
+ * (connect, one byte each way, close) against T server threads accepting
+ * on one listener in another process; connections per second overall. */
+struct csetup {
+	struct sockaddr_in a;
+	int l, n;
+};
+
+static void *cs_server(void *arg)
+{
+	struct csetup *cs = arg;
+	char c;
+
+	for (;;) {
+		int fd = accept(cs->l, NULL, NULL);
+		if (fd < 0)
+			return NULL; /* the listener is shut down: done */
+		xfer(fd, &c, 1, 1);
+		xfer(fd, &c, 1, 0);
+		close(fd);
+	}
+}
+
+static void *cs_client(void *arg)
+{
+	struct csetup *cs = arg;
+	char c = 'x';
+
+	for (int i = 0; i < cs->n; i++) {
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
+		if (connect(fd, (void *)&cs->a, sizeof cs->a))
+			die("connect");
+		xfer(fd, &c, 1, 0);
+		xfer(fd, &c, 1, 1);
+		close(fd);
+	}
+	return NULL;
+}
+
+static void w_setup_concurrent(int threads, int per)
+{
+	struct csetup cs = { .n = per };
+	pthread_t *t = calloc((size_t)threads, sizeof *t);
+	int go[2];
+	double t0;
+	char b;
+	pid_t p;
+
+	cs.l = tcp_listener(&cs.a);
+	if (!t || pipe(go))
+		die("setup");
+	p = fork();
+	if (!p) {
+		for (int i = 0; i < threads; i++)
+			pthread_create(&t[i], NULL, cs_server, &cs);
+		if (read(go[0], &b, 1) < 0) /* the clients are done */
+			die("read");
+		_exit(0);
+	}
+	t0 = now();
+	for (int i = 0; i < threads; i++)
+		pthread_create(&t[i], NULL, cs_client, &cs);
+	for (int i = 0; i < threads; i++)
+		pthread_join(t[i], NULL);
+	t0 = now() - t0;
+	if (write(go[1], "d", 1) != 1)
+		die("write");
+	waitpid(p, NULL, 0);
+	printf("%.0f\n", (double)threads * per / t0);
+}
+
 /* The physical limit: two processes, one shared cache line, spinning. */
 static void w_rawshm(size_t msg, int iters)
 {
@@ -274,6 +346,8 @@ int cmd_bench_worker(int argc, char **argv)
 		w_stream(argv[2], strtoul(argv[3], NULL, 10), strtoull(argv[4], NULL, 10));
 	else if (!strcmp(argv[1], "setup") && argc == 3)
 		w_setup(atoi(argv[2]));
+	else if (!strcmp(argv[1], "setup-concurrent") && argc == 4)
+		w_setup_concurrent(atoi(argv[2]), atoi(argv[3]));
 	else if (!strcmp(argv[1], "rawshm") && argc == 4)
 		w_rawshm(strtoul(argv[2], NULL, 10), atoi(argv[3]));
 	else if (!strcmp(argv[1], "memcpy") && argc == 4)
@@ -394,6 +468,21 @@ static void setup(int n)
 	add("setup+first-byte", V_DEFAULT, run_worker(V_DEFAULT, args), "us", tcp);
 }
 
+/* N threads at once, each connect/1 byte/close in turn: connections/s */
+static void setup_concurrent(int threads, int per)
+{
+	char args[64], test[32];
+	double tcp;
+
+	snprintf(args, sizeof args, "setup-concurrent %d %d", threads, per);
+	snprintf(test, sizeof test, "setup-%dthreads", threads);
+	tcp = run_worker(V_TCP, args);
+	add(test, V_TCP, tcp, "conn/s", tcp);
+	add(test, V_BUSY, run_worker(V_BUSY, args), "conn/s", tcp);
+	add(test, V_NOSPIN, run_worker(V_NOSPIN, args), "conn/s", tcp);
+	add(test, V_DEFAULT, run_worker(V_DEFAULT, args), "conn/s", tcp);
+}
+
 static void write_results(const char *dir)
 {
 	char path[PATH_MAX];
@@ -448,6 +537,8 @@ int cmd_bench(int argc, char **argv)
 	latency(16384, iters / 2);
 	throughput(65536, quick ? (256u << 20) : (2048u << 20));
 	setup(quick ? 200 : 2000);
+	setup_concurrent(8, quick ? 100 : 500);
+	setup_concurrent(64, quick ? 20 : 100);
 	if (out)
 		write_results(out);
 	return 0;

@@ -74,6 +74,20 @@ out=$(hostpair 1 0)
 echo "$out" | grep -q 'role=server mode=tcp reason=1' || die "plain client, server: $out"
 out=$(hostpair 0 1)
 echo "$out" | grep -q 'role=client mode=tcp reason=1' || die "plain server, client: $out"
+# One host, one SHUNT_DIR, SHUNT_LOCAL=0: the in-band handshake picks shared
+# memory (as through DNAT); the server's exit is read as EOF, not a reset.
+for order in cfirst sfirst; do
+	P=$(free_port)
+	in_cg env SHUNT_DIR="$WORK/hostA" SHUNT_LOCAL=0 "$SHUNT" run -- "$PEER" server 127.0.0.1 "$P" $order > "$WORK/ls.out" 2>&1 &
+	sp=$!
+	for _ in $(seq 100); do grep -q listening "$WORK/ls.out" && break; sleep 0.02; done
+	out=$(in_cg env SHUNT_DIR="$WORK/hostA" SHUNT_LOCAL=0 "$SHUNT" run -- "$PEER" client 127.0.0.1 "$P" $order 2>&1) ||
+		die "in-band shm, $order, client: $out"
+	wait "$sp" || die "in-band shm, $order, server: $(cat "$WORK/ls.out")"
+	echo "$out" | grep -q 'role=client mode=shm' || die "in-band shm, $order: $out"
+	grep -q 'role=server mode=shm' "$WORK/ls.out" || die "in-band shm, $order: $(cat "$WORK/ls.out")"
+done
+echo "  one host through the in-band handshake: shared memory, the server's exit read as EOF"
 echo "  shim + agent across hosts: in-band PROPOSAL/DECLINE (no transport yet: reason 12) with data intact"
 echo "  either side speaking first; plain peers reason 1 and no handshake bytes"
 

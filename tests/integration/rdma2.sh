@@ -10,12 +10,14 @@
 # (tests/rdma/two-hosts.sh).  Skipped (77) only where QEMU cannot run.
 # Time limit: 1200
 . "$(dirname "$0")/lib.sh"
-# SPLIT_BEHAVE=0 leaves out the split behaviour programs (to reproduce
-# something else faster)
+# SPLIT_BEHAVE=0 leaves out the split behaviour programs, SPLIT_ONLY="a b"
+# runs only those (to reproduce something faster)
 nsplit=0
 [ "${SPLIT_BEHAVE:-1}" = 1 ] &&
-	nsplit=$(grep -l 'test_fork()\|split_is(' $(grep -L 'NOT_OVER_RDMA\|NOT_SPLIT_OVER_RDMA' "$ROOT"/tests/behave/*.c) | wc -l)
-out=$("$ROOT/tests/vm/pair.sh" -t 900 -- env BUILD="$BUILD" SPLIT_BEHAVE="${SPLIT_BEHAVE:-1}" SPLIT_ID=$$.$RANDOM bash tests/rdma/two-hosts.sh 2>&1)
+	nsplit=$(grep -l 'test_fork()\|split_is(' $(grep -L 'NOT_OVER_RDMA\|NOT_SPLIT_OVER_RDMA' "$ROOT"/tests/behave/*.c) |
+		xargs -n1 basename | sed 's/\.c$//' |
+		{ if [ -n "${SPLIT_ONLY:-}" ]; then grep -cxF "$(tr ' ' '\n' <<< "$SPLIT_ONLY")"; else wc -l; fi; })
+out=$("$ROOT/tests/vm/pair.sh" -t 900 -- env BUILD="$BUILD" SPLIT_BEHAVE="${SPLIT_BEHAVE:-1}" SPLIT_ONLY="${SPLIT_ONLY:-}" SPLIT_ID=$$.$RANDOM bash tests/rdma/two-hosts.sh 2>&1)
 rc=$?
 rm -rf "$ROOT/$BUILD/tmp/split.$$".*
 [ $rc = 77 ] && { echo "$out" | tail -3; exit 77; }

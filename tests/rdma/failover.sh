@@ -62,7 +62,27 @@ device_removed() {
 	rdma link add rxe1 type rxe netdev veth1 && rxe1_active || die "rxe1 did not come back"
 	echo "device removed in mid-stream: the removal waited for the programs, streams intact"
 }
+# The sender dies inside its move: its link breaks at 2,000,000 bytes, it
+# sends the failover message and none of its resend, then kills itself
+# (SHUNT_FAULT_FO_CUT=0, libshunt-faults.so).  Bytes its write()
+# accepted never come: the receiver must read ECONNRESET, never a clean
+# (short) EOF - also while it is still skipping resent bytes it had
+# (issue #13, item 5).
+cut_resend() {
+	P=$((P + 1))
+	env $R STREAM_QUIET=1 timeout 60 "$S" server 10.0.0.1 $P 24 block 1 > /tmp/fo-s.out 2>&1 &
+	local sp=$! rc=0
+	for _ in $(seq 100); do grep -q listening /tmp/fo-s.out && break; sleep 0.05; done
+	env $F=2000000 SHUNT_FAULT_FO_CUT=0 timeout 60 "$S" client 10.0.0.1 $P 24 block 1 \
+		> /tmp/fo-c.out 2>&1 || rc=$?
+	[ $rc = 137 ] || die "the cut sender did not die of its SIGKILL (rc $rc)"
+	wait $sp && die "the receiver of a cut stream reported success"
+	grep -q 'recv (.*Connection reset by peer' /tmp/fo-s.out ||
+		die "the receiver of a cut stream did not see ECONNRESET: $(grep stream /tmp/fo-s.out)"
+	echo "sender killed inside its failover: the receiver reads ECONNRESET, not EOF"
+}
 if [ -n "${FO_ONLY:-}" ]; then eval "$FO_ONLY"; exit; fi
+cut_resend
 
 run 24 block 1 "$R" "$F=3000000"; moved
 run 24 epoll 1 "$F=5000001" "$R"; moved

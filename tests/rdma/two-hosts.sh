@@ -31,7 +31,11 @@ fail() { echo "FAIL: $*"; exit 1; }
 # Split behaviour programs: rendezvous files on the tree both guests mount.
 SPLIT=$PWD/$BUILD/tmp/split.${SPLIT_ID:?set by tests/integration/rdma2.sh}
 mkdir -p "$SPLIT"
-split_programs() { grep -l 'test_fork()\|split_is(' $(grep -L 'NOT_OVER_RDMA\|NOT_SPLIT_OVER_RDMA' tests/behave/*.c) | xargs -n1 basename | sed 's/\.c$//'; }
+# SPLIT_ONLY="a b": only those (to reproduce one faster)
+split_programs() {
+	grep -l 'test_fork()\|split_is(' $(grep -L 'NOT_OVER_RDMA\|NOT_SPLIT_OVER_RDMA' tests/behave/*.c) |
+		xargs -n1 basename | sed 's/\.c$//' | { if [ -n "${SPLIT_ONLY:-}" ]; then grep -xF "$(tr ' ' '\n' <<< "$SPLIT_ONLY")"; else cat; fi; }
+}
 split_run() { # ROLE PROGRAM INDEX
 	"${S[@]}" env SHUNT_TEST_SPLIT="$1" SHUNT_TEST_ADDR=10.1.0.1 SHUNT_TEST_PORT=$((7500 + 10 * $3)) \
 		SHUNT_TEST_SYNC="$SPLIT/$2" SHUNT_EXPECT=rdma timeout 300 "$(build tests/behave/"$2")"

@@ -4,7 +4,10 @@
  * Exchanges 64 KiB of checksummed data each way, in the order MODE says
  * (with FILE, the client then waits for FILE to exist and both exchange
  * 64 KiB more: a connection kept open across an event), then prints one line: "role=... mode=... reason=... first_byte_us=..."
- * (mode/reason from getsockopt(SOL_SHUNT), "none" without shunt). */
+ * (mode/reason from getsockopt(SOL_SHUNT), "none" without shunt).  The
+ * server then exits without close(); the client reads its end as EOF - an
+ * ordinary end, not a reset (nothing may be left unread on the server's
+ * kernel socket, issue #13 item 4). */
 #include "../behave/common.h" /* first: it sets _GNU_SOURCE */
 #include <netdb.h>
 
@@ -99,6 +102,10 @@ int main(int argc, char **argv)
 		send_data(fd, 3);
 		check_data(fd, 4);
 	}
+	char b;
+	ssize_t r = read(fd, &b, 1);
+	if (r != 0)
+		die(r < 0 ? "the server's exit: not EOF" : "the server's exit: a byte too many");
 	report("client", fd, first);
 	return 0;
 }

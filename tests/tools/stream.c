@@ -10,7 +10,8 @@
  * peer's until EOF, checking every byte.  Prints per connection
  * "role=R conn=I mode=M reason=N bytes=B ok" (mode and reason from
  * getsockopt(SOL_SHUNT) at the end); exits 1 on a wrong byte, a short
- * stream or an error. */
+ * stream or an error.  STREAM_QUIET=1 (block style): this end sends
+ * nothing, it only reads (a receiver whose failures are its reads'). */
 #include "../behave/common.h" /* first: it sets _GNU_SOURCE */
 #include <netdb.h>
 #include <pthread.h>
@@ -85,8 +86,10 @@ static void *writer(void *arg)
 	struct end *e = arg;
 	static __thread uint8_t b[CHUNK];
 
-	while (e->sent < e->total) {
-		size_t n = e->total - e->sent < CHUNK ? (size_t)(e->total - e->sent) : CHUNK;
+	uint64_t want = getenv("STREAM_QUIET") ? 0 : e->total;
+
+	while (e->sent < want) {
+		size_t n = want - e->sent < CHUNK ? (size_t)(want - e->sent) : CHUNK;
 		ssize_t k;
 		fill(e, b, n);
 		k = send(e->fd, b, n, MSG_NOSIGNAL);

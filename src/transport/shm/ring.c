@@ -97,6 +97,20 @@ static long futex(_Atomic uint32_t *w, int op, uint32_t val, const struct timesp
 	return syscall(SYS_futex, w, op, val, ts, NULL, 0);
 }
 
+/* Sleep while *w == val, at most ns; wake up to n sleepers (shared words:
+ * not FUTEX_PRIVATE, the other side is another process). */
+void shunt_futex_wait(_Atomic uint32_t *w, uint32_t val, uint64_t ns)
+{
+	struct timespec ts = { (time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull) };
+
+	futex(w, FUTEX_WAIT, val, &ts);
+}
+
+void shunt_futex_wake(_Atomic uint32_t *w, int n)
+{
+	futex(w, FUTEX_WAKE, (uint32_t)n, NULL);
+}
+
 int shunt_lock_bounded(_Atomic uint32_t *l, uint64_t timeout_ns)
 {
 	struct timespec start, now, slice = { 0, 50 * 1000 * 1000 };

@@ -70,5 +70,7 @@ void shunt_lock(_Atomic uint32_t *l);
 int shunt_lock_bounded(_Atomic uint32_t *l, uint64_t timeout_ns);
 void shunt_unlock(_Atomic uint32_t *l);
 int shunt_trylock(_Atomic uint32_t *l); /* 0 if taken */
+void shunt_futex_wait(_Atomic uint32_t *w, uint32_t val, uint64_t ns);
+void shunt_futex_wake(_Atomic uint32_t *w, int n);
 
 #endif

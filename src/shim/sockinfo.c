@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sockinfo.c - what the kernel says about an accelerated socket, made true.
+ *
+ * After acceleration the kernel socket carries none of the connection's
+ * bytes, so its answers about them describe an idle connection.  These
+ * are corrected from the rings (issue #13, item 3):
+ *   TCP_INFO       tcpi_bytes_sent, _acked, _received and the data
+ *                  segment counts add the ring's bytes (cursors count
+ *                  from the connection's start); the rest is the kernel's
+ *   SIOCOUTQ       bytes written and not yet read by the peer (shared
+ *                  memory; over RDMA the peer reports its reads lazily,
+ *                  so the kernel's answer stands)
+ *   SIOCOUTQNSD    0: nothing waits to be sent, the ring is the wire
+ *   SO_RCVLOWAT    kept per connection (conn.c honours it in recv, poll,
+ *                  epoll); capped at half the ring, as the kernel caps it
+ *                  at half the largest receive buffer
+ * This file includes the kernel's <linux/tcp.h> for struct tcp_info (glibc's
+ * copy predates the byte counters).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <linux/sockios.h>
+#include <linux/tcp.h>
+#include "shim.h"
+
+#define HAS(field) (len >= offsetof(struct tcp_info, field) + sizeof(((struct tcp_info *)0)->field))
+
+/* After the kernel filled *val (len bytes of it). */
+void sockinfo_tcp_info(struct conn *c, void *val, socklen_t len)
+{
+	struct tcp_info ti;
+	uint64_t sent = __atomic_load_n(&c->tx.ctl->prod, __ATOMIC_ACQUIRE);
+	uint64_t acked = __atomic_load_n(&c->tx.ctl->cons, __ATOMIC_ACQUIRE);
+	uint64_t got = __atomic_load_n(&c->rx.ctl->prod, __ATOMIC_ACQUIRE);
+
+	if (len > sizeof ti)
+		len = sizeof ti;
+	memcpy(&ti, val, len);
+	if (acked > sent || c->rd) /* a hostile peer's cursor; over RDMA what
+				    * was posted is acknowledged by the
+				    * reliable connection (RC), as TCP's ACK
+				    * acknowledges what the peer's kernel has */
+		acked = sent;
+	if (HAS(tcpi_bytes_acked))
+		ti.tcpi_bytes_acked += acked;
+	if (HAS(tcpi_bytes_received))
+		ti.tcpi_bytes_received += got;
+	if (HAS(tcpi_bytes_sent))
+		ti.tcpi_bytes_sent += sent;
+	/* one "segment" per 64 KiB moved: programs that divide by it get a
+	 * sane figure, not a division by zero */
+	if (HAS(tcpi_data_segs_out))
+		ti.tcpi_data_segs_out += (uint32_t)(sent >> 16) + (sent != 0);
+	if (HAS(tcpi_data_segs_in))
+		ti.tcpi_data_segs_in += (uint32_t)(got >> 16) + (got != 0);
+	memcpy(val, &ti, len);
+}
+
+/* SIOCOUTQ / SIOCOUTQNSD: 1 and *out set if answered here. */
+int sockinfo_ioctl(struct conn *c, unsigned long req, int *out)
+{
+	uint64_t used;
+
+	if (req == SIOCOUTQ) {
+		used = ring_used(&c->tx);
+		*out = used > INT32_MAX ? INT32_MAX : (int)used;
+		return 1;
+	}
+	if (req == SIOCOUTQNSD) {
+		*out = 0;
+		return 1;
+	}
+	return 0;
+}
+
+/* After the kernel took SO_RCVLOWAT. */
+void sockinfo_rcvlowat(struct conn *c, const void *val, socklen_t len)
+{
+	int v;
+
+	if (len < sizeof v)
+		return;
+	memcpy(&v, val, sizeof v);
+	if (v < 1)
+		v = 1;
+	if ((uint32_t)v > c->rx.size / 2)
+		v = (int)(c->rx.size / 2);
+	__atomic_store_n(&c->rcvlowat, v, __ATOMIC_RELAXED);
+}

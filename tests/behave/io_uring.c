@@ -1,0 +1,84 @@
+/* Description: a program that sets up an io_uring (liburing) and then
+ * sends and receives on a TCP connection through it gets every byte, in
+ * order.  Under shunt such a connection stays plain with reason io-uring:
+ * io_uring's operations go to the kernel socket, where an accelerated
+ * connection's bytes never are (issue #13, item 7: they hung). */
+#include "common.h"
+#include <liburing.h>
+
+#define N 100000
+
+static void expect_uring_plain(int fd)
+{
+	struct shunt_info info;
+	socklen_t l = sizeof info;
+
+	if (!getenv("SHUNT_EXPECT"))
+		return;
+	CHECK(getsockopt(fd, SOL_SHUNT, SHUNT_INFO, &info, &l) == 0);
+	if (info.mode != 0 || info.reason != 22) {
+		fprintf(stderr, "fd %d: mode %u reason %u, wanted plain with reason 22\n", fd,
+			info.mode, info.reason);
+		exit(1);
+	}
+}
+
+/* one operation through the ring: its result */
+static int uring_io(struct io_uring *r, int fd, void *buf, size_t n, int send)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(r);
+	struct io_uring_cqe *cqe;
+	int res;
+
+	CHECK(sqe);
+	if (send)
+		io_uring_prep_send(sqe, fd, buf, n, 0);
+	else
+		io_uring_prep_recv(sqe, fd, buf, n, 0);
+	CHECK(io_uring_submit(r) == 1);
+	CHECK(io_uring_wait_cqe(r, &cqe) == 0);
+	res = cqe->res;
+	io_uring_cqe_seen(r, cqe);
+	return res;
+}
+
+int main(void)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+	int l = listen_on("127.0.0.1", &ss, &len);
+	static uint8_t buf[N];
+	struct io_uring ring;
+
+	deadline(30);
+	pid_t p = test_fork();
+	if (!p) {
+		int c = accept(l, NULL, NULL);
+		CHECK(c >= 0);
+		for (size_t i = 0; i < N; i++)
+			buf[i] = pattern(i, 2);
+		write_all(c, buf, N);
+		read_all(c, buf, 1);
+		_exit(buf[0] == 'k' ? 0 : 1);
+	}
+	int r = io_uring_queue_init(8, &ring, 0);
+	if (r == -ENOSYS || r == -EPERM) {
+		printf("skip: no io_uring here (%s)\n", strerror(-r));
+		return 77;
+	}
+	CHECK(r == 0);
+	int fd = connect_to(&ss, len);
+	expect_uring_plain(fd);
+	size_t got = 0;
+	while (got < N) {
+		int n = uring_io(&ring, fd, buf + got, N - got, 0);
+		CHECK(n > 0);
+		got += (size_t)n;
+	}
+	for (size_t i = 0; i < N; i++)
+		CHECK(buf[i] == pattern(i, 2));
+	CHECK(uring_io(&ring, fd, "k", 1, 1) == 1);
+	io_uring_queue_exit(&ring);
+	CHECK(wait_child(p) == 0);
+	return 0;
+}
