@@ -290,7 +290,10 @@ long fd_close_range(unsigned first, unsigned last, unsigned flags,
 	unsigned lo = first, end;
 	long r = 0;
 
-	if (first > last || (flags & CLOSE_RANGE_CLOEXEC))
+	/* what the kernel refuses (or only marks) is its to answer, with
+	 * nothing taken from the table */
+	if (first > last || (flags & ~(unsigned)(CLOSE_RANGE_UNSHARE | CLOSE_RANGE_CLOEXEC)) ||
+	    (flags & CLOSE_RANGE_CLOEXEC))
 		return sys_close_range(first, last, flags);
 	fdtab_each(take_in_range, &t);
 	end = last < INTERNAL_MAX ? last : INTERNAL_MAX - 1;

@@ -78,6 +78,8 @@ int main(void)
 	CHECK(r == '1');
 	echo_once(a, 'e');
 	CHECK(close_range(~0u, 0, 0) < 0 && errno == EINVAL);
+	CHECK(close_range(0, ~0u, 1u << 30) < 0 && errno == EINVAL); /* unknown flag: nothing closed */
+	echo_once(a, 'f');
 	close(a);
 	CHECK(wait_child(p) == 0);
 	return 0;

@@ -4,7 +4,9 @@
  * and ends with exit() without being killed: a library in it may make no
  * system call the program would not have made on a plain socket (issue
  * #13, item 1: the shim's exit removed its files with unlink and the
- * sandbox killed it with SIGSYS). */
+ * sandbox killed it with SIGSYS).  NOT_OVER_RDMA: libibverbs makes its own
+ * system calls (ioctl on the verbs device), which such a filter forbids
+ * (docs/rdma.md, known limits). */
 #include "common.h"
 #include <linux/audit.h>
 #include <linux/filter.h>
