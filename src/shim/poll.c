@@ -63,9 +63,10 @@ static int build(struct pollfd *fds, nfds_t n, struct sk **sks, struct pollfd *e
 		tev = (short)(c->peer_eof ? 0 : POLLIN | POLLRDHUP);
 		if (rdma_conn_moving(c))
 			tev |= (short)(fds[i].events & POLLOUT);
-		/* after the peer's FIN, its reset still matters (a writer's
+		/* after the peer's FIN, its reset still matters to a writer (its
 		 * probe gets one from a gone peer): POLLERR needs no event */
-		ext[k++] = (struct pollfd){ .fd = conn_socket_done(c) && !tev ? -1 : c->tcp_fd,
+		ext[k++] = (struct pollfd){ .fd = !tev && (conn_socket_done(c) ||
+							   !(fds[i].events & POLLOUT)) ? -1 : c->tcp_fd,
 					    .events = tev };
 	}
 	return k;
@@ -111,7 +112,7 @@ static int narrow_pass(struct pollfd *fds, nfds_t n, struct sk **sks, int tmo,
 	}
 	for (nfds_t i = 0; i < n; i++) {
 		struct conn *c = sks[i] ? sks[i]->conn : NULL;
-		if (c && !conn_socket_done(c))
+		if (c && !conn_socket_done(c) && (!c->peer_eof || (fds[i].events & POLLOUT)))
 			ext[k++] = (struct pollfd){ .fd = c->tcp_fd,
 						    .events = (short)(c->peer_eof ? 0 : POLLIN | POLLRDHUP) };
 	}
@@ -119,7 +120,8 @@ static int narrow_pass(struct pollfd *fds, nfds_t n, struct sk **sks, int tmo,
 		k = 0;
 		for (nfds_t i = 0; i < n; i++) {
 			struct conn *c = sks[i] ? sks[i]->conn : NULL;
-			if (c && !conn_socket_done(c) && ext[k++].revents)
+			if (c && !conn_socket_done(c) && (!c->peer_eof || (fds[i].events & POLLOUT)) &&
+			    ext[k++].revents)
 				conn_refresh(c);
 		}
 	}
