@@ -256,10 +256,30 @@ static int reg_current(const struct portreg *p, uint16_t port)
 	return !fstatat(shunt_dirfd, path, &st, AT_SYMLINK_NOFOLLOW) && st.st_ino == p->ino;
 }
 
+/* Registries replaced by a newer file stay mapped a while: a thread inside
+ * a connect may still read one.  The oldest of RETIRED goes when another
+ * comes (a connect lasts well under the time RETIRED re-creations take). */
+#define RETIRED 16
+static struct portreg *retired[RETIRED];
+static unsigned nretired;
+
+static void reg_retire(struct portreg *p) /* reg_lock held */
+{
+	struct portreg *old = retired[nretired % RETIRED];
+
+	retired[nretired++ % RETIRED] = p;
+	if (!old)
+		return;
+	munmap(old->r, sizeof(struct shunt_registry));
+	fd_close_internal(old->probe_fd);
+	if (old->lock_fd >= 0 && old->lock_pid == shunt_pid())
+		fd_close_internal(old->lock_fd);
+	free(old);
+}
+
 /* The port's registry, mapped once per process.  fresh: make sure it is
- * the file the name leads to now; one that was replaced stays mapped (a
- * thread may still read it: a few kilobytes and a descriptor, once per
- * re-creation) and the new one is used from then on. */
+ * the file the name leads to now; one that was replaced is retired and the
+ * new one used from then on. */
 static struct portreg *reg_get(uint16_t port, int create, int fresh)
 {
 	struct portreg *p = __atomic_load_n(&ports[port], __ATOMIC_ACQUIRE);
@@ -269,8 +289,11 @@ static struct portreg *reg_get(uint16_t port, int create, int fresh)
 	pthread_mutex_lock(&reg_lock);
 	if (ports[port] == p) {
 		struct portreg *n = reg_open(port, create);
-		if (n || !p)
+		if (n || !p) {
 			__atomic_store_n(&ports[port], n, __ATOMIC_RELEASE);
+			if (p && !p->nlisten)
+				reg_retire(p);
+		}
 	}
 	p = ports[port];
 	pthread_mutex_unlock(&reg_lock);
@@ -281,7 +304,8 @@ static struct portreg *reg_get(uint16_t port, int create, int fresh)
  * lock is let go; if no process listens any more the file is removed,
  * under the exclusive lock, so a directory does not keep one file per port
  * ever listened on (issue #13, item 9).  A forked child's inherited lock is
- * its parent's too: never let go here. */
+ * its parent's too: the child only closes its copy (the lock stays while
+ * another descriptor of it is open). */
 void rdv_unlisten(uint16_t port)
 {
 	struct portreg *p = __atomic_load_n(&ports[port], __ATOMIC_ACQUIRE);
@@ -290,7 +314,11 @@ void rdv_unlisten(uint16_t port)
 	if (!p || shunt_sandboxed)
 		return;
 	pthread_mutex_lock(&reg_lock);
-	if (p->nlisten > 0 && --p->nlisten == 0 && p->lock_fd >= 0 && p->lock_pid == shunt_pid()) {
+	if (p->nlisten > 0 && --p->nlisten == 0 && p->lock_fd >= 0 && p->lock_pid != shunt_pid()) {
+		/* a forked child's copy: closing it leaves the parent's lock */
+		fd_close_internal(p->lock_fd);
+		p->lock_fd = -1;
+	} else if (!p->nlisten && p->lock_fd >= 0) {
 		fd_close_internal(p->lock_fd); /* the last descriptor of it: the lock goes */
 		p->lock_fd = -1;
 		if (!flock(p->probe_fd, LOCK_EX | LOCK_NB)) {
