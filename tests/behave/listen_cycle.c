@@ -112,5 +112,11 @@ int main(void)
 		CHECK(bind(l, (void *)&ss, len) == 0 && listen(l, 8) == 0);
 	}
 	CHECK(wait_child(p) == 0);
+	/* the child had a copy of the listener and of its lock: still none left */
+	if (count_registries() != before) {
+		fprintf(stderr, "%d registry files at the start, %d at the end\n", before,
+			count_registries());
+		return 1;
+	}
 	return 0;
 }
