@@ -58,12 +58,12 @@ struct portreg {
 	struct shunt_registry *r;
 	int probe_fd;     /* for the liveness probe (flock EX|NB) */
 	int lock_fd;      /* LOCK_SH held while this process listens on the port */
-	pid_t lock_pid;   /* the process that took it (a forked child's copy is not its own) */
 	int nlisten;
 	ino_t ino;        /* the file mapped: the name may since point elsewhere */
 };
 
 static struct portreg *_Atomic ports[65536];
+static int nports_listened; /* non-zero once this process listened (rdv_exit) */
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* ---- small helpers ---- */
@@ -272,7 +272,7 @@ static void reg_retire(struct portreg *p) /* reg_lock held */
 		return;
 	munmap(old->r, sizeof(struct shunt_registry));
 	fd_close_internal(old->probe_fd);
-	if (old->lock_fd >= 0 && old->lock_pid == shunt_pid())
+	if (old->lock_fd >= 0)
 		fd_close_internal(old->lock_fd);
 	free(old);
 }
@@ -300,12 +300,12 @@ static struct portreg *reg_get(uint16_t port, int create, int fresh)
 	return p;
 }
 
-/* Our last listener on the port closed (fdtab.c, as the socket goes).  Its
- * lock is let go; if no process listens any more the file is removed,
- * under the exclusive lock, so a directory does not keep one file per port
- * ever listened on (issue #13, item 9).  A forked child's inherited lock is
- * its parent's too: the child only closes its copy (the lock stays while
- * another descriptor of it is open). */
+/* Our last listener on the port closed (fdtab.c, as the socket goes, or
+ * rdv_exit).  Our descriptor of the lock goes; if no process holds the lock
+ * any more - no listener anywhere, a forked child's inherited copy counting
+ * as its parent's - the file is removed, under the exclusive lock, so a
+ * directory does not keep one file per port ever listened on (issue #13,
+ * item 9), whichever process closes last. */
 void rdv_unlisten(uint16_t port)
 {
 	struct portreg *p = __atomic_load_n(&ports[port], __ATOMIC_ACQUIRE);
@@ -314,12 +314,8 @@ void rdv_unlisten(uint16_t port)
 	if (!p || shunt_sandboxed)
 		return;
 	pthread_mutex_lock(&reg_lock);
-	if (p->nlisten > 0 && --p->nlisten == 0 && p->lock_fd >= 0 && p->lock_pid != shunt_pid()) {
-		/* a forked child's copy: closing it leaves the parent's lock */
+	if (p->nlisten > 0 && --p->nlisten == 0 && p->lock_fd >= 0) {
 		fd_close_internal(p->lock_fd);
-		p->lock_fd = -1;
-	} else if (!p->nlisten && p->lock_fd >= 0) {
-		fd_close_internal(p->lock_fd); /* the last descriptor of it: the lock goes */
 		p->lock_fd = -1;
 		if (!flock(p->probe_fd, LOCK_EX | LOCK_NB)) {
 			shunt_dir_name(path, 'p', port);
@@ -416,12 +412,11 @@ int rdv_listen(int fd, struct sk *s)
 				pthread_mutex_unlock(&reg_lock);
 				continue; /* replaced: the next turn maps the new one */
 			}
-			if (lk >= 0) {
+			if (lk >= 0)
 				p->lock_fd = fd_hide(lk);
-				p->lock_pid = shunt_pid();
-			}
 		}
 		p->nlisten++;
+		__atomic_store_n(&nports_listened, 1, __ATOMIC_RELAXED);
 		reg_add_listener(p, &a);
 		pthread_mutex_unlock(&reg_lock);
 		s->listen_port = a.port;
@@ -1204,10 +1199,22 @@ void rdv_exit(void)
 {
 	char name[SHUNT_DIR_NAME_MAX];
 
-	if (!shunt_sandboxed && csock >= 0 && csock_pid == getpid() && shunt_dirfd >= 0) {
+	if (shunt_sandboxed || shunt_dirfd < 0)
+		return;
+	if (csock >= 0 && csock_pid == getpid()) {
 		shunt_dir_name(name, 'c', csock_id);
 		unlinkat(shunt_dirfd, name, 0);
 	}
+	/* listeners the program never closed (most servers end by exit or a
+	 * signal's handler): their ports' files go as a close would take them */
+	if (__atomic_load_n(&nports_listened, __ATOMIC_RELAXED))
+		for (unsigned port = 1; port < 65536; port++) {
+			struct portreg *p = __atomic_load_n(&ports[port], __ATOMIC_ACQUIRE);
+			if (p && p->nlisten > 0 && p->lock_fd >= 0) {
+				p->nlisten = 1;
+				rdv_unlisten((uint16_t)port);
+			}
+		}
 }
 
 __attribute__((destructor)) static void rdv_exit_dtor(void)
