@@ -57,6 +57,7 @@ hostpair() { # server-shunt client-shunt [order] -> "srvline|cliline"
 	local s=() c=()
 	[ "$1" = 1 ] && s=(env SHUNT_DIR="$WORK/hostB" "$SHUNT" run --)
 	[ "$2" = 1 ] && c=(env SHUNT_DIR="$WORK/hostA" "$SHUNT" run --)
+	: > "$WORK/hs.out" # a stale "listening" must not start the client
 	in_cg "${s[@]}" "$PEER" server 127.0.0.1 "$P" "${3:-cfirst}" > "$WORK/hs.out" 2>&1 &
 	local sp=$!
 	for _ in $(seq 100); do grep -q listening "$WORK/hs.out" && break; sleep 0.02; done
@@ -78,6 +79,7 @@ echo "$out" | grep -q 'role=client mode=tcp reason=1' || die "plain server, clie
 # memory (as through DNAT); the server's exit is read as EOF, not a reset.
 for order in cfirst sfirst; do
 	P=$(free_port)
+	: > "$WORK/ls.out" # a stale "listening" must not start the client
 	in_cg env SHUNT_DIR="$WORK/hostA" SHUNT_LOCAL=0 "$SHUNT" run -- "$PEER" server 127.0.0.1 "$P" $order > "$WORK/ls.out" 2>&1 &
 	sp=$!
 	for _ in $(seq 100); do grep -q listening "$WORK/ls.out" && break; sleep 0.02; done

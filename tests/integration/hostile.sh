@@ -43,6 +43,7 @@ one() { # hostdirs(two|one) hostile(client|server) seed order
 	[ "$2" = client ] && cs=$3
 	[ "$2" = server ] && ss=$3
 	P=$(free_port)
+	: > "$WORK/s.out" # a stale "listening" must not start the client
 	end "$sdir" "$ss" server 127.0.0.1 "$P" "$4" > "$WORK/s.out" 2>&1 &
 	local sp=$!
 	for _ in $(seq 200); do grep -q listening "$WORK/s.out" && break; sleep 0.01; done

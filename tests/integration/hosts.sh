@@ -67,6 +67,7 @@ run_on() {
 # "tcp reason=N", "shm reason=0" or "none" (a plain process).
 cell() {
 	local name=$1 srv=$2 cli=$3 order=$4 addr=$5 port=$6 ch=$7 es=$8 ec=$9 sp cp
+	: > "$WORK/s.out" # a stale "listening" must not start the client
 	run_on "${SRV_HOST:-B}" "$hB" "$srv" "$PEER" server 0.0.0.0 "$SP" "$order" > "$WORK/s.out" 2>&1 &
 	sp=$!
 	for _ in $(seq 200); do grep -q listening "$WORK/s.out" && break; sleep 0.01; done
@@ -141,6 +142,7 @@ echo "  a server replaying unknown options: client 14, data intact"
 
 # 6. agents killed while connections are open: a negotiated TCP connection
 #    between the hosts and a shared-memory one through DNAT keep working
+: > "$WORK/ks1.out" # a stale "listening" must not start the client
 run_on B "$hB" 1 "$PEER" server 0.0.0.0 "$SP" cfirst x > "$WORK/ks1.out" 2>&1 &
 k1=$!
 run_on B "$hB" 1 "$PEER" server 0.0.0.0 "$SP2" sfirst x > "$WORK/ks2.out" 2>&1 &

@@ -19,6 +19,7 @@ run_pair() { # listen dial order srv_shunt cli_shunt -> prints "srvline|cliline"
 	local pre_s=() pre_c=()
 	[ "$4" = 1 ] && pre_s=("$SHUNT" run --)
 	[ "$5" = 1 ] && pre_c=("$SHUNT" run --)
+	: > "$WORK/srv.out" # a stale "listening" must not start the client
 	"${pre_s[@]}" "$PEER" server "$1" "$P" "$3" > "$WORK/srv.out" 2>"$WORK/srv.err" &
 	local spid=$!
 	for _ in $(seq 100); do grep -q listening "$WORK/srv.out" 2>/dev/null && break; sleep 0.02; done

@@ -26,6 +26,7 @@ in_ns() { local n=$1; shift; ip netns exec "$n" "$@"; }
 P=$(free_port)
 
 # 1. across the veth: shunt server in ns1 (on 0.0.0.0), shunt client in ns2
+: > "$WORK/s1.out" # a stale "listening" must not start the client
 in_ns "$ns1" "$SHUNT" run -- "$PEER" server 0.0.0.0 "$P" cfirst > "$WORK/s1.out" 2>&1 &
 for _ in $(seq 100); do grep -q listening "$WORK/s1.out" && break; sleep 0.02; done
 in_ns "$ns2" "$SHUNT" run -- "$PEER" client 10.77.0.1 "$P" cfirst > "$WORK/c1.out" || die "client across veth failed"
@@ -36,6 +37,7 @@ echo "  ns2 -> ns1 over veth: accelerated both ends"
 
 # 2. loopback never crosses a namespace: shunt server on 127.0.0.1:P in ns1,
 #    plain server on 127.0.0.1:P in ns2, shunt client in ns2 dials 127.0.0.1
+: > "$WORK/s2.out" # a stale "listening" must not start the client
 in_ns "$ns1" "$SHUNT" run -- "$PEER" server 127.0.0.1 "$P" sfirst > "$WORK/s2.out" 2>&1 &
 s2=$!
 in_ns "$ns2" "$PEER" server 127.0.0.1 "$P" sfirst > "$WORK/s3.out" 2>&1 &

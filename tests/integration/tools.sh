@@ -18,6 +18,7 @@ echo "  run: exit status, missing program, bad configuration value"
 
 pair() { # env... -> client line
 	local P; P=$(free_port)
+	: > "$WORK/s.out" # a stale "listening" must not start the client
 	env "$@" "$SHUNT" run -- "$PEER" server 127.0.0.1 "$P" cfirst > "$WORK/s.out" 2>&1 &
 	local s=$!
 	for _ in $(seq 100); do grep -q listening "$WORK/s.out" && break; sleep 0.02; done

@@ -24,6 +24,7 @@ die() { echo "FAIL: $*"; grep -v spare /tmp/fo-s.out | tail -n 12; grep -v spare
 run() {
 	local mb=$1 st=$2 n=$3 se=$4 ce=$5 act=${6:-}
 	P=$((P + 1))
+	: > /tmp/fo-s.out # a stale "listening" must not start the client
 	env $se timeout 150 "$S" server 10.0.0.1 $P "$mb" "$st" "$n" > /tmp/fo-s.out 2>&1 &
 	local sp=$!
 	for _ in $(seq 100); do grep -q listening /tmp/fo-s.out && break; sleep 0.05; done
@@ -70,6 +71,7 @@ device_removed() {
 # (issue #13, item 5).
 cut_resend() {
 	P=$((P + 1))
+	: > /tmp/fo-s.out # a stale "listening" must not start the client
 	env $R STREAM_QUIET=1 timeout 60 "$S" server 10.0.0.1 $P 24 block 1 > /tmp/fo-s.out 2>&1 &
 	local sp=$! rc=0
 	for _ in $(seq 100); do grep -q listening /tmp/fo-s.out && break; sleep 0.05; done

@@ -11,6 +11,7 @@
 set -eu
 Z=$BUILD/tests/tools/zwin
 die() { echo "FAIL: $*"; tail -5 /tmp/zw-s.out; tail -5 /tmp/zw-c.out; exit 1; }
+: > /tmp/zw-s.out # a stale "listening" must not start the client
 env LD_PRELOAD="$LIB" SHUNT_TRANSPORT=rdma SHUNT_LOG=1 timeout 60 "$Z" server 10.0.0.1 7820 > /tmp/zw-s.out 2>&1 &
 sp=$!
 for _ in $(seq 100); do grep -q listening /tmp/zw-s.out && break; sleep 0.05; done

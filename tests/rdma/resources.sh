@@ -19,6 +19,7 @@ pair() { # who-starves
 	if [ "$1" = server ]; then
 		starved "${s[@]}" "$PEER" server 10.0.0.1 $P cfirst > /tmp/s.out 2>&1 &
 	else
+		: > /tmp/s.out # a stale "listening" must not start the client
 		"${s[@]}" "$PEER" server 10.0.0.1 $P cfirst > /tmp/s.out 2>&1 &
 	fi
 	local sp=$!
