@@ -690,6 +690,21 @@ EXPORT ssize_t sendfile64(int out, int in, off_t *off, size_t count)
 	return sendfile(out, in, off, count);
 }
 
+/* A plain socket's late handshake message is settled first, as for send
+ * and recv (settle() puts the reference); 1 if that call's error is the
+ * answer (in *r). */
+static int settled_plain(int fd, int writing, int flags, ssize_t *r)
+{
+	struct sk *s = fdtab_get(fd);
+	int h = 0;
+
+	if (s && s->kind != SK_SHM)
+		*r = settle(s, fd, writing, flags, &h);
+	else if (s)
+		sk_put(s);
+	return h;
+}
+
 /* splice() moving bytes to or from an accelerated socket: splice.c */
 EXPORT ssize_t splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t len,
 		      unsigned int flags)
@@ -697,7 +712,11 @@ EXPORT ssize_t splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t l
 	int h;
 	ssize_t r = shim_splice(in, off_in, out, off_out, len, flags, &h);
 
-	return h ? edge(r) : R(splice)(in, off_in, out, off_out, len, flags);
+	if (h)
+		return edge(r);
+	if (settled_plain(in, 0, 0, &r) || settled_plain(out, 1, 0, &r))
+		return r;
+	return R(splice)(in, off_in, out, off_out, len, flags);
 }
 
 /* sendmmsg/recvmmsg on an accelerated socket: one sendmsg/recvmsg per
@@ -707,9 +726,10 @@ EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 {
 	struct sk *s = get_kind(fd, SK_SHM);
 	unsigned i;
+	ssize_t r0;
 
 	if (!s)
-		return R(sendmmsg)(fd, v, n, flags);
+		return settled_plain(fd, 1, flags, &r0) ? (int)r0 : R(sendmmsg)(fd, v, n, flags);
 	for (i = 0; i < n && i < UIO_MAXIOV; i++) {
 		struct msghdr *m = &v[i].msg_hdr;
 		ssize_t r = conn_send(s, m->msg_iov, (int)m->msg_iovlen, flags);
@@ -735,9 +755,10 @@ EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags, struct
 	struct sk *s = get_kind(fd, SK_SHM);
 	uint64_t end = tmo ? shunt_now_ns() + (uint64_t)tmo->tv_sec * 1000000000ull + (uint64_t)tmo->tv_nsec : 0;
 	unsigned i;
+	ssize_t r0;
 
 	if (!s)
-		return R(recvmmsg)(fd, v, n, flags, tmo);
+		return settled_plain(fd, 0, flags, &r0) ? (int)r0 : R(recvmmsg)(fd, v, n, flags, tmo);
 	for (i = 0; i < n && i < UIO_MAXIOV; i++) {
 		struct msghdr *m = &v[i].msg_hdr;
 		int f = flags & ~MSG_WAITFORONE;
