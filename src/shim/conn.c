@@ -160,8 +160,6 @@ int conn_attach(struct conn **out, struct arena *a, unsigned seg, int side, int 
 	return 0;
 }
 
-/* The arena keeps the memory; the segment returns to its pool when both
- * sides have let go. */
 /* The application closed its last descriptor of an accelerated
  * connection (fdtab.c, before conn_free).  If no other process holds it,
  * this is the kernel socket's last close: what the socket holds unread
@@ -204,6 +202,8 @@ __attribute__((destructor)) static void conn_exit_dtor(void)
 	conn_exit_all();
 }
 
+/* The arena keeps the memory; the segment returns to its pool when both
+ * sides have let go. */
 int conn_free(struct conn *c)
 {
 	int last;
@@ -280,8 +280,7 @@ void conn_refresh(struct conn *c)
 			if (!__atomic_exchange_n(&c->peer_eof, 1, __ATOMIC_ACQ_REL)) {
 				if (ring_used(&c->tx))
 					probe_gone(c);
-			}
-			else if (!shunt_sandboxed && !c->peer_err &&
+			} else if (!shunt_sandboxed && !c->peer_err &&
 				 !real.getsockopt(c->tcp_fd, SOL_SOCKET, SO_ERROR, &err,
 						  &(socklen_t){ sizeof err }) && err)
 				c->peer_err = err;
@@ -478,9 +477,6 @@ static inline int quick_ready(struct conn *c, unsigned want)
 	return ring_space(&c->tx) != 0;
 }
 
-/* Spin, then sleep until want (POLLIN/POLLOUT) may be satisfied.
- * Returns 0 to re-check, -EAGAIN on SO_*TIMEO expiry, -EINTR on a signal,
- * -EDEADLK when short_ok and the peer is blocked writing to us too. */
 /* The spin before a sleep: 1 ready, 0 spun out, -EINTR. */
 static int spin_wait(struct conn *c, unsigned want, int64_t budget, uint64_t sig0)
 {
@@ -508,6 +504,9 @@ static int spin_wait(struct conn *c, unsigned want, int64_t budget, uint64_t sig
 	return 0;
 }
 
+/* Spin, then sleep until want (POLLIN/POLLOUT) may be satisfied.
+ * Returns 0 to re-check, -EAGAIN on SO_*TIMEO expiry, -EINTR on a signal,
+ * -EDEADLK when short_ok and the peer is blocked writing to us too. */
 static int conn_wait(struct conn *c, unsigned want, int *deadline_ms, int short_ok, uint64_t sig0)
 {
 	uint64_t now, el;

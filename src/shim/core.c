@@ -170,22 +170,6 @@ static void read_netns(void)
 	netns_ino = stat("/proc/self/ns/net", &st) ? 0 : (uint64_t)st.st_ino;
 }
 
-/* The child holds every inherited connection too: one more owner each. */
-static void hold_inherited(int fd, struct sk *s, void *gen)
-{
-	struct conn *c = s->conn;
-
-	(void)fd;
-	if (s->kind != SK_SHM || !c || c->fork_gen == *(uint64_t *)gen)
-		return;
-	if (c->rd) { /* moved to TCP before the fork (rdma.c), or it stays the parent's */
-		if (!c->moved)
-			c->broken = EIO;
-		return;
-	}
-	c->fork_gen = *(uint64_t *)gen;
-	arena_hold_more(c->arena, c->segno, c->side);
-}
 
 /* Before fork: RDMA connections move to TCP, so the child can use them
  * (unless SHUNT_RDMA_FORK=keep: for programs whose children never touch
@@ -268,6 +252,21 @@ static void unhold(int fd, struct sk *s, void *gen)
 		return;
 	c->fork_gen = 0;
 	arena_drop_owner(c->arena, c->segno, c->side);
+}
+
+/* The child holds every inherited connection too: one more owner each
+ * (those the fork() wrapper took already carry its generation). */
+static void hold_inherited(int fd, struct sk *s, void *gen)
+{
+	struct conn *c = s->conn;
+
+	if (s->kind == SK_SHM && c && c->rd) {
+		/* moved to TCP before the fork (rdma.c), or it stays the parent's */
+		if (!c->moved)
+			c->broken = EIO;
+		return;
+	}
+	hold_for_child(fd, s, gen);
 }
 
 void shunt_fork_before(void)

@@ -262,18 +262,19 @@ static void take_in_range(int fd, struct sk *s, void *arg)
 	(void)s;
 	if ((unsigned)fd < t->first || (unsigned)fd > t->last)
 		return;
-	if (t->n == t->cap) {
-		v = realloc(t->v, (size_t)(t->cap ? 2 * t->cap : 16) * sizeof *v);
-		if (!v)
-			return; /* its entry stays: a later lookup finds EBADF */
+	if (t->n == t->cap && (v = realloc(t->v, (size_t)(t->cap ? 2 * t->cap : 16) * sizeof *v))) {
 		t->v = v;
 		t->cap = t->cap ? 2 * t->cap : 16;
 	}
-	if ((s = fdtab_take(fd)) != NULL) {
-		if (s->kind == SK_SHM)
-			ep_forget_fd(fd);
-		t->v[t->n++] = s;
-	}
+	if ((s = fdtab_take(fd)) == NULL)
+		return;
+	if (s->kind == SK_SHM)
+		ep_forget_fd(fd);
+	if (t->n < t->cap)
+		t->v[t->n++] = s; /* let go after the kernel's close, as close() does */
+	else
+		sk_put(s); /* no memory to keep it: now (an entry left behind would
+			    * outlive its descriptor) */
 }
 
 /* The kernel's close_range over [first, last] minus shunt's own

@@ -44,6 +44,21 @@ static int scan_accel(struct pollfd *fds, nfds_t n, struct sk **sks)
 	return ready;
 }
 
+/* An accelerated entry's kernel socket: the descriptor to poll (-1: none)
+ * and *ev, its events - its FIN or RST; once an RDMA connection's sending
+ * half moved there, its room (wanted even after the peer's FIN, as epoll.c
+ * keeps it registered); after the FIN, for a writer, its reset only (a
+ * probe of a gone peer gets one: POLLERR needs no event). */
+static int sock_watch(struct conn *c, short app_events, short *ev)
+{
+	*ev = (short)(c->peer_eof ? 0 : POLLIN | POLLRDHUP);
+	if (rdma_conn_moving(c))
+		*ev |= (short)(app_events & POLLOUT);
+	if (c->peer_err)
+		return -1;
+	return *ev || (!conn_socket_done(c) && (app_events & POLLOUT)) ? c->tcp_fd : -1;
+}
+
 static int build(struct pollfd *fds, nfds_t n, struct sk **sks, struct pollfd *ext)
 {
 	int k = (int)n;
@@ -54,20 +69,12 @@ static int build(struct pollfd *fds, nfds_t n, struct sk **sks, struct pollfd *e
 			continue;
 		struct conn *c = sks[i]->conn;
 		short tev;
+		int tfd;
 		ext[i].fd = -1; /* ignored by the kernel */
 		conn_arm(c, (unsigned)fds[i].events & (POLLIN | POLLOUT));
 		ext[k++] = (struct pollfd){ .fd = c->efd_mine, .events = POLLIN };
-		/* the socket: its FIN or RST, or, once an RDMA connection's
-		 * sending half moved there, its room - wanted even after the
-		 * peer's FIN (as epoll.c keeps it registered) */
-		tev = (short)(c->peer_eof ? 0 : POLLIN | POLLRDHUP);
-		if (rdma_conn_moving(c))
-			tev |= (short)(fds[i].events & POLLOUT);
-		/* after the peer's FIN, its reset still matters to a writer (its
-		 * probe gets one from a gone peer): POLLERR needs no event */
-		ext[k++] = (struct pollfd){ .fd = !tev && (conn_socket_done(c) ||
-							   !(fds[i].events & POLLOUT)) ? -1 : c->tcp_fd,
-					    .events = tev };
+		tfd = sock_watch(c, fds[i].events, &tev);
+		ext[k++] = (struct pollfd){ .fd = tfd, .events = tev };
 	}
 	return k;
 }
@@ -85,7 +92,7 @@ static int narrow_pass(struct pollfd *fds, nfds_t n, struct sk **sks, int tmo,
 		       const sigset_t *mask, struct pollfd *ext)
 {
 	struct timespec ts, zero = { 0, 0 };
-	int r, ready = 0, k = 0;
+	int r, ready = 0, k = 0, watched = 0;
 
 	if (tmo < 0 || tmo > NARROW_TICK_MS)
 		tmo = NARROW_TICK_MS;
@@ -111,19 +118,18 @@ static int narrow_pass(struct pollfd *fds, nfds_t n, struct sk **sks, int tmo,
 		}
 	}
 	for (nfds_t i = 0; i < n; i++) {
-		struct conn *c = sks[i] ? sks[i]->conn : NULL;
-		if (c && !conn_socket_done(c) && (!c->peer_eof || (fds[i].events & POLLOUT)))
-			ext[k++] = (struct pollfd){ .fd = c->tcp_fd,
-						    .events = (short)(c->peer_eof ? 0 : POLLIN | POLLRDHUP) };
+		short tev;
+		int tfd = sks[i] ? sock_watch(sks[i]->conn, fds[i].events, &tev) : -1;
+		/* every accelerated entry keeps a place, so results map back */
+		if (sks[i])
+			ext[k++] = (struct pollfd){ .fd = tfd, .events = tev };
+		watched += tfd >= 0;
 	}
-	if (k && real.ppoll(ext, (nfds_t)k, &zero, mask) > 0) {
+	if (watched && real.ppoll(ext, (nfds_t)k, &zero, mask) > 0) {
 		k = 0;
-		for (nfds_t i = 0; i < n; i++) {
-			struct conn *c = sks[i] ? sks[i]->conn : NULL;
-			if (c && !conn_socket_done(c) && (!c->peer_eof || (fds[i].events & POLLOUT)) &&
-			    ext[k++].revents)
-				conn_refresh(c);
-		}
+		for (nfds_t i = 0; i < n; i++)
+			if (sks[i] && ext[k++].revents)
+				conn_refresh(sks[i]->conn);
 	}
 	return ready;
 }

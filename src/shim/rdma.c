@@ -1014,6 +1014,22 @@ static int fo_tx_begin(struct conn *c, int push_flags)
 	return 0;
 }
 
+/* Our staged bytes [fo_next, end) onto the socket (writer lock held): 0
+ * when all went, else -errno (-EAGAIN: a full socket). */
+static int fo_send_staged(struct conn *c, uint64_t end, int flags)
+{
+	while (c->fo_next != end) {
+		uint32_t off = (uint32_t)(c->fo_next & (c->tx.size - 1));
+		uint64_t left = end - c->fo_next;
+		size_t len = (size_t)(left < c->tx.size - off ? left : c->tx.size - off);
+		ssize_t n = real.send(c->tcp_fd, c->tx.data + off, len, flags);
+		if (n < 0)
+			return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+		c->fo_next += (uint64_t)n;
+	}
+	return 0;
+}
+
 /* Tests only (SHUNT_FAULT_FO_CUT, fault.c): after the failover message,
  * that many bytes of the resend and the process dies. */
 static void fo_fault_cut(struct conn *c)
@@ -1024,17 +1040,7 @@ static void fo_fault_cut(struct conn *c)
 	if (cut < 0)
 		return;
 	left = c->fo_end - c->fo_next;
-	if ((uint64_t)cut < left)
-		left = (uint64_t)cut;
-	while (left) {
-		uint32_t off = (uint32_t)(c->fo_next & (c->tx.size - 1));
-		size_t len = (size_t)(left < c->tx.size - off ? left : c->tx.size - off);
-		ssize_t n = real.send(c->tcp_fd, c->tx.data + off, len, MSG_NOSIGNAL);
-		if (n <= 0)
-			break;
-		c->fo_next += (uint64_t)n;
-		left -= (uint64_t)n;
-	}
+	(void)fo_send_staged(c, c->fo_next + ((uint64_t)cut < left ? (uint64_t)cut : left), MSG_NOSIGNAL);
 	shunt_log("fault: failover cut after %lld resent bytes: the process dies", (long long)cut);
 	raise(SIGKILL);
 }
@@ -1051,16 +1057,7 @@ static int fo_flush(struct conn *c, int flags)
 		c->fo_hdr_off += (unsigned)n;
 	}
 	fo_fault_cut(c);
-	while (c->fo_next != c->fo_end) {
-		uint32_t off = (uint32_t)(c->fo_next & (c->tx.size - 1));
-		uint64_t left = c->fo_end - c->fo_next;
-		size_t len = (size_t)(left < c->tx.size - off ? left : c->tx.size - off);
-		ssize_t n = real.send(c->tcp_fd, c->tx.data + off, len, flags);
-		if (n < 0)
-			return errno == EWOULDBLOCK ? -EAGAIN : -errno;
-		c->fo_next += (uint64_t)n;
-	}
-	return 0;
+	return fo_send_staged(c, c->fo_end, flags);
 }
 
 /* Flush, waiting for room until the deadline (shunt_now_ns; UINT64_MAX:

@@ -300,30 +300,36 @@ static struct portreg *reg_get(uint16_t port, int create, int fresh)
 	return p;
 }
 
-/* Our last listener on the port closed (fdtab.c, as the socket goes, or
- * rdv_exit).  Our descriptor of the lock goes; if no process holds the lock
- * any more - no listener anywhere, a forked child's inherited copy counting
- * as its parent's - the file is removed, under the exclusive lock, so a
- * directory does not keep one file per port ever listened on (issue #13,
- * item 9), whichever process closes last. */
+/* This process holds no listener of the port any more: its descriptor of
+ * the lock goes; if no process holds the lock then - no listener anywhere,
+ * a forked child's inherited copy counting as its parent's - the file is
+ * removed, under the exclusive lock, so a directory does not keep one file
+ * per port ever listened on (issue #13, item 9), whichever process closes
+ * last.  reg_lock held. */
+static void reg_release(struct portreg *p, uint16_t port)
+{
+	char path[SHUNT_DIR_NAME_MAX];
+
+	fd_close_internal(p->lock_fd);
+	p->lock_fd = -1;
+	if (!flock(p->probe_fd, LOCK_EX | LOCK_NB)) {
+		shunt_dir_name(path, 'p', port);
+		if (reg_current(p, port))
+			unlinkat(shunt_dirfd, path, 0);
+		flock(p->probe_fd, LOCK_UN);
+	}
+}
+
+/* Our last listener on the port closed (fdtab.c, as the socket goes). */
 void rdv_unlisten(uint16_t port)
 {
 	struct portreg *p = __atomic_load_n(&ports[port], __ATOMIC_ACQUIRE);
-	char path[SHUNT_DIR_NAME_MAX];
 
 	if (!p || shunt_sandboxed)
 		return;
 	pthread_mutex_lock(&reg_lock);
-	if (p->nlisten > 0 && --p->nlisten == 0 && p->lock_fd >= 0) {
-		fd_close_internal(p->lock_fd);
-		p->lock_fd = -1;
-		if (!flock(p->probe_fd, LOCK_EX | LOCK_NB)) {
-			shunt_dir_name(path, 'p', port);
-			if (reg_current(p, port))
-				unlinkat(shunt_dirfd, path, 0);
-			flock(p->probe_fd, LOCK_UN);
-		}
-	}
+	if (p->nlisten > 0 && --p->nlisten == 0 && p->lock_fd >= 0)
+		reg_release(p, port);
 	pthread_mutex_unlock(&reg_lock);
 }
 
@@ -718,6 +724,22 @@ static int sender_is_server(int fd, const struct got_msg *g)
 	       !tcp_owner_uid(&remote, &local, &owner) && owner == g->uid;
 }
 
+/* The client's decision in the segment's confirm word (1 attached, 2
+ * declined), once, against the server's time-out; a server asleep on the
+ * word (confirm_waiter, set before it sleeps) is woken.  0 if the word was
+ * decided already. */
+static int confirm_decide(struct shunt_seg_hdr *h, uint32_t v)
+{
+	uint32_t pending = 0;
+
+	if (!__atomic_compare_exchange_n(&h->confirm, &pending, v, 0, __ATOMIC_SEQ_CST,
+					 __ATOMIC_ACQUIRE))
+		return 0;
+	if (__atomic_load_n(&h->confirm_waiter, __ATOMIC_SEQ_CST))
+		shunt_futex_wake(&h->confirm, 1);
+	return 1;
+}
+
 /* Attach the segment the accept message names.  If we cannot, decline
  * through the segment's confirm word when we can reach it (the server then
  * falls back at once), else the server times out to TCP. */
@@ -725,7 +747,6 @@ static int client_attach(struct sk *s, int fd, uint64_t nonce, struct got_msg *g
 {
 	int has_arena = !!(g->m.flags & SHUNT_MSG_F_ARENA);
 	int *efds = (g->m.flags & SHUNT_MSG_F_EFDS) ? g->fds + has_arena : NULL;
-	uint32_t pending = 0;
 	struct arena *a;
 	struct conn *c;
 	int dupfd;
@@ -752,21 +773,16 @@ static int client_attach(struct sk *s, int fd, uint64_t nonce, struct got_msg *g
 	dupfd = fd_dup_hidden(fd);
 	if (arena_set_efds(a, g->m.seg, g->m.efd_gen, efds) || dupfd < 0 ||
 	    conn_attach(&c, a, g->m.seg, 0, dupfd, &nonce)) {
-		if (g->m.seg < SHUNT_ARENA_SLOTS && arena_seg(a, g->m.seg)->nonce == nonce &&
-		    __atomic_compare_exchange_n(&arena_seg(a, g->m.seg)->confirm, &pending, 2, 0,
-						__ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
-			shunt_futex_wake(&arena_seg(a, g->m.seg)->confirm, 1);
+		if (g->m.seg < SHUNT_ARENA_SLOTS && arena_seg(a, g->m.seg)->nonce == nonce)
+			confirm_decide(arena_seg(a, g->m.seg), 2);
 		fd_close_internal(dupfd);
 		arena_put(a); /* the server drops our owner when it sees the decline */
 		return SHUNT_R_RESOURCE;
 	}
-	if (!__atomic_compare_exchange_n(&c->seg->confirm, &pending, 1, 0, __ATOMIC_SEQ_CST,
-					 __ATOMIC_ACQUIRE)) {
+	if (!confirm_decide(c->seg, 1)) {
 		conn_discard(c); /* the server timed out first and dropped our owner */
 		return SHUNT_R_HANDSHAKE;
 	}
-	if (__atomic_load_n(&c->seg->confirm_waiter, __ATOMIC_SEQ_CST))
-		shunt_futex_wake(&c->seg->confirm, 1); /* the server sleeps on it */
 	s->conn = c;
 	s->kind = SK_SHM;
 	s->reason = SHUNT_R_NONE;
@@ -890,7 +906,7 @@ static int send_accept(uint64_t sock_id, unsigned slot, uint64_t nonce, struct a
 	struct iovec iov = { &m, sizeof m };
 	struct msghdr mh = { .msg_name = &sun, .msg_namelen = sizeof sun, .msg_iov = &iov,
 			     .msg_iovlen = 1, .msg_control = u.buf };
-	int fds[SHUNT_MSG_MAX_FDS], n = 0, sfd, r;
+	int fds[SHUNT_MSG_MAX_FDS], n = 0, sfd;
 	struct cmsghdr *c;
 
 	if (new_arena)
@@ -925,7 +941,6 @@ static int send_accept(uint64_t sock_id, unsigned slot, uint64_t nonce, struct a
 			return -EPIPE;
 		nanosleep(&(struct timespec){ 0, 100000 }, NULL);
 	}
-	return r;
 }
 
 /* Find this connection's offer; *busy is set if a client may still be
@@ -979,9 +994,9 @@ static int server_wait_confirm(struct conn *c, int tcp_fd, uint64_t wait_ns)
 	uint32_t v, zero = 0;
 
 	/* The client is inside connect(), a few microseconds from answering:
-	 * spin briefly, then yield (it may need this very CPU). */
+	 * spin for the data path's budget, then sleep on the word (with more
+	 * threads than cores the client may need this very CPU). */
 	for (unsigned i = 0; !(v = __atomic_load_n(confirm, __ATOMIC_ACQUIRE)); i++) {
-		/* spin as the data path does (its budget), then sleep */
 		if ((i & 63) || shunt_now_ns() - start < (uint64_t)(shunt_cfg.spin_ns > 0 ? shunt_cfg.spin_ns : 0)) {
 			__builtin_ia32_pause();
 			continue;
@@ -1207,14 +1222,17 @@ void rdv_exit(void)
 	}
 	/* listeners the program never closed (most servers end by exit or a
 	 * signal's handler): their ports' files go as a close would take them */
-	if (__atomic_load_n(&nports_listened, __ATOMIC_RELAXED))
-		for (unsigned port = 1; port < 65536; port++) {
-			struct portreg *p = __atomic_load_n(&ports[port], __ATOMIC_ACQUIRE);
-			if (p && p->nlisten > 0 && p->lock_fd >= 0) {
-				p->nlisten = 1;
-				rdv_unlisten((uint16_t)port);
-			}
+	if (!__atomic_load_n(&nports_listened, __ATOMIC_RELAXED))
+		return;
+	pthread_mutex_lock(&reg_lock);
+	for (unsigned port = 1; port < 65536; port++) {
+		struct portreg *p = ports[port];
+		if (p && p->nlisten > 0 && p->lock_fd >= 0) {
+			p->nlisten = 0;
+			reg_release(p, (uint16_t)port);
 		}
+	}
+	pthread_mutex_unlock(&reg_lock);
 }
 
 __attribute__((destructor)) static void rdv_exit_dtor(void)

@@ -9,9 +9,9 @@
  * ring into the pipe - and never more is taken from one end than the other
  * end can take, so no byte is consumed that is not delivered.  As in the
  * kernel, the socket's O_NONBLOCK decides whether its side waits and
- * SPLICE_F_NONBLOCK (or the pipe's O_NONBLOCK) whether the pipe's does.  tee() and
- * vmsplice() take only pipes and copy_file_range() only files: a socket
- * there fails in the kernel, as it does without shunt.
+ * SPLICE_F_NONBLOCK (or the pipe's O_NONBLOCK) whether the pipe's does.
+ * tee() and vmsplice() take only pipes and copy_file_range() only files: a
+ * socket there fails in the kernel, as it does without shunt.
  */
 #define _GNU_SOURCE
 #include <errno.h>
