@@ -49,6 +49,7 @@ enum shunt_reason {
 	SHUNT_R_PEER_BROKE = 20,   /* was accelerated; the peer broke the shared ring's rules: reset */
 	SHUNT_R_SANDBOX = 21,      /* made after the process installed a seccomp filter */
 	SHUNT_R_IO_URING = 22,     /* made after the process set up io_uring (its kernel path bypasses shunt) */
+	SHUNT_R_FD_PASSED = 23,    /* moved to TCP: the descriptor was passed to another process (SCM_RIGHTS) */
 	SHUNT_R_MAX
 };
 
@@ -164,6 +165,9 @@ struct shunt_ring_ctl {
 	 * written "wake me" flag, which the writer reads after every write */
 	_Alignas(SHUNT_CACHELINE) _Atomic uint32_t wlock; /* serialises writers (threads, forks) */
 	_Atomic uint32_t rd_want;   /* reader sleeps until data arrives */
+	_Atomic uint32_t rd_left;   /* the reader left the ring for the TCP socket (a
+				       reason, SHUNT_R_FD_PASSED): the writer resends
+				       from cons there and writes there (src/shim/move.c) */
 	/* line 4: the mirror for the reader */
 	_Alignas(SHUNT_CACHELINE) _Atomic uint32_t rlock; /* serialises readers */
 	_Atomic uint32_t wr_want;   /* writer sleeps until space frees */
@@ -323,7 +327,12 @@ _Static_assert(sizeof(struct shunt_cdc) == 32, "cdc layout");
  * drops the P - start bytes it already has: the stream goes on at the exact
  * byte where RDMA stopped, with no answer awaited from the peer.  After the
  * handshake the socket carried only zero-byte probes, so the first non-zero
- * byte starts this message. */
+ * byte starts this message.
+ * A shared-memory connection passed to another process (issue #13) uses
+ * it too, with start = end = the passing side's last byte in its ring
+ * (nothing is resent: the peer reads the ring up to it); after the probes
+ * and any handshake message the in-band handshake left (src/shim/move.c).
+ * The passing side's other half is asked back through ring ctl rd_left. */
 #define SHUNT_FO_KIND 0xfau
 #define SHUNT_FO_VERSION 1u
 #define SHUNT_FO_MAGIC 0x53484e54464f5652ull /* "SHNTFOVR" */

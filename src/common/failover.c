@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <string.h>
 #include "failover.h"
+#include "handshake.h"
 
 int shunt_fo_encode(void *buf, uint64_t start, uint64_t end, uint32_t reason)
 {
@@ -34,7 +35,7 @@ int shunt_fo_parse(const void *buf, size_t len, struct shunt_fo *out)
 	if (m.kind != SHUNT_FO_KIND || m.version != SHUNT_FO_VERSION || m.pad ||
 	    m.magic != SHUNT_FO_MAGIC || m.end < m.start ||
 	    (m.reason != SHUNT_R_LINK_FAILED && m.reason != SHUNT_R_PEER_FAILOVER &&
-	     m.reason != SHUNT_R_FORK))
+	     m.reason != SHUNT_R_FORK && m.reason != SHUNT_R_FD_PASSED))
 		return -EPROTO;
 	*out = m;
 	return 0;
@@ -46,4 +47,30 @@ int shunt_fo_skip(const struct shunt_fo *m, uint64_t prod, uint32_t ring_size, u
 		return -EPROTO;
 	*skip = prod - m->start;
 	return 0;
+}
+
+size_t shunt_fo_leftovers(const void *buf, size_t len, int *partial)
+{
+	const uint8_t *b = buf;
+	size_t k = 0;
+
+	*partial = 0;
+	while (k < len) {
+		int m;
+		if (!b[k]) {
+			k++;
+			continue;
+		}
+		m = shunt_hs_peek(b + k, len - k);
+		if (m == -EAGAIN) /* a header's first bytes, or anything short */
+			*partial = b[k] == (uint8_t)(SHUNT_HS_EYECATCHER >> 24);
+		if (m < 0)
+			break;
+		if ((size_t)m > len - k) {
+			*partial = 1;
+			break;
+		}
+		k += (size_t)m;
+	}
+	return k;
 }

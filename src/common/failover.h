@@ -17,4 +17,9 @@ int shunt_fo_parse(const void *buf, size_t len, struct shunt_fo *out);
  * bytes that follow it already has (*skip); -EPROTO when the message cannot
  * be true of this stream (start > prod, prod > end, more than a ring). */
 int shunt_fo_skip(const struct shunt_fo *m, uint64_t prod, uint32_t ring_size, uint64_t *skip);
+/* How many bytes at the head of buf[0..len) - a socket's bytes, peeked -
+ * are shunt's own leftovers before a FAILOVER message: zero-byte probes
+ * and whole in-band handshake messages.  *partial: a handshake message is
+ * cut at len (the rest may come). */
+size_t shunt_fo_leftovers(const void *buf, size_t len, int *partial);
 #endif

@@ -110,6 +110,14 @@ void conn_wake_local(struct conn *c, unsigned ev)
 		wake(&c->tx.ctl->wr_want, c->efd_mine);
 }
 
+/* A move (move.c): every sleeper looks again, the peer's and ours. */
+void conn_wake_all(struct conn *c)
+{
+	notify_reader(c);
+	notify_writer(c);
+	conn_wake_local(c, POLLIN | POLLOUT);
+}
+
 static _Atomic uint32_t *want_word(struct conn *c, unsigned want)
 {
 	return want & POLLIN ? &c->rx.ctl->rd_want : &c->tx.ctl->wr_want;
@@ -169,9 +177,16 @@ int conn_attach(struct conn **out, struct arena *a, unsigned seg, int side, int 
  * with ECONNRESET, its writes with EPIPE) - as it must here too. */
 void conn_closing(struct conn *c)
 {
-	if (c->rd || c->broken || shunt_sandboxed ||
+	if (c->rd || c->passed || c->broken || shunt_sandboxed ||
 	    __atomic_load_n(&arena_seg(c->arena, c->segno)->owner[c->side], __ATOMIC_SEQ_CST) != 1)
 		return;
+	if (move_pending(c)) { /* the move's resend (move.c): the kernel would send it */
+		struct shunt_ring_ctl *t = conn_lock(c, 0);
+		for (int i = 0; t && i < 200 && move_flush(c, MSG_NOSIGNAL | MSG_DONTWAIT) == -EAGAIN; i++)
+			real.poll(&(struct pollfd){ .fd = c->tcp_fd, .events = POLLOUT }, 1, 10);
+		if (t)
+			shunt_unlock(&t->wlock);
+	}
 	conn_refresh(c);
 	if (ring_used(&c->rx))
 		real.setsockopt(c->tcp_fd, SOL_SOCKET, SO_LINGER,
@@ -233,6 +248,7 @@ void conn_discard(struct conn *c)
 	}
 	arena_put(c->arena);
 	fd_close_internal(c->tcp_fd);
+	free(c->passed);
 	free(c);
 }
 
@@ -244,8 +260,8 @@ static void probe_gone(struct conn *c)
 {
 	int e = errno;
 
-	if (c->rd || !c->peer_eof || c->peer_err || c->shut_wr)
-		return;
+	if (c->rd || !c->peer_eof || c->peer_err || c->shut_wr || c->fo_rx || conn_moving(c))
+		return; /* (after a move the socket carries the stream: no probe byte) */
 	if (real.send(c->tcp_fd, "", 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 && errno != EAGAIN)
 		c->peer_err = errno;
 	errno = e;
@@ -262,6 +278,12 @@ void conn_refresh(struct conn *c)
 	c->last_probe_ns = shunt_now_ns();
 	if (c->rd) { /* probes, then maybe the peer's failover message */
 		rdma_conn_refresh(c);
+		errno = e;
+		return;
+	}
+	/* shunt's leftovers, or the peer's move (move.c); after a move the
+	 * socket carries the stream and says its end itself */
+	if (!move_shm_settle(c)) {
 		errno = e;
 		return;
 	}
@@ -360,7 +382,7 @@ unsigned conn_events(struct conn *c)
 		ev |= POLLERR;
 	if (c->peer_err || (c->shut_wr && eof))
 		ev |= POLLHUP;
-	return c->rd ? rdma_conn_events(c, ev) : ev;
+	return c->rd || c->fo_rx || (conn_may_move(c) && conn_moving(c)) ? conn_moved_events(c, ev) : ev;
 }
 
 size_t conn_nread(struct conn *c)
@@ -368,7 +390,7 @@ size_t conn_nread(struct conn *c)
 	size_t n = ring_used(&c->rx);
 	int k = 0;
 
-	if (c->rd && __atomic_load_n(&c->fo_rx, __ATOMIC_ACQUIRE) == 2 &&
+	if (__atomic_load_n(&c->fo_rx, __ATOMIC_ACQUIRE) == 2 &&
 	    !real.ioctl(c->tcp_fd, FIONREAD, &k) && k > 0)
 		n += (size_t)k;
 	return n;
@@ -538,7 +560,7 @@ static int conn_wait(struct conn *c, unsigned want, int *deadline_ms, int short_
 	if (*deadline_ms == -2)
 		*deadline_ms = __atomic_load_n(&c->timeo_ms[!(want & POLLIN)], __ATOMIC_RELAXED);
 	tmo = *deadline_ms < 0 || *deadline_ms > SLEEP_SLICE_MS ? SLEEP_SLICE_MS : *deadline_ms;
-	if (c->rd && rdma_conn_moving(c) && tmo > 10)
+	if (conn_moving(c) && tmo > 10)
 		tmo = 10; /* the peer's failover message comes on the socket */
 	ts = (struct timespec){ tmo / 1000, (long)(tmo % 1000) * 1000000L };
 	now = shunt_now_ns();
@@ -563,7 +585,7 @@ static int conn_wait(struct conn *c, unsigned want, int *deadline_ms, int short_
 		conn_refresh(c);
 	/* A writer facing a peer that half-closed must learn whether it is
 	 * gone: probe the TCP socket (a gone peer answers RST). */
-	if ((want & POLLOUT) && err == ETIMEDOUT && !rdma_conn_moving(c))
+	if ((want & POLLOUT) && err == ETIMEDOUT && !conn_moving(c))
 		probe_gone(c);
 	return 0;
 }
@@ -625,7 +647,7 @@ size_t conn_send_room(struct conn *c)
 {
 	if (c->broken || c->shut_wr || c->peer_err)
 		return 1; /* the send reports the error */
-	if (c->rd && __atomic_load_n(&c->fo_tx, __ATOMIC_ACQUIRE))
+	if (__atomic_load_n(&c->fo_tx, __ATOMIC_ACQUIRE))
 		return 65536;
 	return ring_space(&c->tx);
 }
@@ -650,7 +672,7 @@ ssize_t conn_send(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 			raise(SIGPIPE);
 		return -EPIPE;
 	}
-	if ((c->shut_wr || c->peer_err) && !rdma_conn_moving(c))
+	if ((c->shut_wr || c->peer_err) && !conn_moving(c))
 		return send_on_kernel(s, len, flags);
 	if (!c->rd && shunt_fault_ring(c->seg, c->side, c->arena->memfd))
 		return (ssize_t)len; /* tests only (fault.c): a hostile peer */
@@ -659,8 +681,8 @@ ssize_t conn_send(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 	if (!locked)
 		return -c->broken;
 	while (total < len || !len) {
-		if (rdma_conn_moving(c)) { /* the link failed: on with TCP */
-			ssize_t m = rdma_conn_send_tcp(c, iov, iovcnt, flags, nonblock);
+		if (conn_may_move(c) && conn_moving(c)) { /* the link failed, the peer left: on with TCP */
+			ssize_t m = move_send_tcp(c, iov, iovcnt, flags, nonblock);
 			if (m > 0)
 				total += (size_t)m;
 			moved = 1;
@@ -691,7 +713,7 @@ ssize_t conn_send(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 			armed = 1;
 			/* a move asked for meanwhile (the link failed, maybe in
 			 * this very write) woke no one: write to the socket now */
-			if ((ring_space(&c->tx) && !c->peer_err) || rdma_conn_moving(c))
+			if ((ring_space(&c->tx) && !c->peer_err) || conn_moving(c))
 				continue;
 			break;
 		}
@@ -776,7 +798,7 @@ ssize_t conn_recv(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 	for (;;) {
 		ssize_t n;
 		if ((peekall || (!waitall && want > 1)) && !total && !nonblock &&
-		    !(c->rd && __atomic_load_n(&c->fo_rx, __ATOMIC_ACQUIRE)) &&
+		    !__atomic_load_n(&c->fo_rx, __ATOMIC_ACQUIRE) &&
 		    ring_used(&c->rx) < want && !rx_eof(c) && !c->peer_err) {
 			/* not all there yet: nap, the lock released (rare: no
 			 * wake-up says "this many"; and what is there stays
@@ -810,9 +832,9 @@ ssize_t conn_recv(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 				break;
 			continue;
 		}
-		if (c->rd && __atomic_load_n(&c->fo_rx, __ATOMIC_ACQUIRE)) {
+		if (__atomic_load_n(&c->fo_rx, __ATOMIC_ACQUIRE)) {
 			/* the peer moved to TCP: its bytes follow there */
-			ssize_t m = rdma_conn_recv_tcp(c, iov, iovcnt, flags, nonblock);
+			ssize_t m = move_recv_tcp(c, iov, iovcnt, flags, nonblock);
 			if (m > 0)
 				total += (size_t)m;
 			r = m < 0 ? (int)m : 0;
@@ -829,7 +851,7 @@ ssize_t conn_recv(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 		if (nonblock) {
 			if (shunt_now_ns() - c->last_probe_ns > REFRESH_INTERVAL_NS) {
 				conn_refresh(c);
-				if (c->peer_eof || c->peer_err || (c->rd && c->fo_rx))
+				if (c->peer_eof || c->peer_err || c->fo_rx)
 					continue;
 			}
 			/* a program that polls by itself: reap the completion
@@ -838,7 +860,7 @@ ssize_t conn_recv(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 			if (c->rd && (rdma_conn_poll(c), ring_used(&c->rx) || rx_eof(c)))
 				continue;
 			conn_arm(c, POLLIN);
-			if (ring_used(&c->rx) || rx_eof(c) || (c->rd && c->fo_rx))
+			if (ring_used(&c->rx) || rx_eof(c) || c->fo_rx)
 				continue;
 			r = -EAGAIN;
 			break;
@@ -858,7 +880,7 @@ ssize_t conn_recv(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 			__atomic_store_n(&s->stat->rx, s->stat->rx + total, __ATOMIC_RELAXED);
 		return (ssize_t)total;
 	}
-	if (!r && c->peer_err && !rx_eof(c) && !(c->rd && c->fo_rx))
+	if (!r && c->peer_err && !rx_eof(c) && !c->fo_rx)
 		return -c->peer_err;
 	return r;
 }
@@ -880,6 +902,10 @@ int conn_shutdown(struct sk *s, int how)
 		 * kernel's FIN; deferred while bytes wait for room */
 		if (c->rd && rdma_conn_shutdown(c))
 			how = how == SHUT_WR ? -1 : SHUT_RD;
+		/* a move's resend (move.c) goes before the FIN */
+		for (int i = 0; !c->rd && i < 200 && move_pending(c) &&
+		     move_flush(c, MSG_NOSIGNAL | MSG_DONTWAIT) == -EAGAIN; i++)
+			real.poll(&(struct pollfd){ .fd = c->tcp_fd, .events = POLLOUT }, 1, 10);
 		shunt_unlock(&locked->wlock);
 		/* Wake any sleeper: an epoll waiter must see the EOF too. */
 		__atomic_fetch_or(&c->tx.ctl->rd_want, WANT_EFD, __ATOMIC_SEQ_CST);

@@ -191,6 +191,7 @@ void shunt_sandbox_enter(void)
 {
 	if (__atomic_exchange_n(&shunt_sandboxed, 1, __ATOMIC_ACQ_REL))
 		return;
+	shunt_lock_probe_off = 1; /* a dead lock holder is waited out (the bound), not probed */
 	if (!shunt_off_reason)
 		shunt_off_reason = SHUNT_R_SANDBOX;
 }
@@ -291,6 +292,7 @@ static void atfork_child(void)
 	uint64_t gen = fork_gen_pre;
 
 	my_pid = getpid();
+	shunt_lock_forget_self();
 	fork_gen_pre = 0;
 	/* sandboxed: no getrandom, no stat (the clock is the vDSO's) */
 	if (!gen)

@@ -186,10 +186,10 @@ static int reg_add(struct epset *ep, int fd, struct sk *s, struct epoll_event *e
 		free(r);
 		return err == -EEXIST ? -EEXIST : err;
 	}
-	/* over RDMA the socket may carry the connection again (failover):
-	 * its writability matters then too */
-	in = (struct epoll_event){ .events = EPOLLIN | EPOLLRDHUP | EPOLLET |
-					    (s->conn->rd ? EPOLLOUT : 0u),
+	/* the socket may carry the connection again (RDMA failover, a peer
+	 * that passed its descriptor: move.c): its writability matters then
+	 * too (edge-triggered: one report now, then only after a move) */
+	in = (struct epoll_event){ .events = EPOLLIN | EPOLLRDHUP | EPOLLET | EPOLLOUT,
 				   .data.u64 = token(fd, 1) };
 	r->tcp_on = (!conn_socket_done(s->conn) || s->conn->rd) &&
 		    !real.epoll_ctl(ep->epfd, EPOLL_CTL_ADD, s->conn->tcp_fd, &in);
@@ -369,12 +369,13 @@ static int translate(struct epset *ep, struct epoll_event *evs, int k, int n)
 		if (e.data.u64 & 1) {
 			conn_refresh(r->s->conn);
 			/* moved to TCP: the kernel's wake-up is the edge */
-			if (r->s->conn->rd && (rdma_conn_moving(r->s->conn) || r->s->conn->fo_rx))
+			if (conn_moving(r->s->conn) || r->s->conn->fo_rx)
 				reset_edges(r);
 			/* the socket has said all it will (shared memory); an
 			 * RDMA connection's sending half may still move to it,
 			 * and then its writability comes from the socket */
-			if (conn_socket_done(r->s->conn) && !r->s->conn->rd) {
+			if (conn_socket_done(r->s->conn) && !r->s->conn->rd && !r->s->conn->fo_rx &&
+			    !conn_moving(r->s->conn)) {
 				real.epoll_ctl(ep->epfd, EPOLL_CTL_DEL, r->s->conn->tcp_fd, NULL);
 				r->tcp_on = 0;
 			}

@@ -59,12 +59,14 @@ static void collect(int fd, struct sk *s, void *arg)
 	if (s->kind != SK_SHM || (c->rd && !c->moved) ||
 	    h->nfds + 3 > (int)(sizeof h->fds / sizeof h->fds[0]))
 		return; /* an RDMA connection that could not move stays behind */
+	if (!c->rd && (c->passed || c->fo_rx || conn_moving(c)))
+		return; /* on its socket (move.c): a plain socket from here on */
 	f = R(fcntl)(fd, F_GETFD);
 	if (f < 0 || (f & FD_CLOEXEC))
 		return;
 	if (c->rd)
 		n = snprintf(item, sizeof item, "m%d,%d,%d,%d;", fd, c->moved_fd, c->side,
-			     rdma_conn_reason(c));
+			     conn_moved_reason(c));
 	else
 		n = snprintf(item, sizeof item, "%d,%d,%llx,%u,%d,%d,%d,%u;", fd, c->arena->memfd,
 			     (unsigned long long)c->arena->id, c->segno, c->side,

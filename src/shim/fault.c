@@ -104,8 +104,10 @@ int shunt_fault_ring(struct shunt_seg_hdr *seg, int side, int memfd)
 		usleep(300 * 1000); /* the peer reads those 16 */
 		__atomic_store_n(&peer_rx->prod, p + 4, __ATOMIC_RELEASE);
 	} else if (!strcmp(k, "lock")) {
-		__atomic_store_n(&peer_rx->rlock, 2, __ATOMIC_RELEASE);
-		__atomic_store_n(&peer_tx->wlock, 2, __ATOMIC_RELEASE);
+		/* held by a live thread (ours) with a waiter's mark: for ever */
+		uint32_t v = (uint32_t)getpid() | 0x80000000u;
+		__atomic_store_n(&peer_rx->rlock, v, __ATOMIC_RELEASE);
+		__atomic_store_n(&peer_tx->wlock, v, __ATOMIC_RELEASE);
 	} else if (!strcmp(k, "truncate")) {
 		int r = ftruncate(memfd, 0);
 		shunt_warn("fault: ftruncate(arena, 0) %s", r ? strerror(errno) : "succeeded");

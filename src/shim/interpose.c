@@ -591,28 +591,32 @@ EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct
 	return h ? r : R(sendto)(fd, buf, n, flags, a, al);
 }
 
-/* An accelerated connection passed to another process (SCM_RIGHTS) arrives
- * there as its bare kernel socket: its bytes stay in our ring (issue #13,
- * item 6, open).  Not silently: a warning names it, once per process. */
-static void warn_passed(const struct msghdr *m)
+/* An accelerated connection passed to another process (SCM_RIGHTS) must
+ * arrive there as a plain TCP socket whose stream goes on at the exact
+ * byte: both halves move to the socket first (move.c).  One that cannot
+ * move (shared with another process, over RDMA, a peer that half-closed
+ * with bytes we have not read) is named in a warning. */
+static void pass_moves(const struct msghdr *m)
 {
 	static int warned;
 
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c && !warned; c = CMSG_NXTHDR((struct msghdr *)m, c)) {
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR((struct msghdr *)m, c)) {
 		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
 			continue;
 		for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
-			int pfd;
+			int pfd, r;
 			struct sk *s;
 			memcpy(&pfd, CMSG_DATA(c) + i * sizeof(int), sizeof pfd);
-			if ((s = get_kind(pfd, SK_SHM))) {
-				sk_put(s);
+			if (!(s = get_kind(pfd, SK_SHM)))
+				continue;
+			r = move_pass(s);
+			sk_put(s);
+			if (r && !warned) {
 				warned = 1;
 				shunt_warn("fd %d, an accelerated connection, is passed to another process "
-					   "(SCM_RIGHTS): the receiver will not see its data; keep this "
-					   "service plain (SHUNT_PORTS, SHUNT_DISABLE: docs/architecture.md)",
-					   pfd);
-				break;
+					   "(SCM_RIGHTS) but could not move to TCP first (%s): the receiver "
+					   "will not see its data; keep this service plain (SHUNT_PORTS, "
+					   "SHUNT_DISABLE: docs/architecture.md)", pfd, strerror(-r));
 			}
 		}
 	}
@@ -626,7 +630,7 @@ EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 	if (h)
 		return r;
 	if (m->msg_controllen && m->msg_control)
-		warn_passed(m);
+		pass_moves(m);
 	return R(sendmsg)(fd, m, flags);
 }
 
@@ -728,8 +732,14 @@ EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 	unsigned i;
 	ssize_t r0;
 
-	if (!s)
-		return settled_plain(fd, 1, flags, &r0) ? (int)r0 : R(sendmmsg)(fd, v, n, flags);
+	if (!s) {
+		if (settled_plain(fd, 1, flags, &r0))
+			return (int)r0;
+		for (i = 0; i < n && i < UIO_MAXIOV; i++)
+			if (v[i].msg_hdr.msg_controllen && v[i].msg_hdr.msg_control)
+				pass_moves(&v[i].msg_hdr);
+		return R(sendmmsg)(fd, v, n, flags);
+	}
 	for (i = 0; i < n && i < UIO_MAXIOV; i++) {
 		struct msghdr *m = &v[i].msg_hdr;
 		ssize_t r = conn_send(s, m->msg_iov, (int)m->msg_iovlen, flags);

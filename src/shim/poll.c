@@ -52,8 +52,8 @@ static int scan_accel(struct pollfd *fds, nfds_t n, struct sk **sks)
 static int sock_watch(struct conn *c, short app_events, short *ev)
 {
 	*ev = (short)(c->peer_eof ? 0 : POLLIN | POLLRDHUP);
-	if (rdma_conn_moving(c))
-		*ev |= (short)(app_events & POLLOUT);
+	if (conn_moving(c))
+		*ev |= (short)((app_events & POLLOUT) | (move_pending(c) ? POLLOUT : 0));
 	if (c->peer_err)
 		return -1;
 	return *ev || (!conn_socket_done(c) && (app_events & POLLOUT)) ? c->tcp_fd : -1;

@@ -78,7 +78,6 @@ int rdma_available(void)
 static void spare_refill(void);
 static void fo_sweep(void);
 static int fo_tx_begin(struct conn *c, int push_flags);
-static int fo_flush(struct conn *c, int flags);
 static int fo_flush_until(struct conn *c, uint64_t deadline);
 static void fo_orphan(struct conn *c);
 static void window_probe(void);
@@ -177,7 +176,7 @@ static int probe_one(struct rdma_conn *rc, void *arg)
 	int r;
 
 	(void)arg;
-	if (ring_space(&c->tx) || c->moved || rdma_conn_moving(c) || pthread_mutex_trylock(&rc->lock))
+	if (ring_space(&c->tx) || c->moved || conn_moving(c) || pthread_mutex_trylock(&rc->lock))
 		return 0;
 	/* no completion polling here: we hold the cq lock */
 	r = push_locked(c, SHUNT_CDC_F_BLOCKED, 0, NULL);
@@ -824,12 +823,12 @@ static int push_and_wait(struct conn *c, uint32_t extra)
  * take yet is sent by the progress thread, and the FIN after it (1). */
 int rdma_conn_shutdown(struct conn *c)
 {
-	if (!rdma_conn_moving(c) && !push_and_wait(c, 0)) {
+	if (!conn_moving(c) && !push_and_wait(c, 0)) {
 		c->rd->fin_done = 1;
 		return 0;
 	}
 	fo_tx_begin(c, PUSH_MAY_POLL);
-	if (fo_flush(c, MSG_NOSIGNAL | MSG_DONTWAIT) != -EAGAIN)
+	if (move_flush(c, MSG_NOSIGNAL | MSG_DONTWAIT) != -EAGAIN)
 		return 0;
 	__atomic_store_n(&c->fo_fin, 1, __ATOMIC_RELEASE);
 	__atomic_store_n(&fo_work, 1, __ATOMIC_RELEASE);
@@ -886,6 +885,7 @@ static void moved_free(struct conn *c)
 		munmap(c->moved, c->moved_len);
 		fd_close_internal(c->moved_fd);
 	}
+	free(c->passed);
 	free(c);
 }
 
@@ -905,10 +905,10 @@ void rdma_conn_free(struct conn *c)
 	 * TCP (moved now if the link failed meanwhile; a flusher finishes
 	 * what the socket cannot take yet, as the kernel would after close) */
 	struct shunt_ring_ctl *locked = conn_lock(c, 0);
-	if (rdma_conn_moving(c) || __atomic_load_n(&l->state, __ATOMIC_ACQUIRE) != LINK_UP ||
+	if (conn_moving(c) || __atomic_load_n(&l->state, __ATOMIC_ACQUIRE) != LINK_UP ||
 	    push_and_wait(c, SHUNT_CDC_F_CLOSED)) {
 		fo_tx_begin(c, PUSH_MAY_POLL);
-		if (fo_flush(c, MSG_NOSIGNAL | MSG_DONTWAIT) == -EAGAIN)
+		if (move_flush(c, MSG_NOSIGNAL | MSG_DONTWAIT) == -EAGAIN)
 			fo_orphan(c);
 		else if (__atomic_exchange_n(&c->fo_fin, 0, __ATOMIC_ACQ_REL))
 			real.shutdown(c->tcp_fd, SHUT_WR);
@@ -934,21 +934,6 @@ void rdma_conn_free(struct conn *c)
  * (fo_want: the link failed, or the peer moved) is made by whoever holds
  * the writer lock next, or by the progress thread, which also sends what
  * a full socket could not take. */
-
-int rdma_conn_moving(struct conn *c)
-{
-	return c->rd && (__atomic_load_n(&c->fo_want, __ATOMIC_ACQUIRE) ||
-			 __atomic_load_n(&c->fo_tx, __ATOMIC_ACQUIRE));
-}
-
-int rdma_conn_reason(struct conn *c)
-{
-	int w = __atomic_load_n(&c->fo_want, __ATOMIC_ACQUIRE);
-
-	if (!c->rd || !(w || c->fo_tx || c->fo_rx))
-		return 0;
-	return w ? w : SHUNT_R_PEER_FAILOVER;
-}
 
 static void fo_request(struct conn *c, int reason)
 {
@@ -1014,50 +999,10 @@ static int fo_tx_begin(struct conn *c, int push_flags)
 	return 0;
 }
 
-/* Our staged bytes [fo_next, end) onto the socket (writer lock held): 0
- * when all went, else -errno (-EAGAIN: a full socket). */
-static int fo_send_staged(struct conn *c, uint64_t end, int flags)
+/* move.c's write on a moved half: the move, if not made yet. */
+int rdma_fo_begin(struct conn *c)
 {
-	while (c->fo_next != end) {
-		uint32_t off = (uint32_t)(c->fo_next & (c->tx.size - 1));
-		uint64_t left = end - c->fo_next;
-		size_t len = (size_t)(left < c->tx.size - off ? left : c->tx.size - off);
-		ssize_t n = real.send(c->tcp_fd, c->tx.data + off, len, flags);
-		if (n < 0)
-			return errno == EWOULDBLOCK ? -EAGAIN : -errno;
-		c->fo_next += (uint64_t)n;
-	}
-	return 0;
-}
-
-/* Tests only (SHUNT_FAULT_FO_CUT, fault.c): after the failover message,
- * that many bytes of the resend and the process dies. */
-static void fo_fault_cut(struct conn *c)
-{
-	int64_t cut = shunt_fault_fo_cut();
-	uint64_t left;
-
-	if (cut < 0)
-		return;
-	left = c->fo_end - c->fo_next;
-	(void)fo_send_staged(c, c->fo_next + ((uint64_t)cut < left ? (uint64_t)cut : left), MSG_NOSIGNAL);
-	shunt_log("fault: failover cut after %lld resent bytes: the process dies", (long long)cut);
-	raise(SIGKILL);
-}
-
-/* Send what the move owes the peer (writer lock held): 0 when all is on
- * the socket, else -errno (-EAGAIN: a full socket). */
-static int fo_flush(struct conn *c, int flags)
-{
-	while (c->fo_hdr_off < sizeof c->fo_hdr) {
-		ssize_t n = real.send(c->tcp_fd, c->fo_hdr + c->fo_hdr_off,
-				      sizeof c->fo_hdr - c->fo_hdr_off, flags);
-		if (n < 0)
-			return errno == EWOULDBLOCK ? -EAGAIN : -errno;
-		c->fo_hdr_off += (unsigned)n;
-	}
-	fo_fault_cut(c);
-	return fo_send_staged(c, c->fo_end, flags);
+	return fo_tx_begin(c, PUSH_MAY_POLL);
 }
 
 /* Flush, waiting for room until the deadline (shunt_now_ns; UINT64_MAX:
@@ -1065,7 +1010,7 @@ static int fo_flush(struct conn *c, int flags)
 static int fo_flush_until(struct conn *c, uint64_t deadline)
 {
 	for (;;) {
-		int r = fo_flush(c, MSG_NOSIGNAL | MSG_DONTWAIT);
+		int r = move_flush(c, MSG_NOSIGNAL | MSG_DONTWAIT);
 		struct pollfd p = { .fd = c->tcp_fd, .events = POLLOUT };
 		uint64_t now = shunt_now_ns();
 		if ((r != -EAGAIN && r != -EINTR) || now >= deadline)
@@ -1135,7 +1080,7 @@ static int sweep_one(struct rdma_conn *rc, void *arg)
 	struct conn *c = rc->c;
 	int *again = arg;
 
-	if (!rdma_conn_moving(c) || (c->fo_tx && c->fo_hdr_off == sizeof c->fo_hdr &&
+	if (!conn_moving(c) || (c->fo_tx && c->fo_hdr_off == sizeof c->fo_hdr &&
 				     c->fo_next == c->fo_end && !c->fo_fin))
 		return 0;
 	struct shunt_ring_ctl *t = c->tx.ctl;
@@ -1150,7 +1095,7 @@ static int sweep_one(struct rdma_conn *rc, void *arg)
 	if (fo_tx_begin(c, 0)) {
 		*again = 1;
 	} else {
-		int r = fo_flush(c, MSG_NOSIGNAL | MSG_DONTWAIT);
+		int r = move_flush(c, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (r == -EAGAIN)
 			*again = 1;
 		else if (__atomic_exchange_n(&c->fo_fin, 0, __ATOMIC_ACQ_REL))
@@ -1231,6 +1176,11 @@ static void fo_rx_settle(struct conn *c)
 			__atomic_store_n(&c->fo_rx, 1, __ATOMIC_RELEASE); /* cursor messages stop here */
 			prod = __atomic_load_n(&c->rx.ctl->prod, __ATOMIC_ACQUIRE);
 			pthread_mutex_unlock(&c->rd->link->cq_lock);
+			/* passing the descriptor (rdma_conn_pass): the socket is
+			 * to carry what our application has not read, so only the
+			 * bytes it read are dropped */
+			if (c->fo_pass)
+				prod = __atomic_load_n(&c->rx.ctl->cons, __ATOMIC_ACQUIRE);
 			e = shunt_fo_skip(&m, prod, c->rx.size, &c->fo_skip);
 			/* the socket's stream starts at the message's start and
 			 * owes us at least up to its end (what the peer's write()
@@ -1246,7 +1196,7 @@ static void fo_rx_settle(struct conn *c)
 			return;
 		}
 		(void)!real.recv(c->tcp_fd, buf, sizeof m, MSG_DONTWAIT);
-		fo_request(c, SHUNT_R_PEER_FAILOVER);
+		fo_request(c, m.reason == SHUNT_R_FD_PASSED ? SHUNT_R_FD_PASSED : SHUNT_R_PEER_FAILOVER);
 		/* the peer's end of our link failed: ours is no better (its
 		 * queue pair may not know yet), so every connection on it
 		 * moves now and no new one is put on it */
@@ -1288,100 +1238,6 @@ void rdma_conn_refresh(struct conn *c)
 	pthread_mutex_unlock(&c->fo_lock);
 	if (__atomic_load_n(&c->fo_rx, __ATOMIC_ACQUIRE) != rx)
 		__atomic_add_fetch(&c->fo_gen, 1, __ATOMIC_RELEASE);
-}
-
-/* Readiness once a half moved: the ring's bytes first, then the socket. */
-unsigned rdma_conn_events(struct conn *c, unsigned ring_ev)
-{
-	struct pollfd p = { .fd = c->tcp_fd, .events = POLLIN | POLLOUT | POLLRDHUP };
-	int rx = __atomic_load_n(&c->fo_rx, __ATOMIC_ACQUIRE), tx = rdma_conn_moving(c);
-	unsigned ev = ring_ev;
-
-	if (!rx && !tx)
-		return ring_ev;
-	if (rx == 1) {
-		rdma_conn_refresh(c);
-		rx = __atomic_load_n(&c->fo_rx, __ATOMIC_ACQUIRE);
-	}
-	if (real.poll(&p, 1, 0) < 0)
-		p.revents = 0;
-	if (tx) {
-		ev &= ~(unsigned)(POLLOUT | POLLWRNORM);
-		if (p.revents & (POLLOUT | POLLERR | POLLHUP))
-			ev |= p.revents & (POLLOUT | POLLWRNORM | POLLERR | POLLHUP);
-		if (c->shut_wr)
-			ev |= POLLOUT | POLLWRNORM;
-	}
-	if (rx == 2 && !ring_used(&c->rx)) {
-		ev &= ~(unsigned)(POLLIN | POLLRDNORM | POLLRDHUP);
-		ev |= p.revents & (POLLIN | POLLRDNORM | POLLRDHUP | POLLERR | POLLHUP);
-		if (c->shut_rd)
-			ev |= POLLIN | POLLRDNORM;
-	} else if (rx == 1 && !ring_used(&c->rx)) {
-		ev &= ~(unsigned)(POLLIN | POLLRDNORM | POLLRDHUP);
-	}
-	return ev;
-}
-
-/* A write once the sending half moved (or is to move): writer lock held. */
-ssize_t rdma_conn_send_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int flags, int nonblock)
-{
-	int fl = (flags & MSG_NOSIGNAL) | (nonblock ? MSG_DONTWAIT : 0);
-	struct msghdr mh = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt };
-	ssize_t n;
-	int r;
-
-	fo_tx_begin(c, PUSH_MAY_POLL);
-	for (;;) {
-		struct pollfd p = { .fd = c->tcp_fd, .events = POLLOUT };
-		r = fo_flush(c, fl | MSG_DONTWAIT);
-		if (r != -EAGAIN || nonblock)
-			break;
-		if (real.poll(&p, 1, -1) < 0 && errno == EINTR)
-			return -EINTR;
-	}
-	if (r) /* EPIPE raised SIGPIPE unless the caller said MSG_NOSIGNAL, as the kernel does */
-		return r;
-	n = real.sendmsg(c->tcp_fd, &mh, flags);
-	return n < 0 ? -errno : n;
-}
-
-/* A read once the ring is empty and the peer moved: rx lock held. */
-ssize_t rdma_conn_recv_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int flags, int nonblock)
-{
-	struct msghdr mh = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt };
-	ssize_t n;
-
-	while (__atomic_load_n(&c->fo_rx, __ATOMIC_ACQUIRE) != 2) {
-		struct pollfd p = { .fd = c->tcp_fd, .events = POLLIN };
-		rdma_conn_refresh(c);
-		if (__atomic_load_n(&c->fo_rx, __ATOMIC_ACQUIRE) == 2)
-			break;
-		if (nonblock)
-			return -EAGAIN;
-		if (real.poll(&p, 1, -1) < 0 && errno == EINTR)
-			return -EINTR;
-	}
-	if (c->peer_err == EPROTO)
-		return -EPROTO;
-	if (c->fo_rx_err) { /* reported once, as the kernel reports a reset */
-		int e = c->fo_rx_err;
-		c->fo_rx_err = 0;
-		c->fo_rx_end = 0;
-		return -e;
-	}
-	n = real.recvmsg(c->tcp_fd, &mh, flags);
-	if (n > 0 && !(flags & MSG_PEEK))
-		c->fo_rx_pos += (uint64_t)n;
-	if (n == 0 && c->fo_rx_pos < c->fo_rx_end) {
-		/* bytes the peer's write() accepted never came: not an end */
-		shunt_log("rdma: tcp fd %d: the stream ended %llu bytes short of the peer's "
-			  "failover; reporting ECONNRESET", c->tcp_fd,
-			  (unsigned long long)(c->fo_rx_end - c->fo_rx_pos));
-		c->fo_rx_end = 0;
-		return -ECONNRESET;
-	}
-	return n < 0 ? -errno : n;
 }
 
 /* ---- fork and exec: connections a process shares move to TCP ----
@@ -1460,6 +1316,31 @@ static int move_rx(struct conn *c, uint64_t deadline)
 			nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
 	}
 	return 0;
+}
+
+/* Before the descriptor is passed to another process (move.c, reader's
+ * lock held): both halves on TCP, the socket carrying the peer's bytes
+ * from our application's read position on - what our ring holds unread is
+ * resent there (the peer resends from our last consumer update; we drop
+ * only what was read).  Bounded as a move before fork. */
+int rdma_conn_pass(struct conn *c)
+{
+	uint64_t deadline = shunt_now_ns() + MOVE_WAIT_MS * 1000000ull;
+	int r;
+
+	if (c->rd_pid != shunt_pid() || c->moved)
+		return -EBUSY; /* not this process's link: moved before a fork */
+	if (c->fo_rx || conn_moving(c))
+		return -EBUSY; /* moving already: our ring may hold what the socket will not */
+	c->fo_pass = 1;
+	fo_request(c, SHUNT_R_FD_PASSED);
+	r = move_tx(c, deadline);
+	if (!r)
+		r = move_rx(c, deadline);
+	c->fo_pass = 0;
+	if (!r && c->peer_eof && ring_used(&c->rx))
+		r = -EPIPE; /* the peer ended over RDMA: the rest is only in our ring */
+	return r;
 }
 
 static int moved_map(int memfd, struct shunt_seg_hdr **out, size_t *len)
@@ -1730,14 +1611,9 @@ int rdma_conn_peer_blocked(struct conn *c) { return 0; }
 void rdma_conn_poll(struct conn *c) { (void)c; }
 void rdma_conn_free(struct conn *c) { (void)c; }
 int rdma_conn_shutdown(struct conn *c) { (void)c; return 0; }
-int rdma_conn_moving(struct conn *c) { (void)c; return 0; }
 void rdma_conn_refresh(struct conn *c) { (void)c; }
-unsigned rdma_conn_events(struct conn *c, unsigned ring_ev) { (void)c; return ring_ev; }
-ssize_t rdma_conn_send_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int flags, int nonblock)
-{ return -EIO; }
-ssize_t rdma_conn_recv_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int flags, int nonblock)
-{ return -EIO; }
-int rdma_conn_reason(struct conn *c) { (void)c; return 0; }
+int rdma_fo_begin(struct conn *c) { (void)c; return -EIO; }
+int rdma_conn_pass(struct conn *c) { (void)c; return -ENOTSUP; }
 void rdma_share_prepare(const char *why) { (void)why; }
 void rdma_exit_flush(void) {}
 int rdma_conn_adopt(int fd, int memfd, int side, int reason, struct conn **out) { return -ENOTSUP; }

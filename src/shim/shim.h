@@ -79,6 +79,7 @@ struct conn {
 	uint64_t fo_rx_end;       /* ... and where the peer's resend ends: EOF
 				     before it is a reset, not an end */
 	int fo_rx_err;            /* an error met while skipping, for the reader */
+	int fo_pass;              /* moving before a pass: the socket keeps what we did not read */
 	uint64_t fo_start;        /* our resend's first offset (fault.c) */
 	_Atomic int fo_fin;       /* shutdown(SHUT_WR) owed once the backlog is out */
 	_Atomic uint32_t fo_gen;  /* bumped when a half moves: its readiness comes
@@ -90,6 +91,9 @@ struct conn {
 	struct shunt_seg_hdr *moved;
 	size_t moved_len;
 	int moved_fd;
+	/* passed to another process (move.c): both halves are on the socket,
+	 * the rings are these two empty control blocks (one allocation) */
+	struct shunt_ring_ctl *passed;
 };
 
 struct sk {
@@ -221,12 +225,27 @@ void rdma_conn_free(struct conn *c);
 int rdma_conn_shutdown(struct conn *c);            /* 1: the kernel's FIN comes later */
 void rdma_atfork_child(void);
 /* failover (rdma.c): the TCP socket after the link */
-int rdma_conn_moving(struct conn *c);            /* fo_want or fo_tx */
 void rdma_conn_refresh(struct conn *c);          /* the kernel socket: probes, FAILOVER, FIN */
-unsigned rdma_conn_events(struct conn *c, unsigned ring_ev);
-ssize_t rdma_conn_send_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int flags, int nonblock);
-ssize_t rdma_conn_recv_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int flags, int nonblock);
-int rdma_conn_reason(struct conn *c);
+int rdma_fo_begin(struct conn *c);               /* the sending half moves (writer lock held) */
+int rdma_conn_pass(struct conn *c);              /* both halves on TCP before a pass (reader's lock held) */
+/* move.c: a half on the TCP socket after a move (RDMA failover, a passed fd) */
+int conn_moving(struct conn *c);                 /* our sending half moves or moved */
+/* Its inline first look, for the data path: 0 means not moving (a load of
+ * three words the path touches anyway); else ask conn_moving. */
+static inline int conn_may_move(const struct conn *c)
+{
+	return __atomic_load_n(&c->fo_want, __ATOMIC_RELAXED) | __atomic_load_n(&c->fo_tx, __ATOMIC_RELAXED) |
+	       (c->rd ? 0 : (int)__atomic_load_n(&c->tx.ctl->rd_left, __ATOMIC_RELAXED));
+}
+int conn_moved_reason(struct conn *c);           /* why, 0 while not moved */
+unsigned conn_moved_events(struct conn *c, unsigned ring_ev);
+ssize_t move_send_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int flags, int nonblock);
+ssize_t move_recv_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int flags, int nonblock);
+int move_flush(struct conn *c, int flags);       /* what the move owes the peer; -EAGAIN: later */
+int move_pending(const struct conn *c);          /* ... is not all on the socket yet */
+int move_shm_settle(struct conn *c);             /* conn_refresh's part: leftovers, the peer's move */
+int move_pass(struct sk *s);                     /* before SCM_RIGHTS carries it away */
+void conn_wake_all(struct conn *c);              /* the peer's sleepers and ours */
 void rdma_share_prepare(const char *why);        /* before fork or exec */
 void rdma_exit_flush(void);                      /* before the process ends */
 int rdma_conn_adopt(int fd, int memfd, int side, int reason, struct conn **out); /* after exec */            /* 0 while on RDMA */

@@ -117,7 +117,7 @@ void stats_atfork_child(void)
 /* What a socket is now: its mode and, when not accelerated, why. */
 void sk_describe(const struct sk *s, unsigned *mode, unsigned *reason)
 {
-	int moved = s->kind != SK_SHM ? 0 : s->conn->broke ? s->conn->broke : rdma_conn_reason(s->conn);
+	int moved = s->kind != SK_SHM ? 0 : s->conn->broke ? s->conn->broke : conn_moved_reason(s->conn);
 
 	*mode = s->kind == SK_SHM ? (moved ? SHUNT_M_TCP : s->conn->rd ? SHUNT_M_RDMA : SHUNT_M_SHM)
 		: s->kind == SK_LISTEN ? SHUNT_M_LISTEN : SHUNT_M_TCP;

@@ -1,7 +1,7 @@
 /* Description: libFuzzer harness for everything shunt parses from other
  * processes, peers or the environment: the accept message, the segment
  * header, the configuration, the in-band handshake and a saved SYN's TCP
- * options, the RDMA failover message.  The first input byte selects the
+ * options, the failover message and the leftovers before it.  The first input byte selects the
  * parser. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -44,6 +44,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
 		/* the failover message and the receiver's range check */
 		struct shunt_fo fo;
 		uint64_t prod = n > 9 ? d[1] * 131ull : 0, skip;
+		int partial;
+		size_t k = shunt_fo_leftovers(d + 1, n - 1, &partial);
+		/* leftovers end inside the bytes, at a byte that is neither a
+		 * probe nor a whole handshake message */
+		if (k > n - 1 || (k < n - 1 && !d[1 + k]))
+			abort();
 		if (!shunt_fo_parse(d + 1, n - 1, &fo) &&
 		    (fo.end < fo.start ||
 		     (!shunt_fo_skip(&fo, prod, 65536, &skip) &&

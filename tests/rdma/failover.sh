@@ -95,6 +95,7 @@ echo "queue pair broken at an exact byte: client, server; block, epoll, poll; 1 
 
 # the same programs without faults stay on RDMA (the link group is not left broken)
 run 48 epoll 2 "$R" "$R"; on_rdma
+echo "the same programs without faults afterwards: on RDMA"
 
 # dropped as they arrive, at both veths' ingress (tc u32, action drop).
 # Not nftables: its drops (input hook, or netdev ingress) soft-lock the 6.1

@@ -2,13 +2,17 @@
  * back to the same fields; every single-byte change of the fixed fields,
  * a short buffer and a backwards range are rejected; the receiver's check
  * accepts exactly start <= prod <= end within one ring and gives the bytes
- * to drop. */
+ * to drop; fd-passed (23) is a reason it carries; the leftovers before it
+ * on a shared-memory connection's socket (probes, a whole handshake
+ * message) are measured exactly, a cut message is "partial", anything
+ * else ends them. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "../../src/common/failover.h"
+#include "../../src/common/handshake.h"
 
 #define CHECK(c) do { if (!(c)) { fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, #c); exit(1); } } while (0)
 
@@ -44,6 +48,24 @@ int main(void)
 	CHECK(shunt_fo_skip(&m, 999, 65536, &skip) == -EPROTO);   /* we lack bytes it will not send */
 	CHECK(shunt_fo_skip(&m, 5001, 65536, &skip) == -EPROTO);  /* we have bytes it never sent */
 	CHECK(shunt_fo_skip(&m, 2000, 2048, &skip) == -EPROTO);   /* more than a ring was unconsumed */
-	printf("failover message: encode/parse, corruptions, receiver's range: ok\n");
+	shunt_fo_encode(bad, 7, 7, SHUNT_R_FD_PASSED); /* a passed descriptor */
+	CHECK(!shunt_fo_parse(bad, sizeof bad, &m) && m.reason == SHUNT_R_FD_PASSED && m.start == 7);
+
+	/* leftovers: 3 probes, a CONFIRM, the message */
+	uint8_t s[512];
+	struct shunt_hs_msg hm = { .type = SHUNT_HS_CONFIRM, .version = SHUNT_HS_VERSION };
+	int hl, part;
+	memset(s, 0, 3);
+	hl = shunt_hs_encode(&hm, s + 3, sizeof s - 3);
+	CHECK(hl > 8);
+	memcpy(s + 3 + hl, bad, sizeof bad);
+	CHECK(shunt_fo_leftovers(s, 3 + (size_t)hl + sizeof bad, &part) == 3 + (size_t)hl && !part);
+	CHECK(shunt_fo_leftovers(s, 3 + (size_t)hl - 1, &part) == 3 && part);  /* cut message */
+	CHECK(shunt_fo_leftovers(s, 5, &part) == 3 && part);                   /* cut header */
+	CHECK(shunt_fo_leftovers(s, 3, &part) == 3 && !part);                  /* only probes */
+	s[4] ^= 1;                                                             /* not a message */
+	CHECK(shunt_fo_leftovers(s, 3 + (size_t)hl, &part) == 3 && !part);
+	CHECK(shunt_fo_leftovers(bad, sizeof bad, &part) == 0 && !part);
+	printf("failover message: encode/parse, corruptions, receiver's range, leftovers: ok\n");
 	return 0;
 }

@@ -2,10 +2,16 @@
  * capacity, peek does not consume, scatter/gather works, and a producer and
  * a consumer thread move 256 MiB through a small ring without a wrong byte;
  * cursors a hostile peer wrote are refused (-EPROTO) without a byte copied
- * outside the ring, and a lock word held for ever is a bounded wait. */
+ * outside the ring, a lock word held for ever is a bounded wait, and one
+ * whose holder was killed holding it is taken over at once. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,12 +140,47 @@ static void hostile(void)
 	reset();
 	ctl.prod = ctl.cons = r.cons_seen = r.prod_seen = UINT64_MAX - 10;
 	CHECK(put(in, sizeof in) == 16 && get(big, sizeof big, 0) == 16 && !memcmp(big, in, 16));
-	/* a lock word the peer set and never clears */
-	ctl.wlock = 2;
+	/* a lock word the peer set and never clears, naming a live thread */
+	ctl.wlock = (uint32_t)getppid() | 0x80000000u;
 	CHECK(shunt_lock_bounded(&ctl.wlock, 200000000ull) == -ETIMEDOUT);
 	ctl.wlock = 0;
-	CHECK(shunt_lock_bounded(&ctl.wlock, 1) == 0 && ctl.wlock == 1);
+	CHECK(shunt_lock_bounded(&ctl.wlock, 1) == 0 && ctl.wlock == (uint32_t)gettid());
 	shunt_unlock(&ctl.wlock);
+	CHECK(ctl.wlock == 0);
+}
+
+/* A holder killed with the lock (a forked sharer, SIGKILL inside its few
+ * instructions): the next taker gets it within a few probes, not after
+ * the bound - the shared word in a MAP_SHARED page, as a segment's is. */
+static void dead_holder(void)
+{
+	_Atomic uint32_t *w = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	struct timespec a, b;
+	pid_t p;
+	int st;
+
+	CHECK(w != MAP_FAILED);
+	*w = 0;
+	p = fork();
+	if (!p) {
+		shunt_lock_forget_self();
+		shunt_lock(w);
+		raise(SIGKILL); /* dies holding it */
+	}
+	CHECK(waitpid(p, &st, 0) == p && WIFSIGNALED(st));
+	CHECK((*w & 0x3fffffffu) == (uint32_t)p);
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	CHECK(shunt_lock_bounded(w, 2000000000ull) == 0);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	CHECK((b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000 < 500);
+	CHECK((*w & 0x3fffffffu) == (uint32_t)gettid());
+	shunt_unlock(w);
+	/* with probes off (a sandbox) the bound decides, as before */
+	*w = (uint32_t)p | 0x80000000u;
+	shunt_lock_probe_off = 1;
+	CHECK(shunt_lock_bounded(w, 100000000ull) == -ETIMEDOUT);
+	shunt_lock_probe_off = 0;
+	munmap((void *)w, 4096);
 }
 
 int main(void)
@@ -149,6 +190,7 @@ int main(void)
 	r.data = aligned_alloc(4096, 4096);
 	basics();
 	hostile();
+	dead_holder();
 	reset();
 	concurrent();
 	printf("ring: ok\n");
