@@ -307,7 +307,9 @@ struct shunt_hs_trailer {
 #define SHUNT_CDC_F_BLOCKED 2u   /* the sender waits for space: send consumer updates now */
 #define SHUNT_CDC_F_CLOSED 4u    /* the sender closed: it writes no more, nor reads */
 #define SHUNT_CDC_F_FAILOVER 8u /* the sender moved to the TCP socket (struct shunt_fo there) */
-#define SHUNT_CDC_F_ALL 15u
+#define SHUNT_CDC_F_RESET 16u   /* with CLOSED: it closed with our bytes unread - a reset, not an
+				    end (TCP's RST: reads ECONNRESET, then writes EPIPE) */
+#define SHUNT_CDC_F_ALL 31u
 struct shunt_cdc {
 	uint64_t ring;   /* receiver's ring address (its handshake addr) */
 	uint64_t prod;   /* bytes the sender has written into that ring, ever */

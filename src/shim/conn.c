@@ -177,6 +177,8 @@ int conn_attach(struct conn **out, struct arena *a, unsigned seg, int side, int 
  * with ECONNRESET, its writes with EPIPE) - as it must here too. */
 void conn_closing(struct conn *c)
 {
+	if (c->rd && !c->broken && !shunt_sandboxed)
+		rdma_conn_closing(c);
 	if (c->rd || c->passed || c->broken || shunt_sandboxed ||
 	    __atomic_load_n(&arena_seg(c->arena, c->segno)->owner[c->side], __ATOMIC_SEQ_CST) != 1)
 		return;
@@ -672,6 +674,15 @@ ssize_t conn_send(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 			raise(SIGPIPE);
 		return -EPIPE;
 	}
+	if (c->rd && c->rd_reset && !conn_moving(c)) {
+		/* reset over RDMA (its kernel RST may still be on its way):
+		 * reported once, then the pipe is broken, as TCP's */
+		if (!__atomic_exchange_n(&c->reset_told, 1, __ATOMIC_ACQ_REL))
+			return -ECONNRESET;
+		if (!(flags & MSG_NOSIGNAL))
+			raise(SIGPIPE);
+		return -EPIPE;
+	}
 	if ((c->shut_wr || c->peer_err) && !conn_moving(c))
 		return send_on_kernel(s, len, flags);
 	if (!c->rd && shunt_fault_ring(c->seg, c->side, c->arena->memfd))
@@ -880,8 +891,11 @@ ssize_t conn_recv(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 			__atomic_store_n(&s->stat->rx, s->stat->rx + total, __ATOMIC_RELAXED);
 		return (ssize_t)total;
 	}
-	if (!r && c->peer_err && !rx_eof(c) && !c->fo_rx)
+	if (!r && c->peer_err && !rx_eof(c) && !c->fo_rx) {
+		if (c->rd_reset)
+			__atomic_store_n(&c->reset_told, 1, __ATOMIC_RELEASE);
 		return -c->peer_err;
+	}
 	return r;
 }
 

@@ -719,7 +719,16 @@ static void on_cdc(struct rdma_link *l, unsigned slot, const struct shunt_cdc *m
 		conn_wake_local(c, POLLIN);
 	if (max64(&tx->cons, m->cons) < m->cons && c)
 		conn_wake_local(c, POLLOUT);
-	if ((m->flags & (SHUNT_CDC_F_FIN | SHUNT_CDC_F_CLOSED)) && !rx->wr_done) {
+	if ((m->flags & (SHUNT_CDC_F_RESET | SHUNT_CDC_F_CLOSED)) ==
+	    (SHUNT_CDC_F_RESET | SHUNT_CDC_F_CLOSED)) {
+		/* closed with our bytes unread: a reset (what came before it
+		 * is still read first, as from TCP's queue) */
+		if (c) {
+			__atomic_store_n(&c->rd_reset, 1, __ATOMIC_RELEASE);
+			c->peer_err = ECONNRESET;
+			conn_wake_local(c, POLLIN | POLLOUT);
+		}
+	} else if ((m->flags & (SHUNT_CDC_F_FIN | SHUNT_CDC_F_CLOSED)) && !rx->wr_done) {
 		__atomic_store_n(&rx->wr_done, 1, __ATOMIC_RELEASE);
 		if (c)
 			conn_wake_local(c, POLLIN);
@@ -889,6 +898,22 @@ static void moved_free(struct conn *c)
 	free(c);
 }
 
+/* The last close (conn_closing), or the process's end, with bytes of the
+ * peer's unread: TCP resets the connection, so the closing word says so
+ * and the socket goes with a reset too (SO_LINGER 0).  Only while the
+ * connection is on RDMA here: once moved, the socket's own unread bytes
+ * and the same option decide. */
+void rdma_conn_closing(struct conn *c)
+{
+	if (c->close_reset || c->moved || c->passed || c->rd_pid != shunt_pid())
+		return; /* (passed: the socket is another process's now) */
+	if (!ring_used(&c->rx) && !(__atomic_load_n(&c->fo_rx, __ATOMIC_ACQUIRE) == 2 && conn_nread(c)))
+		return;
+	c->close_reset = 1;
+	real.setsockopt(c->tcp_fd, SOL_SOCKET, SO_LINGER, &(struct linger){ .l_onoff = 1, .l_linger = 0 },
+			sizeof(struct linger));
+}
+
 /* The application let go: tell the peer (it stops writing into our ring);
  * the slot is reused once the peer said the same. */
 void rdma_conn_free(struct conn *c)
@@ -906,7 +931,7 @@ void rdma_conn_free(struct conn *c)
 	 * what the socket cannot take yet, as the kernel would after close) */
 	struct shunt_ring_ctl *locked = conn_lock(c, 0);
 	if (conn_moving(c) || __atomic_load_n(&l->state, __ATOMIC_ACQUIRE) != LINK_UP ||
-	    push_and_wait(c, SHUNT_CDC_F_CLOSED)) {
+	    push_and_wait(c, SHUNT_CDC_F_CLOSED | (c->close_reset ? SHUNT_CDC_F_RESET : 0))) {
 		fo_tx_begin(c, PUSH_MAY_POLL);
 		if (move_flush(c, MSG_NOSIGNAL | MSG_DONTWAIT) == -EAGAIN)
 			fo_orphan(c);
@@ -1525,7 +1550,13 @@ void rdma_exit_flush(void)
 		struct conn *c = m.v[i]->conn;
 		/* past the deadline the rest go as they are (each flush may
 		 * wait up to 2 s for a peer that does not answer) */
-		if (!c->shut_wr && ms_left(deadline) && !lock_until(&c->tx.ctl->wlock, deadline)) {
+		rdma_conn_closing(c);
+		if (c->close_reset && !conn_moving(c) && ms_left(deadline) &&
+		    !lock_until(&c->tx.ctl->wlock, deadline)) {
+			/* bytes of the peer's unread: it is reset, not ended */
+			push_and_wait(c, SHUNT_CDC_F_CLOSED | SHUNT_CDC_F_RESET);
+			shunt_unlock(&c->tx.ctl->wlock);
+		} else if (!c->shut_wr && ms_left(deadline) && !lock_until(&c->tx.ctl->wlock, deadline)) {
 			__atomic_store_n(&c->tx.ctl->wr_done, 1, __ATOMIC_RELEASE);
 			rdma_conn_shutdown(c);
 			shunt_unlock(&c->tx.ctl->wlock);
@@ -1614,6 +1645,7 @@ int rdma_conn_shutdown(struct conn *c) { (void)c; return 0; }
 void rdma_conn_refresh(struct conn *c) { (void)c; }
 int rdma_fo_begin(struct conn *c) { (void)c; return -EIO; }
 int rdma_conn_pass(struct conn *c) { (void)c; return -ENOTSUP; }
+void rdma_conn_closing(struct conn *c) { (void)c; }
 void rdma_share_prepare(const char *why) { (void)why; }
 void rdma_exit_flush(void) {}
 int rdma_conn_adopt(int fd, int memfd, int side, int reason, struct conn **out) { return -ENOTSUP; }

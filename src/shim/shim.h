@@ -80,6 +80,9 @@ struct conn {
 				     before it is a reset, not an end */
 	int fo_rx_err;            /* an error met while skipping, for the reader */
 	int fo_pass;              /* moving before a pass: the socket keeps what we did not read */
+	int close_reset;          /* RDMA: closing with bytes unread: the peer is reset */
+	_Atomic int rd_reset;     /* RDMA: the peer closed with ours unread (SHUNT_CDC_F_RESET) */
+	_Atomic int reset_told;   /* ... and a call has reported ECONNRESET: EPIPE from now on */
 	uint64_t fo_start;        /* our resend's first offset (fault.c) */
 	_Atomic int fo_fin;       /* shutdown(SHUT_WR) owed once the backlog is out */
 	_Atomic uint32_t fo_gen;  /* bumped when a half moves: its readiness comes
@@ -228,6 +231,7 @@ void rdma_atfork_child(void);
 void rdma_conn_refresh(struct conn *c);          /* the kernel socket: probes, FAILOVER, FIN */
 int rdma_fo_begin(struct conn *c);               /* the sending half moves (writer lock held) */
 int rdma_conn_pass(struct conn *c);              /* both halves on TCP before a pass (reader's lock held) */
+void rdma_conn_closing(struct conn *c);          /* the last close: bytes unread make it a reset */
 /* move.c: a half on the TCP socket after a move (RDMA failover, a passed fd) */
 int conn_moving(struct conn *c);                 /* our sending half moves or moved */
 /* Its inline first look, for the data path: 0 means not moving (a load of

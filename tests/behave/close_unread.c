@@ -2,9 +2,9 @@
  * TCP does: the peer, which sees the reset in poll(), reads ECONNRESET and
  * then writes EPIPE.  Closing after reading everything is an ordinary end:
  * the peer reads EOF.  (Issue #13, item 4: shunt gave a clean EOF and
- * later writes succeeded.)  NOT_OVER_RDMA: an RDMA connection's close
- * sends its end in a cursor message, which the peer may read before the
- * kernel's reset arrives (docs/rdma.md, known limits). */
+ * later writes succeeded.)  Over RDMA the closing cursor message says
+ * "reset" (SHUNT_CDC_F_RESET): the peer's read need not wait for the
+ * kernel's RST. */
 #include "common.h"
 
 int main(void)
