@@ -184,15 +184,22 @@ void conn_closing(struct conn *c)
 		return;
 	if (move_pending(c)) { /* the move's resend (move.c): the kernel would send it */
 		struct shunt_ring_ctl *t = conn_lock(c, 0);
-		for (int i = 0; t && i < 200 && move_flush(c, MSG_NOSIGNAL | MSG_DONTWAIT) == -EAGAIN; i++)
-			real.poll(&(struct pollfd){ .fd = c->tcp_fd, .events = POLLOUT }, 1, 10);
-		if (t)
+		if (t) {
+			move_flush_until(c, shunt_now_ns() + MOVE_FLUSH_NS);
 			shunt_unlock(&t->wlock);
+		}
 	}
 	conn_refresh(c);
 	if (ring_used(&c->rx))
-		real.setsockopt(c->tcp_fd, SOL_SOCKET, SO_LINGER,
-				&(struct linger){ .l_onoff = 1, .l_linger = 0 }, sizeof(struct linger));
+		conn_reset_on_close(c);
+}
+
+/* The kernel socket's last close resets (RST), as TCP's close with bytes
+ * unread does. */
+void conn_reset_on_close(struct conn *c)
+{
+	real.setsockopt(c->tcp_fd, SOL_SOCKET, SO_LINGER, &(struct linger){ .l_onoff = 1, .l_linger = 0 },
+			sizeof(struct linger));
 }
 
 /* exit() and _exit() close every descriptor in the kernel, past the
@@ -917,9 +924,8 @@ int conn_shutdown(struct sk *s, int how)
 		if (c->rd && rdma_conn_shutdown(c))
 			how = how == SHUT_WR ? -1 : SHUT_RD;
 		/* a move's resend (move.c) goes before the FIN */
-		for (int i = 0; !c->rd && i < 200 && move_pending(c) &&
-		     move_flush(c, MSG_NOSIGNAL | MSG_DONTWAIT) == -EAGAIN; i++)
-			real.poll(&(struct pollfd){ .fd = c->tcp_fd, .events = POLLOUT }, 1, 10);
+		if (!c->rd && move_pending(c))
+			move_flush_until(c, shunt_now_ns() + MOVE_FLUSH_NS);
 		shunt_unlock(&locked->wlock);
 		/* Wake any sleeper: an epoll waiter must see the EOF too. */
 		__atomic_fetch_or(&c->tx.ctl->rd_want, WANT_EFD, __ATOMIC_SEQ_CST);

@@ -117,6 +117,18 @@ int move_flush(struct conn *c, int flags)
 	return send_staged(c, c->fo_end, flags);
 }
 
+int move_flush_until(struct conn *c, uint64_t deadline)
+{
+	for (;;) {
+		int r = move_flush(c, MSG_NOSIGNAL | MSG_DONTWAIT);
+		struct pollfd p = { .fd = c->tcp_fd, .events = POLLOUT };
+		uint64_t now = shunt_now_ns();
+		if ((r != -EAGAIN && r != -EINTR) || now >= deadline)
+			return r;
+		real.poll(&p, 1, deadline - now > 1000000000ull ? 1000 : (int)((deadline - now) / 1000000) + 1);
+	}
+}
+
 int move_pending(const struct conn *c)
 {
 	return c->fo_tx && (c->fo_hdr_off < sizeof c->fo_hdr || c->fo_next != c->fo_end);
@@ -258,6 +270,30 @@ ssize_t move_recv_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int f
 
 /* ---- shared memory: what heads the socket before the peer's move ---- */
 
+int sock_hung_up(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLRDHUP };
+
+	return real.poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+/* Peek at the socket past shunt's leftovers, which are consumed: the
+ * peek's result (-1 with errno, 0 at FIN, else the bytes in buf), and
+ * *partial when a leftover is cut at the end of what is there. */
+static ssize_t peek_past_leftovers(int fd, uint8_t *buf, size_t cap, int *partial)
+{
+	for (;;) {
+		ssize_t r = real.recv(fd, buf, cap, MSG_PEEK | MSG_DONTWAIT);
+		size_t k;
+		if (r <= 0)
+			return r;
+		k = shunt_fo_leftovers(buf, (size_t)r, partial);
+		if (!k)
+			return r;
+		(void)!real.recv(fd, buf, k, MSG_DONTWAIT);
+	}
+}
+
 /* conn_refresh for a shared-memory connection with bytes on its socket:
  * remove shunt's leftovers; the peer's FAILOVER message moves our
  * receiving half (and, as the peer left our ring too, our sending half).
@@ -268,7 +304,6 @@ int move_shm_settle(struct conn *c)
 	uint8_t buf[SHUNT_HS_MAX_LEN + sizeof(struct shunt_fo)];
 	struct shunt_fo m;
 	ssize_t r;
-	size_t k;
 	int partial, e;
 
 	for (;;) {
@@ -276,7 +311,7 @@ int move_shm_settle(struct conn *c)
 			shm_progress(c);
 			return 0; /* the socket carries the peer's bytes now */
 		}
-		r = real.recv(c->tcp_fd, buf, sizeof buf, MSG_PEEK | MSG_DONTWAIT);
+		r = peek_past_leftovers(c->tcp_fd, buf, sizeof buf, &partial);
 		if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
 			c->peer_err = errno; /* the kernel reports a reset once: this was it */
 			return 0;
@@ -285,17 +320,11 @@ int move_shm_settle(struct conn *c)
 			return 0; /* nothing there */
 		if (!r)
 			return 1;
-		k = shunt_fo_leftovers(buf, (size_t)r, &partial);
-		if (k) {
-			(void)!real.recv(c->tcp_fd, buf, k, MSG_DONTWAIT);
-			continue;
-		}
 		e = partial ? -EAGAIN : shunt_fo_parse(buf, (size_t)r, &m);
 		if (e == -EAGAIN) {
 			/* the rest is on its way (sent at once), unless the
 			 * socket ended: then these bytes are all there will be */
-			struct pollfd p = { .fd = c->tcp_fd, .events = POLLRDHUP };
-			if (real.poll(&p, 1, 0) <= 0 || !(p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+			if (!sock_hung_up(c->tcp_fd))
 				return 0;
 			(void)!real.recv(c->tcp_fd, buf, (size_t)r, MSG_DONTWAIT);
 			continue;
@@ -323,6 +352,7 @@ static int shm_pass(struct conn *c, struct shunt_ring_ctl *t, struct shunt_ring_
 {
 	uint8_t buf[SHUNT_HS_MAX_LEN];
 	uint64_t left;
+	ssize_t n;
 	int partial;
 
 	if (__atomic_load_n(&arena_seg(c->arena, c->segno)->owner[c->side], __ATOMIC_ACQUIRE) != 1)
@@ -333,20 +363,13 @@ static int shm_pass(struct conn *c, struct shunt_ring_ctl *t, struct shunt_ring_
 	if (left && __atomic_load_n(&rx->wr_done, __ATOMIC_ACQUIRE))
 		return -EPIPE;
 	/* our socket: nothing of shunt's may head the peer's resend */
-	for (;;) {
-		ssize_t n = real.recv(c->tcp_fd, buf, sizeof buf, MSG_PEEK | MSG_DONTWAIT);
-		size_t k;
-		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-			c->peer_err = errno; /* reset: nothing to move (the peek took the report) */
-			return 0;
-		}
-		if (n <= 0)
-			break;
-		k = shunt_fo_leftovers(buf, (size_t)n, &partial);
-		if (!k)
-			return -EBUSY; /* not ours: the peer moves it itself */
-		(void)!real.recv(c->tcp_fd, buf, k, MSG_DONTWAIT);
+	n = peek_past_leftovers(c->tcp_fd, buf, sizeof buf, &partial);
+	if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+		c->peer_err = errno; /* reset: nothing to move (the peek took the report) */
+		return 0;
 	}
+	if (n > 0)
+		return -EBUSY; /* not ours: the peer moves it itself */
 	/* from here on the peer writes the socket, from our consumer on */
 	__atomic_store_n(&rx->rd_left, SHUNT_R_FD_PASSED, __ATOMIC_SEQ_CST);
 	/* and reads its ring to our last byte, then the socket */
@@ -356,12 +379,12 @@ static int shm_pass(struct conn *c, struct shunt_ring_ctl *t, struct shunt_ring_
 		size_t off = 0;
 		shunt_fo_encode(fo, p, p, SHUNT_R_FD_PASSED);
 		while (off < sizeof fo) {
-			ssize_t n = real.send(c->tcp_fd, fo + off, sizeof fo - off, MSG_NOSIGNAL);
-			if (n < 0 && errno == EINTR)
+			ssize_t w = real.send(c->tcp_fd, fo + off, sizeof fo - off, MSG_NOSIGNAL);
+			if (w < 0 && errno == EINTR)
 				continue;
-			if (n < 0)
+			if (w < 0)
 				break; /* the peer is gone: nothing to tell */
-			off += (size_t)n;
+			off += (size_t)w;
 		}
 	}
 	/* wake the peer (it resends now) and our own sleepers (they find

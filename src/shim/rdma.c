@@ -78,7 +78,6 @@ int rdma_available(void)
 static void spare_refill(void);
 static void fo_sweep(void);
 static int fo_tx_begin(struct conn *c, int push_flags);
-static int fo_flush_until(struct conn *c, uint64_t deadline);
 static void fo_orphan(struct conn *c);
 static void window_probe(void);
 static void link_each_open(struct rdma_link *l, int (*fn)(struct rdma_conn *rc, void *arg), void *arg);
@@ -910,8 +909,7 @@ void rdma_conn_closing(struct conn *c)
 	if (!ring_used(&c->rx) && !(__atomic_load_n(&c->fo_rx, __ATOMIC_ACQUIRE) == 2 && conn_nread(c)))
 		return;
 	c->close_reset = 1;
-	real.setsockopt(c->tcp_fd, SOL_SOCKET, SO_LINGER, &(struct linger){ .l_onoff = 1, .l_linger = 0 },
-			sizeof(struct linger));
+	conn_reset_on_close(c);
 }
 
 /* The application let go: tell the peer (it stops writing into our ring);
@@ -1030,19 +1028,6 @@ int rdma_fo_begin(struct conn *c)
 	return fo_tx_begin(c, PUSH_MAY_POLL);
 }
 
-/* Flush, waiting for room until the deadline (shunt_now_ns; UINT64_MAX:
- * for ever - close() when no flusher thread can be had). */
-static int fo_flush_until(struct conn *c, uint64_t deadline)
-{
-	for (;;) {
-		int r = move_flush(c, MSG_NOSIGNAL | MSG_DONTWAIT);
-		struct pollfd p = { .fd = c->tcp_fd, .events = POLLOUT };
-		uint64_t now = shunt_now_ns();
-		if ((r != -EAGAIN && r != -EINTR) || now >= deadline)
-			return r;
-		real.poll(&p, 1, deadline - now > 1000000000ull ? 1000 : (int)((deadline - now) / 1000000) + 1);
-	}
-}
 
 /* close() with bytes the socket cannot take yet: a thread finishes them
  * and closes our descriptor of the socket, as the kernel sends what was
@@ -1081,7 +1066,7 @@ static void fo_orphan(struct conn *c)
 	struct orphan *o = malloc(sizeof *o + len);
 
 	if (!o) {
-		fo_flush_until(c, UINT64_MAX);
+		move_flush_until(c, UINT64_MAX);
 		return;
 	}
 	o->fd = c->tcp_fd;
@@ -1095,7 +1080,7 @@ static void fo_orphan(struct conn *c)
 		c->tcp_fd = -1; /* the thread's now */
 	} else {
 		free(o);
-		fo_flush_until(c, UINT64_MAX);
+		move_flush_until(c, UINT64_MAX);
 	}
 }
 
@@ -1191,8 +1176,7 @@ static void fo_rx_settle(struct conn *c)
 		}
 		e = shunt_fo_parse(buf, (size_t)r, &m);
 		if (e == -EAGAIN) {
-			struct pollfd p = { .fd = c->tcp_fd, .events = POLLRDHUP };
-			if (real.poll(&p, 1, 0) <= 0 || !(p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+			if (!sock_hung_up(c->tcp_fd))
 				return; /* the rest is on its way */
 			e = -EPROTO; /* and will never come */
 		}
@@ -1308,7 +1292,7 @@ static int move_tx(struct conn *c, uint64_t deadline)
 		return -EBUSY;
 	fo_request(c, SHUNT_R_FORK); /* unless it is moving already */
 	fo_tx_begin(c, PUSH_MAY_POLL);
-	r = fo_flush_until(c, deadline);
+	r = move_flush_until(c, deadline);
 	if (!r && __atomic_exchange_n(&c->fo_fin, 0, __ATOMIC_ACQ_REL))
 		real.shutdown(c->tcp_fd, SHUT_WR);
 	shunt_unlock(&c->tx.ctl->wlock);

@@ -166,6 +166,7 @@ int conn_attach(struct conn **out, struct arena *a, unsigned seg, int side, int 
 		const uint64_t *nonce);
 int conn_free(struct conn *c); /* 1: this side's last owner, in any process */
 void conn_closing(struct conn *c);
+void conn_reset_on_close(struct conn *c);   /* SO_LINGER 0 on its kernel socket */
 /* The kernel socket has nothing more to say: it was reset, or both
  * directions are closed.  Until then it is watched, after the peer's FIN
  * too: a writer's probe of a gone peer is answered with a reset. */
@@ -246,6 +247,11 @@ unsigned conn_moved_events(struct conn *c, unsigned ring_ev);
 ssize_t move_send_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int flags, int nonblock);
 ssize_t move_recv_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int flags, int nonblock);
 int move_flush(struct conn *c, int flags);       /* what the move owes the peer; -EAGAIN: later */
+/* ... waiting for room until the deadline (shunt_now_ns; UINT64_MAX: for
+ * ever - close() when no flusher thread can be had) */
+int move_flush_until(struct conn *c, uint64_t deadline);
+#define MOVE_FLUSH_NS 2000000000ull                 /* a close's or shutdown's bound for it */
+int sock_hung_up(int fd);                        /* the peer's FIN or RST is there (no wait) */
 int move_pending(const struct conn *c);          /* ... is not all on the socket yet */
 int move_shm_settle(struct conn *c);             /* conn_refresh's part: leftovers, the peer's move */
 int move_pass(struct sk *s);                     /* before SCM_RIGHTS carries it away */
