@@ -160,6 +160,7 @@ int conn_attach(struct conn **out, struct arena *a, unsigned seg, int side, int 
 	c->side = side;
 	c->tcp_fd = fd_hide(tcp_fd);
 	c->spin_ns = shunt_cfg.spin_ns;
+	pthread_mutex_init(&c->fo_lock, NULL); /* a move's settle (move.c) */
 	conn_load_timeouts(c);
 	/* ring 0 carries client->server bytes, ring 1 server->client */
 	c->tx = (struct ring){ .ctl = &h->ring[side], .data = (uint8_t *)h + SHUNT_SEG_HDR_SIZE + (size_t)side * rs, .size = rs };

@@ -299,7 +299,7 @@ static ssize_t peek_past_leftovers(int fd, uint8_t *buf, size_t cap, int *partia
  * receiving half (and, as the peer left our ring too, our sending half).
  * Returns 1 at the kernel's FIN (conn_refresh takes it from there), else
  * 0: nothing more to read now, or the socket is the stream's now. */
-int move_shm_settle(struct conn *c)
+static int settle_locked(struct conn *c)
 {
 	uint8_t buf[SHUNT_HS_MAX_LEN + sizeof(struct shunt_fo)];
 	struct shunt_fo m;
@@ -307,10 +307,8 @@ int move_shm_settle(struct conn *c)
 	int partial, e;
 
 	for (;;) {
-		if (__atomic_load_n(&c->fo_rx, __ATOMIC_ACQUIRE) == 2) {
-			shm_progress(c);
+		if (__atomic_load_n(&c->fo_rx, __ATOMIC_ACQUIRE) == 2)
 			return 0; /* the socket carries the peer's bytes now */
-		}
 		r = peek_past_leftovers(c->tcp_fd, buf, sizeof buf, &partial);
 		if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
 			c->peer_err = errno; /* the kernel reports a reset once: this was it */
@@ -341,6 +339,27 @@ int move_shm_settle(struct conn *c)
 		peer_left(c);
 		conn_wake_local(c, POLLIN | POLLOUT);
 	}
+}
+
+int move_shm_settle(struct conn *c)
+{
+	int r;
+
+	if (__atomic_load_n(&c->fo_rx, __ATOMIC_ACQUIRE) == 2) {
+		shm_progress(c);
+		return 0; /* the socket carries the peer's bytes now */
+	}
+	/* One thread at a time: two that peeked the same leftovers or the
+	 * same message would both consume them, the second taking bytes of
+	 * the stream.  A thread finding it busy leaves it to the one in it
+	 * (a try: no wait, nothing held across a fork). */
+	if (pthread_mutex_trylock(&c->fo_lock))
+		return 0;
+	r = settle_locked(c);
+	pthread_mutex_unlock(&c->fo_lock);
+	if (__atomic_load_n(&c->fo_rx, __ATOMIC_ACQUIRE) == 2)
+		shm_progress(c); /* just moved: the peer may wait for our resend */
+	return r;
 }
 
 /* ---- the passing side ---- */
