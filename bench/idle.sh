@@ -14,7 +14,7 @@ IDLE="$ROOT/$BUILD/tests/tools/idle"
 SHUNT="$ROOT/$BUILD/shunt"
 WORK=$(mktemp -d /tmp/shunt-idle.XXXXXX)
 export SHUNT_DIR="$WORK/dir"
-trap 'exec 3>&- 4>&- 2>/dev/null; kill $(jobs -p) 2>/dev/null; wait 2>/dev/null; rm -rf "$WORK"' EXIT
+trap 'rc=$?; exec 3>&- 4>&- 2>/dev/null; kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$WORK"; exit $rc' EXIT
 [ -x "$IDLE" ] || { echo "build first: make BUILD=$BUILD tests"; exit 1; }
 
 one() { # MODE -> "server-line|client-line"

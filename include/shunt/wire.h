@@ -21,7 +21,7 @@
 #include <stdint.h>
 #include <stddef.h>
 
-#define SHUNT_WIRE_VERSION 1u
+#define SHUNT_WIRE_VERSION 2u /* 2: doorbells per arena, not per segment */
 
 /* ---- fallback reason codes: stable, shown by `shunt ss`, never renumbered ---- */
 enum shunt_reason {
@@ -50,6 +50,7 @@ enum shunt_reason {
 	SHUNT_R_SANDBOX = 21,      /* made after the process installed a seccomp filter */
 	SHUNT_R_IO_URING = 22,     /* made after the process set up io_uring (its kernel path bypasses shunt) */
 	SHUNT_R_FD_PASSED = 23,    /* moved to TCP: the descriptor was passed to another process (SCM_RIGHTS) */
+	SHUNT_R_DESCRIPTORS = 24,  /* plain, or moved to TCP: the application ran out of descriptors (EMFILE) and shunt gave its own back */
 	SHUNT_R_MAX
 };
 
@@ -74,6 +75,7 @@ enum shunt_slot_state {
 	SLOT_CLAIMED = 3,    /* server won: it is sending the accept message */
 	SLOT_ABANDONED = 4,  /* client won: it gave up waiting, the connection is TCP */
 	SLOT_FAILED = 5,     /* server claimed but could not deliver: both use TCP */
+	SLOT_DECLINED = 6,   /* server claimed and declined: it is out of descriptors (reason 24), both use TCP */
 	/* After CLAIMED the decision moves into the segment (confirm field):
 	 * the client CASes 0->1 once attached, the server 0->2 on time-out. */
 };
@@ -152,8 +154,9 @@ _Static_assert(sizeof(struct shunt_arena_hdr) == 64, "arena header layout");
  * One direction.  The writer owns prod and wr_done; the reader owns cons.
  * rd_want/wr_want are the "wake me" flags in the spirit of SMC's
  * write_blocked: a side that is about to sleep sets its flag, re-checks, and
- * sleeps on its eventfd; the other side clears the flag with an exchange and
- * signals the eventfd only then, so no system call is made while both run.
+ * sleeps (a futex on the flag, or the arena's doorbell eventfd); the other
+ * side clears the flag with an exchange and wakes the sleeper only then, so
+ * no system call is made while both run.
  */
 struct shunt_ring_ctl {
 	/* line 1: written by the writer on every write, polled by the reader */
@@ -183,7 +186,7 @@ struct shunt_seg_hdr {
 	_Atomic uint32_t confirm;    /* 0 pending, 1 client attached, 2 declined (CAS once) */
 	_Atomic uint32_t in_use;     /* arena slot: 1 from allocation until both owners are 0 */
 	_Atomic uint32_t owner[2];   /* processes holding the connection: [0] client, [1] server */
-	_Atomic uint32_t efd_gen;    /* generation of the segment's eventfd pair (see arena.c) */
+	uint32_t reserved;           /* 0 (version 1: a per-segment eventfd generation) */
 	_Atomic uint32_t confirm_waiter; /* the server sleeps on confirm: wake it */
 	uint8_t pad[16];
 	struct shunt_ring_ctl ring[2];
@@ -191,10 +194,11 @@ struct shunt_seg_hdr {
 _Static_assert(sizeof(struct shunt_seg_hdr) == 576, "segment header layout");
 #define SHUNT_SEG_HDR_SIZE 4096u /* data starts page aligned */
 
-/* ---- 3. the accept message (server -> client, with 0 to 3 fds) ---- */
+/* ---- 3. the accept message (server -> client, with 0 or 3 fds) ---- */
 #define SHUNT_MSG_MAGIC 0x53484d41u /* "SHMA" */
-#define SHUNT_MSG_F_ARENA 1u /* an arena memfd is attached (first fd): a new arena */
-#define SHUNT_MSG_F_EFDS 2u  /* a new eventfd pair for the segment is attached (client's, server's) */
+/* A new arena: its memfd and its two doorbells (eventfds: the client's, the
+ * server's - each side's sleepers on any of its segments) are attached. */
+#define SHUNT_MSG_F_ARENA 1u
 #define SHUNT_MSG_MAX_FDS 3
 #define SHUNT_MSG_NO_SLOT 0xffffffffu /* answers an in-band PROPOSAL, not a slot */
 struct shunt_accept_msg {
@@ -207,7 +211,7 @@ struct shunt_accept_msg {
 	uint64_t arena;      /* arena id */
 	uint32_t seg;        /* segment index in the arena */
 	uint32_t flags;      /* SHUNT_MSG_F_* */
-	uint32_t efd_gen;    /* the eventfd pair to use: attached, or the one of that generation */
+	uint32_t reserved;   /* 0 */
 	uint32_t pad;
 };
 _Static_assert(sizeof(struct shunt_accept_msg) == 48, "accept message layout");

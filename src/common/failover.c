@@ -35,7 +35,8 @@ int shunt_fo_parse(const void *buf, size_t len, struct shunt_fo *out)
 	if (m.kind != SHUNT_FO_KIND || m.version != SHUNT_FO_VERSION || m.pad ||
 	    m.magic != SHUNT_FO_MAGIC || m.end < m.start ||
 	    (m.reason != SHUNT_R_LINK_FAILED && m.reason != SHUNT_R_PEER_FAILOVER &&
-	     m.reason != SHUNT_R_FORK && m.reason != SHUNT_R_FD_PASSED))
+	     m.reason != SHUNT_R_FORK && m.reason != SHUNT_R_FD_PASSED &&
+	     m.reason != SHUNT_R_DESCRIPTORS))
 		return -EPROTO;
 	*out = m;
 	return 0;

@@ -19,11 +19,11 @@ int shunt_accept_msg_check(const void *buf, size_t len, int nfds, int ctrunc,
 	if (len != sizeof m || ctrunc)
 		return -EPROTO;
 	memcpy(&m, buf, sizeof m);
-	want = (m.flags & SHUNT_MSG_F_ARENA ? 1 : 0) + (m.flags & SHUNT_MSG_F_EFDS ? 2 : 0);
+	want = m.flags & SHUNT_MSG_F_ARENA ? 3 : 0;
 	if (m.magic != SHUNT_MSG_MAGIC || m.version != SHUNT_WIRE_VERSION || nfds != want ||
-	    m.nfds != want || (m.flags & ~(SHUNT_MSG_F_ARENA | SHUNT_MSG_F_EFDS)) ||
+	    m.nfds != want || (m.flags & ~SHUNT_MSG_F_ARENA) || m.reserved ||
 	    !ring_size_ok(m.ring_size) || (m.slot >= SHUNT_REG_SLOTS && m.slot != SHUNT_MSG_NO_SLOT) ||
-	    m.seg >= SHUNT_ARENA_SLOTS || !m.arena || !m.efd_gen)
+	    m.seg >= SHUNT_ARENA_SLOTS || !m.arena)
 		return -EPROTO;
 	*out = m;
 	return 0;

@@ -41,8 +41,10 @@ struct shunt_seg_hdr *arena_seg(struct arena *a, unsigned seg)
 	return (struct shunt_seg_hdr *)((char *)a->hdr + SHUNT_ARENA_HDR_SIZE + seg * seg_size(a->ring_size));
 }
 
-static int map_arena(int memfd, uint64_t id, int side, uint64_t peer, struct arena **out)
+/* fds: memfd, client's doorbell, server's doorbell (taken on success). */
+static int map_arena(const int *fds, uint64_t id, int side, uint64_t peer, struct arena **out)
 {
+	int memfd = fds[0];
 	struct stat st;
 	struct arena *a;
 	void *m;
@@ -58,6 +60,12 @@ static int map_arena(int memfd, uint64_t id, int side, uint64_t peer, struct are
 		shunt_log("arena refused: not a sealed shared-memory file");
 		return -EPROTO;
 	}
+	/* the doorbells are written at every wake-up: a pipe or a socket
+	 * in their place could block us or carry our writes elsewhere */
+	if (fds[1] == fds[2] || !fd_is_eventfd(fds[1]) || !fd_is_eventfd(fds[2])) {
+		shunt_log("arena refused: its doorbells are not eventfds");
+		return -EPROTO;
+	}
 	m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
 	if (m == MAP_FAILED)
 		return -errno;
@@ -65,10 +73,11 @@ static int map_arena(int memfd, uint64_t id, int side, uint64_t peer, struct are
 		munmap(m, (size_t)st.st_size);
 		return -EPROTO;
 	}
-	memset(a->efd, -1, sizeof a->efd);
 	a->id = id;
 	a->side = side;
 	a->memfd = fd_hide(memfd);
+	a->bell[0] = fd_hide(fds[1]);
+	a->bell[1] = fd_hide(fds[2]);
 	a->hdr = m;
 	a->len = (size_t)st.st_size;
 	a->ring_size = a->hdr->ring_size;
@@ -85,19 +94,21 @@ static int create_arena(uint64_t peer, struct arena **out)
 	struct shunt_arena_hdr h = { .magic = SHUNT_ARENA_MAGIC, .version = SHUNT_WIRE_VERSION,
 				     .id = shunt_random64() | 1, .nslots = SHUNT_ARENA_SLOTS,
 				     .ring_size = rs, .proc = { peer, shunt_proc_id() } };
-	int fd = memfd_create("shunt-arena", MFD_CLOEXEC | MFD_ALLOW_SEALING), r;
+	int fds[3] = { memfd_create("shunt-arena", MFD_CLOEXEC | MFD_ALLOW_SEALING),
+			eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK) };
+	int r = -ENOMEM;
 
-	if (fd < 0)
-		return -errno;
-	if (ftruncate(fd, (off_t)shunt_arena_size(rs)) || pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h ||
-	    (!shunt_fault_ring_unsealed() &&
-	     fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL))) {
-		real.close(fd);
-		return -ENOMEM;
-	}
-	r = map_arena(fd, h.id, 1, peer, out);
+	if (fds[0] < 0 || fds[1] < 0 || fds[2] < 0)
+		r = -EMFILE;
+	else if (!ftruncate(fds[0], (off_t)shunt_arena_size(rs)) &&
+		 pwrite(fds[0], &h, sizeof h, 0) == (ssize_t)sizeof h &&
+		 (shunt_fault_ring_unsealed() ||
+		  !fcntl(fds[0], F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)))
+		r = map_arena(fds, h.id, 1, peer, out);
 	if (r)
-		real.close(fd);
+		for (int i = 0; i < 3; i++)
+			if (fds[i] >= 0)
+				real.close(fds[i]);
 	return r;
 }
 
@@ -167,7 +178,14 @@ static struct arena *find(uint64_t id, int side)
 	return NULL;
 }
 
-static int get_or_map(uint64_t id, int memfd, int side, struct arena **out)
+static void close3(const int *fds)
+{
+	for (int i = 0; fds && i < 3; i++)
+		if (fds[i] >= 0)
+			real.close(fds[i]);
+}
+
+static int get_or_map(uint64_t id, int *fds, int side, struct arena **out)
 {
 	struct arena *a;
 	int r = 0;
@@ -175,15 +193,15 @@ static int get_or_map(uint64_t id, int memfd, int side, struct arena **out)
 	pthread_mutex_lock(&lock);
 	a = find(id, side);
 	if (a) {
-		if (memfd >= 0)
-			real.close(memfd); /* already mapped (an exec'd sibling, a resend) */
-	} else if (memfd < 0) {
+		close3(fds); /* already mapped (an exec'd sibling, a resend) */
+	} else if (!fds || fds[0] < 0 || fds[1] < 0 || fds[2] < 0) {
+		close3(fds);
 		r = -EPROTO;
 	} else {
 		reap_dead_locked(); /* a client of many short-lived servers, too */
-		r = map_arena(memfd, id, side, 0, &a);
+		r = map_arena(fds, id, side, 0, &a);
 		if (r)
-			real.close(memfd);
+			close3(fds);
 	}
 	if (!r) {
 		a->held++;
@@ -193,14 +211,14 @@ static int get_or_map(uint64_t id, int memfd, int side, struct arena **out)
 	return r;
 }
 
-int arena_client_get(uint64_t id, int memfd, struct arena **out)
+int arena_client_get(uint64_t id, int *fds, struct arena **out)
 {
-	return get_or_map(id, memfd, 0, out);
+	return get_or_map(id, fds, 0, out);
 }
 
-int arena_adopt(uint64_t id, int memfd, int side, struct arena **out)
+int arena_adopt(uint64_t id, int *fds, int side, struct arena **out)
 {
-	return get_or_map(id, memfd, side, out);
+	return get_or_map(id, fds, side, out);
 }
 
 static int proc_alive(uint64_t id)
@@ -250,10 +268,8 @@ static void arena_free_locked(struct arena **pp)
 	*pp = a->next;
 	munmap(a->hdr, a->len);
 	fd_close_internal(a->memfd);
-	for (unsigned i = 0; i < SHUNT_ARENA_SLOTS; i++) {
-		fd_close_internal(a->efd[i][0]);
-		fd_close_internal(a->efd[i][1]);
-	}
+	fd_close_internal(a->bell[0]);
+	fd_close_internal(a->bell[1]);
 	free(a);
 }
 
@@ -271,6 +287,23 @@ static void reap_dead_locked(void)
 	}
 }
 
+int arena_drop_unused(void)
+{
+	int n = 0;
+
+	pthread_mutex_lock(&lock);
+	for (struct arena **pp = &arenas; *pp;) {
+		if (!(*pp)->held) {
+			arena_free_locked(pp);
+			n++;
+		} else {
+			pp = &(*pp)->next;
+		}
+	}
+	pthread_mutex_unlock(&lock);
+	return n;
+}
+
 /* The last connection of an arena here closed: it stays mapped for the
  * peer's next one, until a new arena finds its peer gone (reap_dead_locked:
  * asking at every close cost three system calls a connection). */
@@ -279,61 +312,6 @@ void arena_put(struct arena *a)
 	pthread_mutex_lock(&lock);
 	a->held--;
 	pthread_mutex_unlock(&lock);
-}
-
-static void set_pair(struct arena *a, unsigned seg, uint32_t gen, int c, int sv)
-{
-	fd_close_internal(a->efd[seg][0]);
-	fd_close_internal(a->efd[seg][1]);
-	a->efd[seg][0] = fd_hide(c);
-	a->efd[seg][1] = fd_hide(sv);
-	a->efd_gen[seg] = gen;
-}
-
-int arena_server_efds(struct arena *a, unsigned seg, int *fresh, uint32_t *gen)
-{
-	struct shunt_seg_hdr *h = arena_seg(a, seg);
-	uint32_t g = __atomic_load_n(&h->efd_gen, __ATOMIC_ACQUIRE);
-	int c, sv;
-
-	*fresh = 0;
-	*gen = g;
-	if (g && a->efd_gen[seg] == g && a->efd[seg][0] >= 0)
-		return 0;
-	c = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	sv = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (c < 0 || sv < 0) {
-		if (c >= 0)
-			real.close(c);
-		if (sv >= 0)
-			real.close(sv);
-		return -EMFILE;
-	}
-	/* We own the segment (in_use): nobody else bumps the generation now. */
-	g = g + 1 ? g + 1 : 1;
-	__atomic_store_n(&h->efd_gen, g, __ATOMIC_RELEASE);
-	set_pair(a, seg, g, c, sv);
-	*fresh = 1;
-	*gen = g;
-	return 0;
-}
-
-int arena_set_efds(struct arena *a, unsigned seg, uint32_t gen, int *fds)
-{
-	if (seg >= SHUNT_ARENA_SLOTS)
-		goto bad;
-	if (fds) {
-		set_pair(a, seg, gen, fds[0], fds[1]);
-		return 0;
-	}
-	if (a->efd_gen[seg] == gen && a->efd[seg][0] >= 0)
-		return 0;
-bad:
-	if (fds) {
-		real.close(fds[0]);
-		real.close(fds[1]);
-	}
-	return -EPROTO;
 }
 
 void arena_atfork_child(void)

@@ -14,12 +14,12 @@ struct arena {
 	size_t len;
 	uint32_t ring_size;
 	int held;             /* segments this process holds */
-	/* Each segment's eventfd pair ([0] the client's, [1] the server's),
-	 * kept across connections like the memory.  A process whose copy is
-	 * of an older generation than the segment's (a forked sibling made a
-	 * new pair) makes and sends a new one. */
-	int efd[SHUNT_ARENA_SLOTS][2];
-	uint32_t efd_gen[SHUNT_ARENA_SLOTS];
+	/* The doorbells ([0] the client's, [1] the server's): eventfds made
+	 * with the arena and sent with its memfd, so every process holding
+	 * the arena (fork, exec) has the same two.  A side's poll/epoll
+	 * sleepers on any of its segments wait on its doorbell (bell.c);
+	 * nobody reads one: see bell.c. */
+	int bell[2];
 	struct arena *next;
 };
 
@@ -27,24 +27,22 @@ struct arena {
  * creating the arena if needed (*created = 1: its memfd must be sent).
  * The segment is initialised (rings empty, nonce, both owners 1). */
 int arena_server_take(uint64_t peer, uint64_t nonce, struct arena **out, unsigned *seg, int *created);
-/* Client: the arena with this id, mapping memfd (>= 0, consumed) if new. */
-int arena_client_get(uint64_t id, int memfd, struct arena **out);
-/* Adopt an arena across exec (either side). */
-int arena_adopt(uint64_t id, int memfd, int side, struct arena **out);
+/* Client: the arena with this id; fds (NULL: it must be mapped already):
+ * its memfd and doorbells, mapped if new, consumed on success and failure. */
+int arena_client_get(uint64_t id, int *fds, struct arena **out);
+/* Adopt an arena across exec (either side); fds as above. */
+int arena_adopt(uint64_t id, int *fds, int side, struct arena **out);
 struct shunt_seg_hdr *arena_seg(struct arena *a, unsigned seg);
 /* Drop one owner of `side`; the segment is free once both sides are 0.
  * An arena whose peer process is gone and that we no longer use is unmapped. */
 void arena_release(struct arena *a, unsigned seg, int side);
-/* Server: the segment's eventfd pair, made anew (*fresh = 1: to be sent,
- * with the new generation in *gen) when ours is missing or stale. */
-int arena_server_efds(struct arena *a, unsigned seg, int *fresh, uint32_t *gen);
-/* Client (and exec): adopt the pair sent (fds != NULL) or check ours is of
- * generation gen.  Consumes fds on success and on failure. */
-int arena_set_efds(struct arena *a, unsigned seg, uint32_t gen, int *fds);
 /* Drop an owner without ending our use of the arena (a declined offer:
  * the server drops the client's pre-charged owner). */
 int arena_drop_owner(struct arena *a, unsigned seg, int side);
 void arena_atfork_child(void);
+/* Unmap the arenas this process holds no segment of, their peers alive or
+ * not (a give-back, giveback.c): how many. */
+int arena_drop_unused(void);
 /* We no longer use one segment of the arena (owners untouched). */
 void arena_put(struct arena *a);
 /* fork: the child is one more owner of every segment it inherited. */

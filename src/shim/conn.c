@@ -7,8 +7,9 @@
  * peer's death (or close) reaches us even when the peer never touches the
  * segment again.  A blocking call sleeps on the ring's *_want word as a futex
  * (checking the TCP socket between 100 ms slices); poll/epoll waiters sleep
- * on our eventfd.  The peer wakes either only if we set the matching bit
- * (see wire.h), so a busy connection makes no system call per message.
+ * on our side's doorbell, an eventfd of the arena (bell.c).  The peer wakes
+ * either only if we set the matching bit (see wire.h), so a busy connection
+ * makes no system call per message.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -18,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/futex.h>
-#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <sys/mman.h>
@@ -42,18 +42,9 @@ static void efd_signal(int efd)
 	errno = e;
 }
 
-void conn_drain(struct conn *c)
-{
-	uint64_t v;
-	int e = errno;
-
-	(void)!real.read(c->efd_mine, &v, sizeof v);
-	errno = e;
-}
-
 /* The "wake me" words hold who sleeps: a poll/epoll sleeper on our
- * eventfd, or a blocking call on the word itself (a futex: one system call
- * to sleep, one to wake, instead of poll plus a drain). */
+ * doorbell, or a blocking call on the word itself (a futex: one system
+ * call to sleep, one to wake). */
 #define WANT_EFD 1u
 #define WANT_FUTEX 2u
 #define SLEEP_SLICE_MS 100 /* a futex sleeper looks at the TCP socket this often */
@@ -123,7 +114,7 @@ static _Atomic uint32_t *want_word(struct conn *c, unsigned want)
 	return want & POLLIN ? &c->rx.ctl->rd_want : &c->tx.ctl->wr_want;
 }
 
-/* Ask the peer to signal our eventfd (poll, epoll, a non-blocking EAGAIN). */
+/* Ask the peer to ring our doorbell (poll, epoll, a non-blocking EAGAIN). */
 void conn_arm(struct conn *c, unsigned want)
 {
 	if (want & POLLIN)
@@ -135,8 +126,8 @@ void conn_arm(struct conn *c, unsigned want)
 	}
 }
 
-/* Attach to segment `seg` of arena `a` (its eventfd pair must be set);
- * take ownership of tcp_fd (on success only).  nonce, when given, must match. */
+/* Attach to segment `seg` of arena `a`; take ownership of tcp_fd (on
+ * success only).  nonce, when given, must match. */
 int conn_attach(struct conn **out, struct arena *a, unsigned seg, int side, int tcp_fd,
 		const uint64_t *nonce)
 {
@@ -144,7 +135,7 @@ int conn_attach(struct conn **out, struct arena *a, unsigned seg, int side, int 
 	struct conn *c;
 	uint32_t rs = a->ring_size;
 
-	if (seg >= SHUNT_ARENA_SLOTS || a->efd[seg][0] < 0 || a->efd[seg][1] < 0)
+	if (seg >= SHUNT_ARENA_SLOTS)
 		return -EPROTO;
 	h = arena_seg(a, seg);
 	if (shunt_seg_hdr_check(h, nonce ? *nonce : h->nonce, rs))
@@ -155,8 +146,9 @@ int conn_attach(struct conn **out, struct arena *a, unsigned seg, int side, int 
 	c->seg = h;
 	c->arena = a;
 	c->segno = seg;
-	c->efd_mine = a->efd[seg][side];  /* the arena's: not ours to close */
-	c->efd_peer = a->efd[seg][!side];
+	c->efd_mine = a->bell[side];  /* the arena's: not ours to close */
+	c->efd_peer = a->bell[!side];
+	c->bell_id = (a->id << 1 | (uint64_t)side) & ~(1ull << 63); /* bell.c: RDMA's have bit 63 */
 	c->side = side;
 	c->tcp_fd = fd_hide(tcp_fd);
 	c->spin_ns = shunt_cfg.spin_ns;

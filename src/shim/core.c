@@ -305,6 +305,7 @@ static void atfork_child(void)
 		proc_id = shunt_random64();
 	}
 	rdv_atfork_child();
+	bell_atfork_child();
 	stats_atfork_child();
 	rdma_atfork_child();
 }

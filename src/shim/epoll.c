@@ -4,13 +4,15 @@
  *
  * An accelerated socket is ready when its rings say so, which the kernel
  * cannot see.  So its registration does not go into the application's epoll
- * set as is: our eventfd and the TCP socket (for FIN/RST) go in instead,
+ * set as is: its doorbell and its TCP socket (for FIN/RST) go in instead,
  * edge-triggered, with a tagged data word (bit 63 set, so it can never equal
- * a user-space pointer or a small integer) naming the application's fd.
- * epoll_wait translates: a tagged event makes us compute the socket's
- * readiness from the rings, filter it by the application's mask and report
- * it with the application's data.  The peer signals the eventfd only after
- * we asked (rd_want/wr_want), so a busy socket costs no wake-ups.
+ * a user-space pointer or a small integer) naming the application's fd (the
+ * socket) or a doorbell group (the doorbell, shared by the connections of
+ * one arena: each member is evaluated when it rings).  epoll_wait
+ * translates: a tagged event makes us compute the socket's readiness from
+ * the rings, filter it by the application's mask and report it with the
+ * application's data.  The peer rings only after we asked
+ * (rd_want/wr_want), so a busy socket costs no wake-ups.
  *
  * Level-triggered semantics come from a check list: a socket reported
  * level-triggered is evaluated again at the next epoll_wait, before the
@@ -27,36 +29,103 @@
 #include "real.h"
 
 #define FD_BITS 24
+#define TOK_BITS (FD_BITS + 2)
+#define TOK_TCP 1u  /* the application's fd: its TCP socket */
+#define TOK_BELL 2u /* a doorbell group's slot */
+#define KEV_MAX 1024 /* kernel events taken per call */
 static uint64_t tag;
 static struct epset *all_sets;
 static pthread_mutex_t sets_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static uint64_t token(int fd, int is_tcp)
+static uint64_t token(unsigned x, unsigned kind)
 {
-	return tag | ((uint64_t)(unsigned)fd << 1) | (uint64_t)is_tcp;
+	return tag | ((uint64_t)x << 2) | kind;
 }
 
 static int is_token(uint64_t v)
 {
-	return (v & ~((1ull << (FD_BITS + 1)) - 1)) == tag;
+	return (v & ~((1ull << TOK_BITS) - 1)) == tag;
+}
+
+/* Put r in the group of its connection's doorbell, made (and the doorbell
+ * registered) if r is the first. */
+static int bell_join(struct epset *ep, struct epreg *r)
+{
+	struct conn *c = r->s->conn;
+	struct epbell *b = NULL, **v;
+	unsigned slot = ep->nbells;
+
+	for (unsigned i = 0; i < ep->nbells && !b; i++) {
+		if (!ep->bells[i])
+			slot = slot < ep->nbells ? slot : i;
+		else if (ep->bells[i]->efd == c->efd_mine && ep->bells[i]->id == c->bell_id)
+			b = ep->bells[i];
+	}
+	if (!b) {
+		struct epoll_event in = { .events = EPOLLIN | EPOLLET };
+		if (slot >= (1u << FD_BITS))
+			return -ENOMEM;
+		if (slot == ep->nbells) {
+			unsigned cap = ep->nbells ? 2 * ep->nbells : 16;
+			if (!(v = realloc(ep->bells, cap * sizeof *v)))
+				return -ENOMEM;
+			memset(v + ep->nbells, 0, (cap - ep->nbells) * sizeof *v);
+			ep->bells = v;
+			ep->nbells = cap;
+		}
+		if (!(b = calloc(1, sizeof *b)))
+			return -ENOMEM;
+		in.data.u64 = token(slot, TOK_BELL);
+		if (real.epoll_ctl(ep->epfd, EPOLL_CTL_ADD, c->efd_mine, &in)) {
+			int err = -errno;
+			free(b);
+			return err;
+		}
+		*b = (struct epbell){ .efd = c->efd_mine, .id = c->bell_id, .slot = slot };
+		ep->bells[slot] = b;
+	}
+	r->bell = b;
+	r->next_in_bell = b->members;
+	b->members = r;
+	return 0;
+}
+
+static void bell_leave(struct epset *ep, struct epreg *r)
+{
+	struct epbell *b = r->bell;
+
+	for (struct epreg **pp = &b->members; *pp; pp = &(*pp)->next_in_bell)
+		if (*pp == r) {
+			*pp = r->next_in_bell;
+			break;
+		}
+	r->bell = NULL;
+	if (b->members)
+		return;
+	real.epoll_ctl(ep->epfd, EPOLL_CTL_DEL, b->efd, NULL);
+	ep->bells[b->slot] = NULL;
+	free(b);
 }
 
 int ep_create(int epfd)
 {
 	struct epset *ep = calloc(1, sizeof *ep);
 	struct sk *s = sk_new(SK_EPOLL, 0);
+	struct epoll_event *kev = malloc(KEV_MAX * sizeof *kev);
 
-	if (!ep || !s) {
+	if (!ep || !s || !kev) {
 		free(ep);
 		free(s);
+		free(kev);
 		return -ENOMEM;
 	}
+	ep->kev = kev;
 	pthread_mutex_init(&ep->lock, NULL);
 	ep->epfd = epfd;
 	s->ep = ep;
 	pthread_mutex_lock(&sets_lock);
 	if (!tag)
-		tag = (shunt_random64() | (1ull << 63)) & ~((1ull << (FD_BITS + 1)) - 1);
+		tag = (shunt_random64() | (1ull << 63)) & ~((1ull << TOK_BITS) - 1);
 	ep->next = all_sets;
 	all_sets = ep;
 	pthread_mutex_unlock(&sets_lock);
@@ -91,7 +160,7 @@ static void reg_drop(struct epset *ep, int fd)
 		return;
 	if (r->queued)
 		unqueue(ep, r);
-	real.epoll_ctl(ep->epfd, EPOLL_CTL_DEL, r->s->conn->efd_mine, NULL);
+	bell_leave(ep, r);
 	if (r->tcp_on)
 		real.epoll_ctl(ep->epfd, EPOLL_CTL_DEL, r->s->conn->tcp_fd, NULL);
 	sk_put(r->s);
@@ -114,6 +183,10 @@ void ep_free(struct epset *ep)
 			sk_put(ep->regs[fd]->s);
 			free(ep->regs[fd]);
 		}
+	for (unsigned i = 0; i < ep->nbells; i++)
+		free(ep->bells[i]);
+	free(ep->bells);
+	free(ep->kev);
 	free(ep->regs);
 	free(ep);
 }
@@ -125,6 +198,47 @@ void ep_forget_fd(int fd)
 	for (struct epset *ep = all_sets; ep; ep = ep->next) {
 		pthread_mutex_lock(&ep->lock);
 		reg_drop(ep, fd);
+		pthread_mutex_unlock(&ep->lock);
+	}
+	pthread_mutex_unlock(&sets_lock);
+}
+
+/* How many sets hold a registration of fd's connection s (each holds a
+ * reference); *blocked if one is an EPOLLONESHOT that fired and was not
+ * re-armed (the kernel has no such registration to become). */
+int ep_regs_of(int fd, struct sk *s, int *blocked)
+{
+	int n = 0;
+
+	pthread_mutex_lock(&sets_lock);
+	for (struct epset *ep = all_sets; ep; ep = ep->next) {
+		pthread_mutex_lock(&ep->lock);
+		struct epreg *r = fd < ep->cap ? ep->regs[fd] : NULL;
+		if (r && r->s == s) {
+			n++;
+			*blocked |= r->present && !r->active;
+		}
+		pthread_mutex_unlock(&ep->lock);
+	}
+	pthread_mutex_unlock(&sets_lock);
+	return n;
+}
+
+/* fd's connection is a plain socket from now on (giveback.c): each
+ * registration the application has becomes the kernel's own, on fd itself
+ * (the kernel reports at once what is ready, as at an EPOLL_CTL_ADD). */
+void ep_retire(int fd, struct sk *s)
+{
+	pthread_mutex_lock(&sets_lock);
+	for (struct epset *ep = all_sets; ep; ep = ep->next) {
+		pthread_mutex_lock(&ep->lock);
+		struct epreg *r = fd < ep->cap ? ep->regs[fd] : NULL;
+		if (r && r->s == s) {
+			struct epoll_event ev = { .events = r->events, .data = r->data };
+			if (r->present)
+				real.epoll_ctl(ep->epfd, EPOLL_CTL_ADD, fd, &ev);
+			reg_drop(ep, fd);
+		}
 		pthread_mutex_unlock(&ep->lock);
 	}
 	pthread_mutex_unlock(&sets_lock);
@@ -158,7 +272,7 @@ static void reset_edges(struct epreg *r)
 
 static int reg_add(struct epset *ep, int fd, struct sk *s, struct epoll_event *ev)
 {
-	struct epoll_event in = { .events = EPOLLIN | EPOLLET, .data.u64 = token(fd, 0) };
+	struct epoll_event in;
 	struct epreg *r;
 	int err;
 
@@ -181,16 +295,16 @@ static int reg_add(struct epset *ep, int fd, struct sk *s, struct epoll_event *e
 	r = calloc(1, sizeof *r);
 	if (!r)
 		return -ENOMEM;
-	if (real.epoll_ctl(ep->epfd, EPOLL_CTL_ADD, s->conn->efd_mine, &in)) {
-		err = -errno;
+	r->s = s;
+	if ((err = bell_join(ep, r))) {
 		free(r);
-		return err == -EEXIST ? -EEXIST : err;
+		return err;
 	}
 	/* the socket may carry the connection again (RDMA failover, a peer
 	 * that passed its descriptor: move.c): its writability matters then
 	 * too (edge-triggered: one report now, then only after a move) */
 	in = (struct epoll_event){ .events = EPOLLIN | EPOLLRDHUP | EPOLLET | EPOLLOUT,
-				   .data.u64 = token(fd, 1) };
+				   .data.u64 = token((unsigned)fd, TOK_TCP) };
 	r->tcp_on = (!conn_socket_done(s->conn) || s->conn->rd) &&
 		    !real.epoll_ctl(ep->epfd, EPOLL_CTL_ADD, s->conn->tcp_fd, &in);
 	reset_edges(r);
@@ -347,26 +461,43 @@ static int run_checks(struct epset *ep, struct epoll_event *evs, int n, int max)
 	return n;
 }
 
-/* Translate the kernel's events in place: plain ones stay, tagged ones are
- * replaced by the application's event for that socket (or dropped). */
-static int translate(struct epset *ep, struct epoll_event *evs, int k, int n)
+/* r's report into evs[n], if it has one and there is room; without room
+ * it is looked at in the next call, before the kernel is asked. */
+static int emit(struct epset *ep, struct epreg *r, struct epoll_event *evs, int n, int max)
 {
-	const int base = n; /* the kernel's events start here; we compact behind */
+	if (n >= max) {
+		enqueue(ep, r);
+		return n;
+	}
+	return n + eval_reg(ep, r, &evs[n]);
+}
 
+/* Translate the kernel's k events (in ep->kev) into evs[n..max): plain
+ * ones as they are (each has its place: the kernel was asked for no more
+ * than there was room for), tagged ones replaced by the applications'
+ * events for the sockets they name (or dropped). */
+static int translate(struct epset *ep, struct epoll_event *evs, int k, int n, int max)
+{
+	for (int i = 0; i < k; i++)
+		if (!is_token(ep->kev[i].data.u64))
+			evs[n++] = ep->kev[i];
 	for (int i = 0; i < k; i++) {
-		struct epoll_event e = evs[base + i];
+		uint64_t v = ep->kev[i].data.u64;
+		unsigned x = (unsigned)(v >> 2) & ((1u << FD_BITS) - 1);
 		struct epreg *r;
-		int fd;
 
-		if (!is_token(e.data.u64)) {
-			evs[n++] = e;
+		if (!is_token(v))
+			continue;
+		if ((v & 3) == TOK_BELL) {
+			struct epbell *b = x < ep->nbells ? ep->bells[x] : NULL;
+			for (r = b ? b->members : NULL; r; r = r->next_in_bell)
+				n = emit(ep, r, evs, n, max);
 			continue;
 		}
-		fd = (int)((e.data.u64 >> 1) & ((1u << FD_BITS) - 1));
-		r = fd < ep->cap ? ep->regs[fd] : NULL;
+		r = (int)x < ep->cap ? ep->regs[x] : NULL;
 		if (!r)
 			continue; /* stale: the socket was removed */
-		if (e.data.u64 & 1) {
+		{
 			conn_refresh(r->s->conn);
 			/* moved to TCP: the kernel's wake-up is the edge */
 			if (conn_moving(r->s->conn) || r->s->conn->fo_rx)
@@ -380,7 +511,7 @@ static int translate(struct epset *ep, struct epoll_event *evs, int k, int n)
 				r->tcp_on = 0;
 			}
 		}
-		n += eval_reg(ep, r, &evs[n]);
+		n = emit(ep, r, evs, n, max);
 	}
 	return n;
 }
@@ -400,11 +531,16 @@ int ep_wait(struct sk *eps, int epfd, struct epoll_event *evs, int max, int time
 		ep->round++;
 		n = run_checks(ep, evs, 0, max);
 		pthread_mutex_unlock(&ep->lock);
-		k = real.epoll_pwait(epfd, evs + n, max - n, n ? 0 : timeout_ms, mask);
+		/* the kernel writes into the caller's array (threads may wait
+		 * on one set at once); a doorbell's group may report more than
+		 * one event, so its answer is copied aside under the lock */
+		k = real.epoll_pwait(epfd, evs + n, max - n < KEV_MAX ? max - n : KEV_MAX,
+				     n ? 0 : timeout_ms, mask);
 		if (k < 0)
 			return n ? n : -errno;
 		pthread_mutex_lock(&ep->lock);
-		n = translate(ep, evs, k, n);
+		memcpy(ep->kev, evs + n, (size_t)k * sizeof *evs);
+		n = translate(ep, evs, k, n, max);
 		pthread_mutex_unlock(&ep->lock);
 		if (n || !timeout_ms)
 			return n;

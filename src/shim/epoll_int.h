@@ -23,6 +23,19 @@ struct epreg {
 	uint32_t seen_gen;        /* conn's fo_gen at the last report */
 	struct sk *s;
 	struct epreg *next_check;
+	struct epbell *bell;      /* the doorbell group it is in */
+	struct epreg *next_in_bell;
+};
+
+/* One doorbell in the set, for every registration whose connection it
+ * wakes (an arena's: up to its 32 segments).  The kernel holds the
+ * doorbell once, under a token naming the group's slot; a ring evaluates
+ * every member (a member with nothing new reports nothing). */
+struct epbell {
+	int efd;
+	uint64_t id;              /* conn's bell_id */
+	unsigned slot;
+	struct epreg *members;
 };
 
 struct epset {
@@ -33,6 +46,9 @@ struct epset {
 	uint64_t round;
 	struct epreg *check;   /* to evaluate before sleeping: level-triggered
 				* reports still ready, fresh ADD/MOD */
+	struct epbell **bells; /* indexed by slot (the token); NULL: free */
+	unsigned nbells;
+	struct epoll_event *kev; /* the kernel's events (KEV_MAX), translated from here */
 	struct epset *next;    /* all sets of this process */
 };
 #endif

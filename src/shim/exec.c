@@ -5,8 +5,8 @@
  * exec wipes the shim's memory but not the descriptors, so the kernel TCP
  * socket would survive while the rings it depends on were forgotten: the new
  * program would read a TCP socket that carries nothing.  Before exec we hand
- * the state over in SHUNT_INHERIT ("fd,memfd,efd_mine,efd_peer,side;...")
- * with the segment and eventfds made inheritable, and make sure the new image
+ * the state over in SHUNT_INHERIT ("fd,memfd,arena,segment,side,doorbell0,doorbell1;...")
+ * with the arena and its doorbells made inheritable, and make sure the new image
  * loads the shim; its constructor re-attaches.  If exec fails, nothing
  * changed.  Sockets marked close-on-exec are not handed over.
  *
@@ -68,10 +68,9 @@ static void collect(int fd, struct sk *s, void *arg)
 		n = snprintf(item, sizeof item, "m%d,%d,%d,%d;", fd, c->moved_fd, c->side,
 			     conn_moved_reason(c));
 	else
-		n = snprintf(item, sizeof item, "%d,%d,%llx,%u,%d,%d,%d,%u;", fd, c->arena->memfd,
+		n = snprintf(item, sizeof item, "%d,%d,%llx,%u,%d,%d,%d;", fd, c->arena->memfd,
 			     (unsigned long long)c->arena->id, c->segno, c->side,
-			     c->arena->efd[c->segno][0], c->arena->efd[c->segno][1],
-			     c->arena->efd_gen[c->segno]);
+			     c->arena->bell[0], c->arena->bell[1]);
 	if (h->len + (size_t)n + 1 > h->cap) {
 		size_t cap = h->cap ? h->cap * 2 : 256;
 		char *b = realloc(h->buf, cap);
@@ -88,8 +87,8 @@ static void collect(int fd, struct sk *s, void *arg)
 		return;
 	}
 	h->fds[h->nfds++] = c->arena->memfd;
-	h->fds[h->nfds++] = c->arena->efd[c->segno][0];
-	h->fds[h->nfds++] = c->arena->efd[c->segno][1];
+	h->fds[h->nfds++] = c->arena->bell[0];
+	h->fds[h->nfds++] = c->arena->bell[1];
 }
 
 static const char *self_path(void)
@@ -281,21 +280,19 @@ static int install(int fd, struct conn *c, int side)
 	return 0;
 }
 
-static int adopt(int fd, int memfd, uint64_t id, unsigned seg, int side, const int efd[2],
-		 uint32_t gen)
+static int adopt(int fd, int memfd, uint64_t id, unsigned seg, int side, const int bell[2])
 {
+	int fds[3] = { R(fcntl)(memfd, F_DUPFD_CLOEXEC, 0), R(fcntl)(bell[0], F_DUPFD_CLOEXEC, 0),
+		       R(fcntl)(bell[1], F_DUPFD_CLOEXEC, 0) };
 	struct arena *a;
 	struct conn *c;
 	int dupfd;
 
-	/* Several sockets may share the arena: the first adopts its memfd. */
-	if (arena_adopt(id, R(fcntl)(memfd, F_DUPFD_CLOEXEC, 0), side, &a))
+	/* Several sockets may share the arena: the first adopts it. */
+	if (arena_adopt(id, fds, side, &a))
 		return -EPROTO;
 	dupfd = fd_dup_hidden(fd);
-	if (dupfd < 0 ||
-	    arena_set_efds(a, seg, gen, (int[2]){ R(fcntl)(efd[0], F_DUPFD_CLOEXEC, 0),
-						  R(fcntl)(efd[1], F_DUPFD_CLOEXEC, 0) }) ||
-	    conn_attach(&c, a, seg, side, dupfd, NULL)) {
+	if (dupfd < 0 || conn_attach(&c, a, seg, side, dupfd, NULL)) {
 		fd_close_internal(dupfd);
 		arena_put(a);
 		return -EPROTO;
@@ -332,23 +329,6 @@ static int is_shmem(int fd)
 	return R(fcntl)(fd, F_GET_SEALS) >= 0; /* memfd and tmpfs files only */
 }
 
-static int is_eventfd(int fd)
-{
-	char path[32], target[32];
-	struct stat st;
-	ssize_t n;
-
-	snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-	n = readlink(path, target, sizeof target - 1);
-	if (n > 0) {
-		target[n] = 0;
-		return !strcmp(target, "anon_inode:[eventfd]");
-	}
-	/* no /proc (a chroot, a sandbox): at least an anonymous inode, never
-	 * a terminal, pipe, file or socket the program itself uses */
-	return !fstat(fd, &st) && (st.st_mode & S_IFMT) == 0;
-}
-
 void exec_inherit(void)
 {
 	const char *v = getenv("SHUNT_INHERIT");
@@ -363,7 +343,7 @@ void exec_inherit(void)
 	for (item = strtok_r(copy, ";", &save); item; item = strtok_r(NULL, ";", &save)) {
 		int fd, memfd, efd[2], side;
 		unsigned long long id;
-		unsigned seg, gen;
+		unsigned seg;
 		if (item[0] == 'm') { /* an RDMA connection moved to TCP before exec */
 			int reason;
 			if (sscanf(item + 1, "%d,%d,%d,%d", &fd, &memfd, &side, &reason) != 4 || fd < 0 ||
@@ -380,15 +360,15 @@ void exec_inherit(void)
 				inherited[n++] = memfd;
 			continue;
 		}
-		if (sscanf(item, "%d,%d,%llx,%u,%d,%d,%d,%u", &fd, &memfd, &id, &seg, &side, &efd[0],
-			   &efd[1], &gen) != 8 || fd < 0 || memfd < 0 || efd[0] < 0 || efd[1] < 0 ||
+		if (sscanf(item, "%d,%d,%llx,%u,%d,%d,%d", &fd, &memfd, &id, &seg, &side, &efd[0],
+			   &efd[1]) != 7 || fd < 0 || memfd < 0 || efd[0] < 0 || efd[1] < 0 ||
 		    (side != 0 && side != 1) || fd == memfd || fd == efd[0] || fd == efd[1] ||
 		    memfd == efd[0] || memfd == efd[1] || efd[0] == efd[1] || !is_tcp_socket(fd) ||
-		    !is_shmem(memfd) || !is_eventfd(efd[0]) || !is_eventfd(efd[1])) {
+		    !is_shmem(memfd) || !fd_is_eventfd(efd[0]) || !fd_is_eventfd(efd[1])) {
 			shunt_warn("SHUNT_INHERIT entry '%s' invalid: ignored", item);
 			continue;
 		}
-		if (adopt(fd, memfd, id, seg, side, efd, gen)) {
+		if (adopt(fd, memfd, id, seg, side, efd)) {
 			shunt_warn("SHUNT_INHERIT entry '%s' rejected", item);
 			continue;
 		}

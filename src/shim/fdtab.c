@@ -15,7 +15,9 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "shim.h"
 #include "epoll_int.h"
@@ -244,6 +246,25 @@ void fd_close_internal(int fd)
 		return;
 	mark(fd, 0);
 	real.close(fd);
+}
+
+/* An eventfd: what a doorbell must be (a peer, or whoever wrote
+ * SHUNT_INHERIT, may hand us anything). */
+int fd_is_eventfd(int fd)
+{
+	char path[32], target[32];
+	struct stat st;
+	ssize_t n;
+
+	snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+	n = readlink(path, target, sizeof target - 1);
+	if (n > 0) {
+		target[n] = 0;
+		return !strcmp(target, "anon_inode:[eventfd]");
+	}
+	/* no /proc (a chroot, a sandbox): at least an anonymous inode, never
+	 * a terminal, pipe, file or socket the program itself uses */
+	return !fstat(fd, &st) && (st.st_mode & S_IFMT) == 0;
 }
 
 /* ---- close_range() and closefrom() ---- */

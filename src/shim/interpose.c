@@ -79,11 +79,20 @@ static int probe_tcp(int fd, int *domain)
 
 /* ---- socket lifecycle ---- */
 
+/* A call that makes a descriptor failed with EMFILE: if shunt's own took
+ * the room, it gives them back (giveback.c) and the call is made again. */
+#define AGAIN_IF_EMFILE(r, call)                                       \
+	do {                                                           \
+		if ((r) < 0 && errno == EMFILE && fd_give_back() > 0)  \
+			(r) = (call);                                  \
+	} while (0)
+
 EXPORT int socket(int domain, int type, int protocol)
 {
 	int fd = R(socket)(domain, type, protocol);
 	struct sk *s;
 
+	AGAIN_IF_EMFILE(fd, R(socket)(domain, type, protocol));
 	if (fd < 0 || !shunt_active || !is_tcp(domain, type, protocol))
 		return fd;
 	s = sk_new(SK_TCP, domain);
@@ -166,6 +175,7 @@ static int do_accept(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 	int e = errno, nfd = R(accept4)(fd, addr, len, flags);
 	struct sk *ls, *s;
 
+	AGAIN_IF_EMFILE(nfd, R(accept4)(fd, addr, len, flags));
 	if (nfd < 0 || !shunt_active)
 		return nfd;
 	ls = listener_of(fd);
@@ -280,7 +290,10 @@ static int after_dup(int oldfd, int newfd)
 
 EXPORT int dup(int fd)
 {
-	return after_dup(fd, R(dup)(fd));
+	int r = R(dup)(fd);
+
+	AGAIN_IF_EMFILE(r, R(dup)(fd));
+	return after_dup(fd, r);
 }
 
 EXPORT int dup2(int fd, int nfd)
@@ -300,6 +313,8 @@ static int do_fcntl(int fd, int cmd, void *arg)
 	int r = R(fcntl)(fd, cmd, arg);
 	struct sk *s;
 
+	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)
+		AGAIN_IF_EMFILE(r, R(fcntl)(fd, cmd, arg));
 	if (r < 0)
 		return r;
 	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)
@@ -609,7 +624,7 @@ static void pass_moves(const struct msghdr *m)
 			memcpy(&pfd, CMSG_DATA(c) + i * sizeof(int), sizeof pfd);
 			if (!(s = get_kind(pfd, SK_SHM)))
 				continue;
-			r = move_pass(s);
+			r = move_pass(s, SHUNT_R_FD_PASSED);
 			sk_put(s);
 			if (r && !warned) {
 				warned = 1;
@@ -868,6 +883,7 @@ EXPORT int epoll_create(int size)
 {
 	int fd = R(epoll_create)(size);
 
+	AGAIN_IF_EMFILE(fd, R(epoll_create)(size));
 	if (fd >= 0 && shunt_active)
 		ep_create(fd);
 	return fd;
@@ -877,6 +893,7 @@ EXPORT int epoll_create1(int flags)
 {
 	int fd = R(epoll_create1)(flags);
 
+	AGAIN_IF_EMFILE(fd, R(epoll_create1)(flags));
 	if (fd >= 0 && shunt_active)
 		ep_create(fd);
 	return fd;

@@ -367,7 +367,7 @@ int move_shm_settle(struct conn *c)
 /* Shared memory, both ring locks held: the peer resends what we did not
  * read and writes the socket from now on, and reads our ring to its end,
  * then the socket. */
-static int shm_pass(struct conn *c, struct shunt_ring_ctl *t, struct shunt_ring_ctl *rx)
+static int shm_pass(struct conn *c, struct shunt_ring_ctl *t, struct shunt_ring_ctl *rx, int why)
 {
 	uint8_t buf[SHUNT_HS_MAX_LEN];
 	uint64_t left;
@@ -390,13 +390,13 @@ static int shm_pass(struct conn *c, struct shunt_ring_ctl *t, struct shunt_ring_
 	if (n > 0)
 		return -EBUSY; /* not ours: the peer moves it itself */
 	/* from here on the peer writes the socket, from our consumer on */
-	__atomic_store_n(&rx->rd_left, SHUNT_R_FD_PASSED, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&rx->rd_left, (uint32_t)why, __ATOMIC_SEQ_CST);
 	/* and reads its ring to our last byte, then the socket */
 	if (!c->shut_wr) {
 		uint8_t fo[sizeof(struct shunt_fo)];
 		uint64_t p = __atomic_load_n(&t->prod, __ATOMIC_ACQUIRE);
 		size_t off = 0;
-		shunt_fo_encode(fo, p, p, SHUNT_R_FD_PASSED);
+		shunt_fo_encode(fo, p, p, (uint32_t)why);
 		while (off < sizeof fo) {
 			ssize_t w = real.send(c->tcp_fd, fo + off, sizeof fo - off, MSG_NOSIGNAL);
 			if (w < 0 && errno == EINTR)
@@ -410,19 +410,22 @@ static int shm_pass(struct conn *c, struct shunt_ring_ctl *t, struct shunt_ring_
 	 * the rings gone and the socket in their place once we unlock) */
 	conn_wake_all(c);
 	c->fo_hdr_off = sizeof c->fo_hdr;
-	c->fo_want = SHUNT_R_FD_PASSED;
+	c->fo_want = why;
 	c->fo_rx = 2;
 	__atomic_store_n(&c->fo_tx, 1, __ATOMIC_RELEASE);
-	shunt_log("move: fd passed: connection (tcp fd %d) is plain TCP from byte %llu/%llu",
-		  c->tcp_fd, (unsigned long long)__atomic_load_n(&rx->cons, __ATOMIC_RELAXED),
+	shunt_log("move: %s: connection (tcp fd %d) is plain TCP from byte %llu/%llu",
+		  why == SHUNT_R_FD_PASSED ? "fd passed" : "descriptors given back", c->tcp_fd,
+		  (unsigned long long)__atomic_load_n(&rx->cons, __ATOMIC_RELAXED),
 		  (unsigned long long)__atomic_load_n(&t->prod, __ATOMIC_RELAXED));
 	return 1;
 }
 
-/* Before `fd`, an accelerated connection, is passed to another process:
- * both halves onto the socket (see the head of this file).  0: the
- * descriptor is a plain TCP socket now, else -errno (it stays as it was). */
-int move_pass(struct sk *s)
+/* Before `fd`, an accelerated connection, is passed to another process
+ * (why: SHUNT_R_FD_PASSED), or to give shunt's descriptors back
+ * (SHUNT_R_DESCRIPTORS, giveback.c): both halves onto the socket (see the
+ * head of this file).  0: the descriptor is a plain TCP socket now, else
+ * -errno (it stays as it was). */
+int move_pass(struct sk *s, int why)
 {
 	struct conn *c = s->conn;
 	struct shunt_ring_ctl *t = NULL, *rx, *e;
@@ -449,7 +452,7 @@ int move_pass(struct sk *s)
 			r = 1;
 		}
 	} else if ((t = conn_lock(c, 0))) {
-		r = shm_pass(c, t, rx);
+		r = shm_pass(c, t, rx, why);
 	} else {
 		r = -c->broken;
 	}

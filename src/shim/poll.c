@@ -3,9 +3,10 @@
  * poll.c - poll/ppoll/select/pselect over a mix of accelerated and plain fds.
  *
  * Accelerated entries are answered from the rings; if none is ready, each is
- * replaced by its eventfd and its TCP socket (for FIN/RST) in a private array,
- * the peer is asked to signal, and the kernel sleeps on everything at once.
- * Calls without an accelerated fd go straight to libc.
+ * replaced by its TCP socket (for FIN/RST) in a private array, the peer is
+ * asked to ring our doorbell, the thread's set of doorbells (bell.c) is one
+ * more entry, and the kernel sleeps on everything at once.  Calls without
+ * an accelerated fd go straight to libc.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -59,21 +60,45 @@ static int sock_watch(struct conn *c, short app_events, short *ev)
 	return *ev || (!conn_socket_done(c) && (app_events & POLLOUT)) ? c->tcp_fd : -1;
 }
 
-static int build(struct pollfd *fds, nfds_t n, struct sk **sks, struct pollfd *ext)
+/* Arm every accelerated entry and put its doorbell in the thread's set;
+ * the set, or -1: none (a sandbox, no descriptor left) - the sleep is then
+ * cut into naps of NAP_MS, the rings looked at between them. */
+#define NAP_MS 2
+
+static int watch_bells(struct pollfd *fds, nfds_t n, struct sk **sks)
+{
+	int w = bell_waitfd();
+
+	for (nfds_t i = 0; i < n; i++) {
+		if (!sks[i])
+			continue;
+		conn_arm(sks[i]->conn, (unsigned)fds[i].events & (POLLIN | POLLOUT));
+		if (w >= 0 && bell_watch(w, sks[i]->conn->efd_mine, sks[i]->conn->bell_id))
+			w = -1;
+	}
+	return w;
+}
+
+static int nap(int w, int tmo)
+{
+	return w < 0 && (tmo < 0 || tmo > NAP_MS) ? NAP_MS : tmo;
+}
+
+/* ext: the plain entries in place, -1 for accelerated ones, then the
+ * doorbell set (w >= 0), then each accelerated entry's TCP socket. */
+static int build(struct pollfd *fds, nfds_t n, struct sk **sks, struct pollfd *ext, int w)
 {
 	int k = (int)n;
 
+	if (w >= 0)
+		ext[k++] = (struct pollfd){ .fd = w, .events = POLLIN };
 	for (nfds_t i = 0; i < n; i++) {
 		ext[i] = fds[i];
 		if (!sks[i])
 			continue;
-		struct conn *c = sks[i]->conn;
 		short tev;
-		int tfd;
+		int tfd = sock_watch(sks[i]->conn, fds[i].events, &tev);
 		ext[i].fd = -1; /* ignored by the kernel */
-		conn_arm(c, (unsigned)fds[i].events & (POLLIN | POLLOUT));
-		ext[k++] = (struct pollfd){ .fd = c->efd_mine, .events = POLLIN };
-		tfd = sock_watch(c, fds[i].events, &tev);
 		ext[k++] = (struct pollfd){ .fd = tfd, .events = tev };
 	}
 	return k;
@@ -83,40 +108,44 @@ static int build(struct pollfd *fds, nfds_t n, struct sk **sks, struct pollfd *e
  * sandbox may set that as low as the program's own count (OpenSSH's
  * pre-authentication child polls one socket under a limit of 1).  Then,
  * without asking for the limit (a system call the program would not make),
- * the array keeps the program's size: each accelerated entry's slot holds
- * its eventfd, and its TCP socket (the peer's FIN or RST, a killed peer) is
- * looked at between naps of at most NARROW_TICK_MS - that much later. */
+ * the array keeps the program's size: the first accelerated entry's slot
+ * holds the doorbell set, and the TCP sockets (the peer's FIN or RST, a
+ * killed peer) are looked at between naps of at most NARROW_TICK_MS - that
+ * much later. */
 #define NARROW_TICK_MS 20
 
 static int narrow_pass(struct pollfd *fds, nfds_t n, struct sk **sks, int tmo,
 		       const sigset_t *mask, struct pollfd *ext)
 {
 	struct timespec ts, zero = { 0, 0 };
-	int r, ready = 0, k = 0, watched = 0;
+	int r, ready = 0, k = 0, watched = 0, w = watch_bells(fds, n, sks), wslot = -1;
 
 	if (tmo < 0 || tmo > NARROW_TICK_MS)
 		tmo = NARROW_TICK_MS;
 	for (nfds_t i = 0; i < n; i++) {
 		ext[i] = fds[i];
 		if (sks[i]) {
-			conn_arm(sks[i]->conn, (unsigned)fds[i].events & (POLLIN | POLLOUT));
-			ext[i] = (struct pollfd){ .fd = sks[i]->conn->efd_mine, .events = POLLIN };
+			ext[i] = (struct pollfd){ .fd = -1 };
+			if (w >= 0 && wslot < 0) {
+				ext[i] = (struct pollfd){ .fd = w, .events = POLLIN };
+				wslot = (int)i;
+			}
 		}
 	}
 	if (scan_accel(fds, n, sks))
 		tmo = 0; /* became ready while arming */
+	tmo = nap(w, tmo);
 	ts = (struct timespec){ tmo / 1000, (tmo % 1000) * 1000000L };
 	r = real.ppoll(ext, n, &ts, mask);
 	if (r < 0)
 		return -errno;
-	for (nfds_t i = 0; i < n; i++) {
+	for (nfds_t i = 0; i < n; i++)
 		if (!sks[i]) {
 			fds[i].revents = ext[i].revents;
 			ready += ext[i].revents != 0;
-		} else if (ext[i].revents) {
-			conn_drain(sks[i]->conn);
 		}
-	}
+	if (wslot >= 0 && ext[wslot].revents)
+		bell_consume(w);
 	for (nfds_t i = 0; i < n; i++) {
 		short tev;
 		int tfd = sks[i] ? sock_watch(sks[i]->conn, fds[i].events, &tev) : -1;
@@ -141,7 +170,7 @@ static int poll_loop(struct pollfd *fds, nfds_t n, struct sk **sks, int timeout_
 	int narrow = 0;
 
 	for (;;) {
-		int tmo = remaining_ms(timeout_ms, deadline), ready = scan_accel(fds, n, sks), k, r;
+		int tmo = remaining_ms(timeout_ms, deadline), ready = scan_accel(fds, n, sks), k, r, w, t;
 		struct timespec ts;
 
 		if (ready)
@@ -155,11 +184,13 @@ static int poll_loop(struct pollfd *fds, nfds_t n, struct sk **sks, int timeout_
 				return ready;
 			continue;
 		}
-		k = build(fds, n, sks, ext);
+		w = watch_bells(fds, n, sks);
+		k = build(fds, n, sks, ext, w);
 		if (!ready && scan_accel(fds, n, sks))
 			tmo = 0; /* became ready while arming */
-		ts = (struct timespec){ tmo / 1000, (tmo % 1000) * 1000000L };
-		r = real.ppoll(ext, (nfds_t)k, tmo < 0 ? NULL : &ts, mask);
+		t = nap(w, tmo);
+		ts = (struct timespec){ t / 1000, (t % 1000) * 1000000L };
+		r = real.ppoll(ext, (nfds_t)k, t < 0 ? NULL : &ts, mask);
 		if (r < 0 && errno == EINVAL && (nfds_t)k > n) {
 			narrow = 1; /* over RLIMIT_NOFILE only because of our entries */
 			continue;
@@ -167,16 +198,16 @@ static int poll_loop(struct pollfd *fds, nfds_t n, struct sk **sks, int timeout_
 		if (r < 0)
 			return -errno;
 		ready = 0;
-		for (nfds_t i = 0, j = n; i < n; i++) {
+		nfds_t j = n;
+		if (w >= 0 && ext[j++].revents)
+			bell_consume(w);
+		for (nfds_t i = 0; i < n; i++) {
 			if (!sks[i]) {
 				fds[i].revents = ext[i].revents;
 				ready += ext[i].revents != 0;
-				continue;
-			}
-			if (ext[j++].revents)
-				conn_drain(sks[i]->conn);
-			if (ext[j++].revents)
+			} else if (ext[j++].revents) {
 				conn_refresh(sks[i]->conn);
+			}
 		}
 		ready += scan_accel(fds, n, sks);
 		if (ready || !tmo)
@@ -207,7 +238,7 @@ int shim_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t *mask
 		r = r < 0 ? -errno : r;
 		goto out;
 	}
-	ext = n + 2 * (nfds_t)naccel <= 192 ? stack_ext : calloc(n + 2 * (nfds_t)naccel, sizeof *ext);
+	ext = n + 1 + (nfds_t)naccel <= 192 ? stack_ext : calloc(n + 1 + (nfds_t)naccel, sizeof *ext);
 	r = ext ? poll_loop(fds, n, sks, timeout_ms, mask, ext) : -ENOMEM;
 	for (nfds_t i = 0; i < n; i++)
 		if (sks[i])

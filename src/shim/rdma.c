@@ -643,6 +643,7 @@ static int attach(struct sk *s, int fd, struct rdma_conn *rc, uint64_t raddr, ui
 	c->moved_fd = -1;
 	c->efd_mine = fd_hide(efd);
 	c->efd_peer = -1;
+	c->bell_id = bell_new_id();
 	c->tcp_fd = fd_hide(dupfd);
 	c->spin_ns = shunt_cfg.spin_ns;
 	conn_load_timeouts(c);
@@ -1586,6 +1587,7 @@ int rdma_conn_adopt(int fd, int memfd, int side, int reason, struct conn **out)
 	c->side = side;
 	c->efd_mine = fd_hide(efd);
 	c->efd_peer = -1;
+	c->bell_id = bell_new_id();
 	c->spin_ns = shunt_cfg.spin_ns;
 	conn_load_timeouts(c);
 	pthread_mutex_init(&c->fo_lock, NULL);

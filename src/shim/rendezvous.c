@@ -435,7 +435,7 @@ int rdv_listen(int fd, struct sk *s)
 
 struct got_msg {
 	struct shunt_accept_msg m;
-	int fds[SHUNT_MSG_MAX_FDS]; /* as the flags say: [arena memfd], client efd, server efd */
+	int fds[SHUNT_MSG_MAX_FDS]; /* as the flags say: a new arena's memfd and doorbells */
 	uint32_t uid; /* the sender's, as the kernel says (SCM_CREDENTIALS) */
 	int has_uid;
 };
@@ -487,38 +487,25 @@ static void close_fds(int *fds, int n)
 			real.close(fds[i]);
 }
 
-/* The arena and eventfds a message of our own user brings are taken in
- * the order the messages arrive, not when the thread they are for gets to
- * them: two server threads may send a new arena's first connection (with
- * its memfd) after its second, and a segment's eventfds come only with its
- * first use - taken late or lost with a failed attach, every later
- * connection on that segment would fail (issue #13, item 10: a third of 64
- * concurrent connections fell back).  Another user's message (a shared
- * directory) is checked against its connection first, in client_attach. */
+/* The arena a message of our own user brings is taken in the order the
+ * messages arrive, not when the thread it is for gets to it: two server
+ * threads may send a new arena's first connection (with its memfd and
+ * doorbells) after its second - taken late or lost with a failed attach,
+ * every later connection of that arena would fail (issue #13, item 10: a
+ * third of 64 concurrent connections fell back).  Another user's message
+ * (a shared directory) is checked against its connection first, in
+ * client_attach. */
 static void take_arena_state(struct got_msg *g)
 {
-	int has_arena = !!(g->m.flags & SHUNT_MSG_F_ARENA);
 	struct arena *a;
 
-	if (!g->has_uid || g->uid != (uint32_t)geteuid())
+	if (!g->has_uid || g->uid != (uint32_t)geteuid() || !(g->m.flags & SHUNT_MSG_F_ARENA))
 		return;
-	if (has_arena) {
-		if (arena_client_get(g->m.arena, g->fds[0], &a))
-			return; /* the memfd is closed; the connection will fall back */
+	if (!arena_client_get(g->m.arena, g->fds, &a)) {
 		arena_put(a); /* mapped: it stays, as arenas do */
-		g->fds[0] = g->fds[1];
-		g->fds[1] = g->fds[2];
-		g->fds[2] = -1;
 		g->m.flags &= ~(uint32_t)SHUNT_MSG_F_ARENA;
-	} else if (arena_client_get(g->m.arena, -1, &a)) {
-		return; /* its first message is not here yet: client_attach waits */
-	} else {
-		arena_put(a);
-	}
-	if ((g->m.flags & SHUNT_MSG_F_EFDS) && !arena_set_efds(a, g->m.seg, g->m.efd_gen, g->fds)) {
-		g->fds[0] = g->fds[1] = -1;
-		g->m.flags &= ~(uint32_t)SHUNT_MSG_F_EFDS;
-	}
+	} /* else the connection falls back (client_attach) */
+	g->fds[0] = g->fds[1] = g->fds[2] = -1; /* consumed either way */
 }
 
 /* Receive every queued message; keep those for other threads' connects. */
@@ -689,6 +676,8 @@ static int client_wait_msg(struct shunt_slot *sl, uint64_t nonce, int tcp_fd, st
 			return 0;
 		if (st == SLOT_FAILED)
 			return SHUNT_R_HANDSHAKE;
+		if (st == SLOT_DECLINED)
+			return SHUNT_R_DESCRIPTORS;
 		if (st == SLOT_OFFERED && (el >= wait_ns || tcp_has_input(tcp_fd)) &&
 		    slot_cas(sl, SLOT_OFFERED, SLOT_ABANDONED))
 			return el >= wait_ns ? SHUNT_R_TIMEOUT : SHUNT_R_PEER_NOT_SHUNT;
@@ -740,13 +729,24 @@ static int confirm_decide(struct shunt_seg_hdr *h, uint32_t v)
 	return 1;
 }
 
+/* Our duplicate of a new connection's socket: if the program's
+ * descriptors ran out, ours go back first (giveback.c) - this one too
+ * will be given back when the program needs it. */
+static int dup_or_give_back(int fd)
+{
+	int d = fd_dup_hidden(fd);
+
+	if (d < 0 && errno == EMFILE && fd_give_back() > 0)
+		d = fd_dup_hidden(fd);
+	return d;
+}
+
 /* Attach the segment the accept message names.  If we cannot, decline
  * through the segment's confirm word when we can reach it (the server then
  * falls back at once), else the server times out to TCP. */
 static int client_attach(struct sk *s, int fd, uint64_t nonce, struct got_msg *g)
 {
 	int has_arena = !!(g->m.flags & SHUNT_MSG_F_ARENA);
-	int *efds = (g->m.flags & SHUNT_MSG_F_EFDS) ? g->fds + has_arena : NULL;
 	struct arena *a;
 	struct conn *c;
 	int dupfd;
@@ -754,15 +754,12 @@ static int client_attach(struct sk *s, int fd, uint64_t nonce, struct got_msg *g
 	if (!sender_is_server(fd, g)) {
 		shunt_warn("accept message from uid %d, who does not own this connection's server: refused",
 			   g->has_uid ? (int)g->uid : -1);
-		close_fds(g->fds, (has_arena ? 1 : 0) + (efds ? 2 : 0));
+		close_fds(g->fds, has_arena ? 3 : 0);
 		return SHUNT_R_HANDSHAKE;
 	}
-	for (int i = 0; arena_client_get(g->m.arena, has_arena ? g->fds[0] : -1, &a); i++) {
-		if (has_arena || i == 1000) {
-			if (efds)
-				close_fds(efds, 2);
+	for (int i = 0; arena_client_get(g->m.arena, has_arena ? g->fds : NULL, &a); i++) {
+		if (has_arena || i == 1000)
 			return SHUNT_R_HANDSHAKE;
-		}
 		/* the arena's first message, sent by another server thread,
 		 * may still be on its way: pump it in (bounded, 100 ms) */
 		nanosleep(&(struct timespec){ 0, 100000 }, NULL);
@@ -770,9 +767,8 @@ static int client_attach(struct sk *s, int fd, uint64_t nonce, struct got_msg *g
 		csock_pump();
 		pthread_mutex_unlock(&csock_lock);
 	}
-	dupfd = fd_dup_hidden(fd);
-	if (arena_set_efds(a, g->m.seg, g->m.efd_gen, efds) || dupfd < 0 ||
-	    conn_attach(&c, a, g->m.seg, 0, dupfd, &nonce)) {
+	dupfd = dup_or_give_back(fd);
+	if (dupfd < 0 || conn_attach(&c, a, g->m.seg, 0, dupfd, &nonce)) {
 		if (g->m.seg < SHUNT_ARENA_SLOTS && arena_seg(a, g->m.seg)->nonce == nonce)
 			confirm_decide(arena_seg(a, g->m.seg), 2);
 		fd_close_internal(dupfd);
@@ -807,6 +803,10 @@ int rdv_connect(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len
 	s->reason = shunt_off_reason ? shunt_off_reason : SHUNT_R_POLICY;
 	if (shunt_off_reason || !shunt_config_port_allowed(&shunt_cfg, dst.port))
 		return sys(real.connect(fd, addr, len));
+	if (fd_pressure()) { /* out of descriptors a moment ago (giveback.c) */
+		s->reason = SHUNT_R_DESCRIPTORS;
+		return sys(real.connect(fd, addr, len));
+	}
 	s->reason = SHUNT_R_PEER_NOT_SHUNT;
 	p = shunt_cfg.local ? reg_get(dst.port, 0, 0) : NULL;
 	live = p && reg_live(p);
@@ -894,13 +894,12 @@ static int sender_socket(void)
 }
 
 static int send_accept(uint64_t sock_id, unsigned slot, uint64_t nonce, struct arena *a,
-		       unsigned seg, int new_arena, int new_efds, uint32_t gen)
+		       unsigned seg, int new_arena)
 {
 	struct shunt_accept_msg m = { .magic = SHUNT_MSG_MAGIC, .version = SHUNT_WIRE_VERSION,
 				      .nonce = nonce, .ring_size = a->ring_size, .slot = slot,
-				      .arena = a->id, .seg = seg, .efd_gen = gen,
-				      .flags = (new_efds ? SHUNT_MSG_F_EFDS : 0) |
-					       (new_arena ? SHUNT_MSG_F_ARENA : 0) };
+				      .arena = a->id, .seg = seg,
+				      .flags = new_arena ? SHUNT_MSG_F_ARENA : 0 };
 	union { char buf[CMSG_SPACE(SHUNT_MSG_MAX_FDS * sizeof(int))]; struct cmsghdr align; } u;
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
 	struct iovec iov = { &m, sizeof m };
@@ -909,11 +908,10 @@ static int send_accept(uint64_t sock_id, unsigned slot, uint64_t nonce, struct a
 	int fds[SHUNT_MSG_MAX_FDS], n = 0, sfd;
 	struct cmsghdr *c;
 
-	if (new_arena)
+	if (new_arena) {
 		fds[n++] = a->memfd;
-	if (new_efds) {
-		fds[n++] = a->efd[seg][0];
-		fds[n++] = a->efd[seg][1];
+		fds[n++] = a->bell[0];
+		fds[n++] = a->bell[1];
 	}
 	m.nfds = (uint16_t)n;
 	if (n) {
@@ -1021,23 +1019,21 @@ static int server_wait_confirm(struct conn *c, int tcp_fd, uint64_t wait_ns)
  * it the accept message.  0 and *out, or the fallback reason. */
 static int server_offer(int fd, uint64_t sock_id, unsigned idx, uint64_t nonce, struct conn **out)
 {
-	int dupfd = -1, new_arena, new_efds;
+	int dupfd = -1, new_arena;
 	struct arena *a;
-	uint32_t gen;
 	unsigned seg;
 	struct conn *c;
 
 	if (arena_server_take(sock_id, nonce, &a, &seg, &new_arena))
 		return SHUNT_R_RESOURCE;
-	dupfd = fd_dup_hidden(fd);
-	if (dupfd < 0 || arena_server_efds(a, seg, &new_efds, &gen) ||
-	    conn_attach(&c, a, seg, 1, dupfd, &nonce)) {
+	dupfd = dup_or_give_back(fd);
+	if (dupfd < 0 || conn_attach(&c, a, seg, 1, dupfd, &nonce)) {
 		fd_close_internal(dupfd);
 		arena_drop_owner(a, seg, 0);
 		arena_release(a, seg, 1);
 		return SHUNT_R_RESOURCE;
 	}
-	if (send_accept(sock_id, idx, nonce, a, seg, new_arena, new_efds, gen)) {
+	if (send_accept(sock_id, idx, nonce, a, seg, new_arena)) {
 		arena_drop_owner(a, seg, 0);
 		conn_free(c);
 		return SHUNT_R_HANDSHAKE;
@@ -1199,6 +1195,11 @@ int rdv_accept(const struct sk *ls, int fd, struct sk *s)
 	if (is_loopback(&t.server) && netns != shunt_netns_ino()) {
 		slot_cas(sl, SLOT_CLAIMED, SLOT_FAILED);
 		s->reason = SHUNT_R_NETNS;
+		return 0;
+	}
+	if (fd_pressure()) { /* out of descriptors a moment ago (giveback.c) */
+		slot_cas(sl, SLOT_CLAIMED, SLOT_DECLINED);
+		s->reason = SHUNT_R_DESCRIPTORS;
 		return 0;
 	}
 	if (!offer_is_client(&t, sock_id)) {

@@ -47,7 +47,11 @@ struct conn {
 	unsigned segno;           /* index of seg in the arena */
 	uint64_t fork_gen;        /* de-duplicates dup'd fds in the fork hook */
 	struct ring tx, rx;
+	/* Doorbells (eventfds): ours, signalled for our poll/epoll sleepers,
+	 * and the peer's.  Shared memory: the arena's (one per side, shared
+	 * by its segments); RDMA: one of the connection's own (no peer's). */
 	int efd_mine, efd_peer;
+	uint64_t bell_id;         /* names efd_mine's file (bell.c, epoll.c) */
 	int side;                 /* 0 client, 1 server */
 	int tcp_fd;               /* one fd of the kernel socket (for probes) */
 	int rcvlowat;             /* SO_RCVLOWAT (0: 1), sockinfo.c */
@@ -160,6 +164,7 @@ void fd_mark_internal(int fd);
 int fd_dup_hidden(int fd);
 int fdtab_is_internal(int fd);
 void fd_close_internal(int fd);
+int fd_is_eventfd(int fd);
 
 /* conn.c: the accelerated data path */
 int conn_attach(struct conn **out, struct arena *a, unsigned seg, int side, int tcp_fd,
@@ -203,7 +208,6 @@ ssize_t shim_splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t len
 unsigned conn_events(struct conn *c);            /* POLL* mask, no system call */
 void conn_refresh(struct conn *c);               /* inspect the kernel socket (FIN/RST) */
 void conn_arm(struct conn *c, unsigned want);    /* ask the peer to signal efd_mine */
-void conn_drain(struct conn *c);                 /* consume efd_mine's counter */
 size_t conn_nread(struct conn *c);
 struct shunt_ring_ctl *conn_lock(struct conn *c, int rx); /* writer's or reader's lock; NULL: broken */
 void conn_break(struct conn *c, const char *what); /* the peer broke the ring: reset */
@@ -254,7 +258,7 @@ int move_flush_until(struct conn *c, uint64_t deadline);
 int sock_hung_up(int fd);                        /* the peer's FIN or RST is there (no wait) */
 int move_pending(const struct conn *c);          /* ... is not all on the socket yet */
 int move_shm_settle(struct conn *c);             /* conn_refresh's part: leftovers, the peer's move */
-int move_pass(struct sk *s);                     /* before SCM_RIGHTS carries it away */
+int move_pass(struct sk *s, int why);            /* before SCM_RIGHTS carries it away (why: reason) */
 void conn_wake_all(struct conn *c);              /* the peer's sleepers and ours */
 void rdma_share_prepare(const char *why);        /* before fork or exec */
 void rdma_exit_flush(void);                      /* before the process ends */
@@ -302,7 +306,22 @@ int ep_wait(struct sk *eps, int epfd, struct epoll_event *evs, int max, int time
 	    const sigset_t *mask);
 void ep_free(struct epset *ep);
 void ep_forget_fd(int fd);
+int ep_regs_of(int fd, struct sk *s, int *blocked); /* registrations holding s */
+void ep_retire(int fd, struct sk *s);     /* s is plain now: the kernel's own */
 int shim_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t *mask);
+
+/* giveback.c: the program met EMFILE: idle connections to TCP, shunt's
+ * descriptors closed (how many); new connections plain for a while */
+int fd_give_back(void);
+int fd_pressure(void);
+
+/* bell.c: a poll()ing thread's private epoll set of the doorbells it waits
+ * on (nobody reads a doorbell; see bell.c) */
+int bell_waitfd(void);                       /* -errno: none (a sandbox) */
+int bell_watch(int waitfd, int bell, uint64_t id);
+void bell_consume(int waitfd);
+void bell_atfork_child(void);
+uint64_t bell_new_id(void);                  /* for a connection's own doorbell */
 int shim_select(int nfds, fd_set *r, fd_set *w, fd_set *e, int timeout_ms, const sigset_t *mask);
 
 /* fault.c: a fault-injection build (libshunt-faults.so, -DSHUNT_FAULTS)

@@ -22,7 +22,7 @@ static int send_accept(const char *dir, const struct shunt_slot *sl, unsigned id
 {
 	struct shunt_accept_msg m = { .magic = SHUNT_MSG_MAGIC, .version = SHUNT_WIRE_VERSION, .nfds = 3,
 				      .nonce = sl->nonce, .ring_size = RS, .slot = idx, .arena = arena_id,
-				      .seg = 0, .flags = SHUNT_MSG_F_ARENA | SHUNT_MSG_F_EFDS, .efd_gen = 1 };
+				      .seg = 0, .flags = SHUNT_MSG_F_ARENA };
 	union { char buf[CMSG_SPACE(3 * sizeof(int))]; struct cmsghdr align; } u;
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
 	struct iovec iov = { &m, sizeof m };
@@ -60,7 +60,6 @@ static struct shunt_arena_hdr *make_arena(uint64_t nonce, int *memfd)
 	shunt_seg_hdr_init(seg, RS, nonce);
 	seg->in_use = 1;
 	seg->owner[0] = seg->owner[1] = 1;
-	seg->efd_gen = 1;
 	*memfd = fd;
 	return h;
 }

@@ -2,9 +2,9 @@
  * back to the same fields; every single-byte change of the fixed fields,
  * a short buffer and a backwards range are rejected; the receiver's check
  * accepts exactly start <= prod <= end within one ring and gives the bytes
- * to drop; fd-passed (23) is a reason it carries; the leftovers before it
- * on a shared-memory connection's socket (probes, a whole handshake
- * message) are measured exactly, a cut message is "partial", anything
+ * to drop; fd-passed (23) and descriptors (24) are reasons it carries;
+ * the leftovers before it on a shared-memory connection's socket (probes,
+ * a whole handshake message) are measured exactly, a cut message is "partial", anything
  * else ends them. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -50,6 +50,10 @@ int main(void)
 	CHECK(shunt_fo_skip(&m, 2000, 2048, &skip) == -EPROTO);   /* more than a ring was unconsumed */
 	shunt_fo_encode(bad, 7, 7, SHUNT_R_FD_PASSED); /* a passed descriptor */
 	CHECK(!shunt_fo_parse(bad, sizeof bad, &m) && m.reason == SHUNT_R_FD_PASSED && m.start == 7);
+	shunt_fo_encode(bad, 9, 9, SHUNT_R_DESCRIPTORS); /* descriptors given back */
+	CHECK(!shunt_fo_parse(bad, sizeof bad, &m) && m.reason == SHUNT_R_DESCRIPTORS && m.end == 9);
+	shunt_fo_encode(bad, 9, 9, SHUNT_R_DESCRIPTORS + 1); /* no such reason */
+	CHECK(shunt_fo_parse(bad, sizeof bad, &m) == -EPROTO);
 
 	/* leftovers: 3 probes, a CONFIRM, the message */
 	uint8_t s[512];

@@ -15,12 +15,18 @@ static void accept_msg(void)
 {
 	struct shunt_accept_msg m = { .magic = SHUNT_MSG_MAGIC, .version = SHUNT_WIRE_VERSION,
 				      .nfds = 3, .nonce = 42, .ring_size = 65536, .slot = 3,
-				      .arena = 9, .seg = 1, .efd_gen = 1,
-				      .flags = SHUNT_MSG_F_ARENA | SHUNT_MSG_F_EFDS }, out, bad;
+				      .arena = 9, .seg = 1,
+				      .flags = SHUNT_MSG_F_ARENA }, out, bad;
 
 	CHECK(shunt_accept_msg_check(&m, sizeof m, 3, 0, &out) == 0 && out.nonce == 42);
-	bad = m; bad.flags = SHUNT_MSG_F_EFDS; bad.nfds = 2; /* a known arena: no memfd */
-	CHECK(shunt_accept_msg_check(&bad, sizeof bad, 2, 0, &out) == 0);
+	bad = m; bad.flags = 0; bad.nfds = 0; /* a known arena: no descriptors */
+	CHECK(shunt_accept_msg_check(&bad, sizeof bad, 0, 0, &out) == 0);
+	CHECK(shunt_accept_msg_check(&bad, sizeof bad, 3, 0, &out) == -EPROTO);
+	bad.nfds = 2; /* version 1's per-segment eventfd pair */
+	CHECK(shunt_accept_msg_check(&bad, sizeof bad, 2, 0, &out) == -EPROTO);
+	bad = m; bad.flags |= 2; /* version 1's eventfd flag */
+	CHECK(shunt_accept_msg_check(&bad, sizeof bad, 3, 0, &out) == -EPROTO);
+	bad = m; bad.reserved = 1;
 	CHECK(shunt_accept_msg_check(&bad, sizeof bad, 3, 0, &out) == -EPROTO);
 	bad = m; bad.flags |= 4; /* unknown flag */
 	CHECK(shunt_accept_msg_check(&bad, sizeof bad, 3, 0, &out) == -EPROTO);

@@ -1,0 +1,161 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bell.c - waiting on doorbells in poll() and select().
+ *
+ * A doorbell is an eventfd the peer writes after taking our "wake me" bit
+ * (conn.c): one per arena and side, shared by the arena's 32 segments and
+ * by every process holding the arena (so a connection costs no descriptor
+ * for its wake-ups: issue #13, item 9), one per RDMA connection.
+ *
+ * Nobody ever reads a doorbell.  A read resets its counter for everyone:
+ * two threads polling two connections of one arena would both wake, one
+ * would read, and the other - woken, finding the counter 0 - would sleep
+ * again on bytes that had arrived (a forked sibling, an epoll set holding
+ * the same doorbell: the same).  Each write wakes every waiter on the
+ * eventfd, whatever its counter holds, and edge-triggered epoll reports
+ * each: so epoll sets register doorbells edge-triggered (epoll.c), and a
+ * thread that sleeps in poll() on accelerated sockets polls one more
+ * descriptor, its own private epoll set holding (edge-triggered) the
+ * doorbells it has waited on; it empties that set's ready list after
+ * waking (bell_consume).  One descriptor per such thread, none per
+ * connection.
+ *
+ * In a seccomp sandbox no epoll set is made (a system call the program
+ * may not be allowed): poll.c looks at the rings in short naps instead.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/epoll.h>
+#include "shim.h"
+#include "real.h"
+
+#define WATCH_CACHE 64 /* doorbells a thread remembers having added */
+
+struct waiter {
+	int epfd;
+	uint64_t gen;                  /* fork generation it was made in */
+	unsigned next;
+	struct { int fd; uint64_t id; } seen[WATCH_CACHE];
+};
+
+static __thread struct waiter *me;
+static pthread_key_t key;
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+static uint64_t fork_gen;
+static _Atomic uint64_t next_id = 1;
+
+/* Every thread's set, so a forked child (which has copies of the
+ * descriptors but not the threads) closes them. */
+static struct waiter **all;
+static int nall, capall;
+static pthread_mutex_t all_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void forget(struct waiter *w)
+{
+	pthread_mutex_lock(&all_lock);
+	for (int i = 0; i < nall; i++)
+		if (all[i] == w) {
+			all[i] = all[--nall];
+			break;
+		}
+	pthread_mutex_unlock(&all_lock);
+}
+
+static void thread_gone(void *p)
+{
+	struct waiter *w = p;
+
+	if (w->gen == __atomic_load_n(&fork_gen, __ATOMIC_ACQUIRE)) {
+		forget(w);
+		fd_close_internal(w->epfd);
+	}
+	free(w);
+}
+
+static void make_key(void)
+{
+	pthread_key_create(&key, thread_gone);
+}
+
+int bell_waitfd(void)
+{
+	struct waiter *w = me, **v;
+	uint64_t gen = __atomic_load_n(&fork_gen, __ATOMIC_ACQUIRE);
+	int fd;
+
+	if (w && w->gen == gen)
+		return w->epfd;
+	if (shunt_sandboxed)
+		return -EPERM;
+	if (!w && !(w = calloc(1, sizeof *w)))
+		return -ENOMEM;
+	pthread_once(&key_once, make_key);
+	fd = epoll_create1(EPOLL_CLOEXEC);
+	if (fd < 0) {
+		int e = -errno;
+		if (w != me)
+			free(w);
+		return e;
+	}
+	*w = (struct waiter){ .epfd = fd_hide(fd), .gen = gen };
+	pthread_mutex_lock(&all_lock);
+	if (nall == capall && (v = realloc(all, (size_t)(capall ? 2 * capall : 16) * sizeof *v))) {
+		all = v;
+		capall = capall ? 2 * capall : 16;
+	}
+	if (nall < capall)
+		all[nall++] = w;
+	pthread_mutex_unlock(&all_lock);
+	if (!me) {
+		me = w;
+		pthread_setspecific(key, w);
+	}
+	return w->epfd;
+}
+
+/* The doorbell (bell, named id) in this thread's set: added once, then
+ * remembered; one the set forgot is added again (EEXIST is fine: the
+ * kernel keys registrations by file and number, so a number reused by a
+ * new doorbell is a new registration). */
+int bell_watch(int waitfd, int bell, uint64_t id)
+{
+	struct waiter *w = me;
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLET };
+
+	for (unsigned i = 0; i < WATCH_CACHE; i++)
+		if (w->seen[i].fd == bell && w->seen[i].id == id && id)
+			return 0;
+	if (real.epoll_ctl(waitfd, EPOLL_CTL_ADD, bell, &ev) && errno != EEXIST)
+		return -errno;
+	w->seen[w->next % WATCH_CACHE].fd = bell;
+	w->seen[w->next % WATCH_CACHE].id = id;
+	w->next++;
+	return 0;
+}
+
+/* Empty the set's ready list, so it is quiet until a doorbell rings again. */
+void bell_consume(int waitfd)
+{
+	struct epoll_event evs[32];
+
+	while (real.epoll_pwait(waitfd, evs, 32, 0, NULL) == 32)
+		;
+}
+
+/* The child has the parent's sets as descriptors, shared with the parent:
+ * close them; each thread makes its own again (generation). */
+void bell_atfork_child(void)
+{
+	pthread_mutex_init(&all_lock, NULL);
+	for (int i = 0; i < nall && !shunt_sandboxed; i++) /* else: no call of ours */
+		fd_close_internal(all[i]->epfd);
+	nall = 0;
+	__atomic_add_fetch(&fork_gen, 1, __ATOMIC_ACQ_REL);
+}
+
+uint64_t bell_new_id(void)
+{
+	return __atomic_fetch_add(&next_id, 1, __ATOMIC_RELAXED) | (1ull << 63);
+}

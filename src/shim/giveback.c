@@ -1,0 +1,153 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * giveback.c - shunt's descriptors go back to a program that runs out.
+ *
+ * An accelerated connection holds one descriptor of shunt's (a duplicate
+ * of its TCP socket, conn.c), an arena three (its memory and two
+ * doorbells); TCP's connection holds none.  A program that uses all of
+ * RLIMIT_NOFILE under TCP would meet EMFILE sooner under shunt (issue #13,
+ * item 9).  So when the program's socket(), accept(), dup() or
+ * epoll_create() fails with EMFILE while shunt holds descriptors, idle
+ * connections move to TCP at the exact byte - the move made before a
+ * descriptor is passed (move.c), with reason `descriptors` - and what they
+ * held is closed; the call is made again.  For PRESSURE_NS after, new
+ * connections stay plain (reason `descriptors`): each then costs the
+ * program what TCP's costs.
+ *
+ * Idle means: no thread in a call on it (its references are the
+ * descriptor table's and epoll sets' only), one descriptor in one
+ * process, shared memory, not shut down, and either both halves on the
+ * rings with all we wrote read by the peer, or both on the socket already
+ * (its peer gave it back, and what the peer's ring held was read).  The
+ * first condition leaves the peer nothing to read from our ring after the
+ * move, so its side can be given back too, whenever it needs: a side
+ * whose ring still holds bytes for its program needs the ring (and its
+ * descriptor) until they are read.  The program's epoll registrations of
+ * it become the kernel's own (epoll.c, ep_retire).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include "shim.h"
+#include "arena.h"
+
+#define PRESSURE_NS 10000000000ull /* new connections plain after a give-back */
+#define BATCH 64                   /* descriptors given back per EMFILE, at least */
+
+#define EMPTY_NS 100000000ull         /* after finding nothing, look again this much later */
+
+static _Atomic uint64_t pressure_until;
+static uint64_t empty_at; /* the last look that found nothing to give */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+int fd_pressure(void)
+{
+	uint64_t u = __atomic_load_n(&pressure_until, __ATOMIC_RELAXED);
+
+	return u && shunt_now_ns() < u;
+}
+
+struct pick {
+	int *fd;
+	int n, cap;
+};
+
+static int idle(const struct conn *c)
+{
+	return !c->rd && !c->broken && !c->shut_wr && !c->shut_rd && !c->peer_eof && !c->peer_err &&
+	       __atomic_load_n(&arena_seg(c->arena, c->segno)->owner[c->side], __ATOMIC_ACQUIRE) == 1;
+}
+
+/* Every accelerated descriptor, looked at one by one afterwards (under
+ * a reference): the table is not held while connections move. */
+static void pick_one(int fd, struct sk *s, void *arg)
+{
+	struct pick *p = arg;
+	int *v;
+
+	if (s->kind != SK_SHM)
+		return;
+	if (p->n == p->cap) {
+		if (!(v = realloc(p->fd, (size_t)(p->cap ? 2 * p->cap : 256) * sizeof *v)))
+			return;
+		p->fd = v;
+		p->cap = p->cap ? 2 * p->cap : 256;
+	}
+	p->fd[p->n++] = fd;
+}
+
+/* Both halves on the socket, nothing left in the rings for us to read or
+ * for the peer to be sent. */
+static int on_socket(struct conn *c)
+{
+	if (c->passed)
+		return 1;
+	conn_refresh(c); /* the peer's message, our resend */
+	return __atomic_load_n(&c->fo_rx, __ATOMIC_ACQUIRE) == 2 && !ring_used(&c->rx) &&
+	       __atomic_load_n(&c->fo_tx, __ATOMIC_ACQUIRE) && !move_pending(c);
+}
+
+/* We hold one reference of s: 1 if its connection is plain TCP now and
+ * shunt's descriptors for it are closed. */
+static int give_back_one(int fd, struct sk *s)
+{
+	struct conn *c = s->conn;
+	int blocked = 0, base = 2 + ep_regs_of(fd, s, &blocked);
+
+	if (blocked || __atomic_load_n(&s->refs, __ATOMIC_SEQ_CST) != base)
+		return 0; /* in a call, dup'd, or a one-shot report pending */
+	if (!conn_moving(c) && !c->fo_rx && !c->passed) {
+		if (ring_used(&c->tx) || move_pass(s, SHUNT_R_DESCRIPTORS))
+			return 0;
+	} else if (!on_socket(c)) {
+		return 0;
+	}
+	/* A call from now on sees a plain socket; one that came in before
+	 * (counted) keeps the connection - moved, on its socket: correct
+	 * either way - and its descriptor. */
+	s->reason = SHUNT_R_DESCRIPTORS;
+	__atomic_store_n(&s->kind, SK_TCP, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&s->refs, __ATOMIC_SEQ_CST) != base) {
+		__atomic_store_n(&s->kind, SK_SHM, __ATOMIC_SEQ_CST);
+		return 0;
+	}
+	ep_retire(fd, s);
+	s->conn = NULL;
+	conn_free(c);
+	stats_update(s, fd);
+	return 1;
+}
+
+int fd_give_back(void)
+{
+	struct pick p = { .fd = NULL };
+	int e = errno, freed = 0;
+
+	if (!shunt_active || shunt_sandboxed)
+		return 0;
+	pthread_mutex_lock(&lock);
+	__atomic_store_n(&pressure_until, shunt_now_ns() + PRESSURE_NS, __ATOMIC_RELAXED);
+	if (empty_at && shunt_now_ns() - empty_at < EMPTY_NS) {
+		pthread_mutex_unlock(&lock); /* a program retrying at EMFILE: not a scan each time */
+		errno = e;
+		return 0;
+	}
+	fdtab_each(pick_one, &p);
+	for (int i = 0; i < p.n && freed < BATCH; i++) {
+		struct sk *s = fdtab_get(p.fd[i]);
+		if (!s)
+			continue;
+		if (s->kind == SK_SHM && idle(s->conn))
+			freed += give_back_one(p.fd[i], s);
+		sk_put(s);
+	}
+	free(p.fd);
+	freed += 3 * arena_drop_unused();
+	empty_at = freed ? 0 : shunt_now_ns();
+	pthread_mutex_unlock(&lock);
+	if (freed)
+		shunt_log("descriptors: the program ran out; %d of shunt's given back", freed);
+	errno = e;
+	return freed;
+}
