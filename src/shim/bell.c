@@ -85,10 +85,10 @@ int bell_waitfd(void)
 	uint64_t gen = __atomic_load_n(&fork_gen, __ATOMIC_ACQUIRE);
 	int fd;
 
+	if (shunt_sandboxed) /* epoll_ctl and epoll_wait: calls the filter may refuse */
+		return -EPERM;
 	if (w && w->gen == gen)
 		return w->epfd;
-	if (shunt_sandboxed)
-		return -EPERM;
 	if (!w && !(w = calloc(1, sizeof *w)))
 		return -ENOMEM;
 	pthread_once(&key_once, make_key);
