@@ -105,6 +105,8 @@ static int create_arena(uint64_t peer, struct arena **out)
 		 (shunt_fault_ring_unsealed() ||
 		  !fcntl(fds[0], F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)))
 		r = map_arena(fds, h.id, 1, peer, out);
+	if (!r)
+		shunt_fault_ring_pipebell((*out)->bell); /* tests: a hostile peer's doorbells */
 	if (r)
 		for (int i = 0; i < 3; i++)
 			if (fds[i] >= 0)

@@ -54,11 +54,14 @@
  *                           truncate  ftruncate the arena to 0 (the seals
  *                                     must refuse it; logged)
  *                         and, as a server, unsealed: arenas created
- *                         without seals (the client must refuse to map them).
+ *                         without seals, pipebell: arenas whose doorbells
+ *                         are the two ends of a pipe (the client must
+ *                         refuse to map either).
  */
 #ifdef SHUNT_FAULTS
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,13 +82,28 @@ int shunt_fault_ring_unsealed(void)
 	return k && !strcmp(k, "unsealed");
 }
 
+int shunt_fault_ring_pipebell(int bell[2])
+{
+	const char *k = ring_kind();
+	int p[2];
+
+	if (!k || strcmp(k, "pipebell") || pipe2(p, O_CLOEXEC))
+		return 0;
+	fd_close_internal(bell[0]);
+	fd_close_internal(bell[1]);
+	bell[0] = fd_hide(p[0]);
+	bell[1] = fd_hide(p[1]);
+	return 1;
+}
+
 int shunt_fault_ring(struct shunt_seg_hdr *seg, int side, int memfd)
 {
 	static _Atomic int fired;
 	const char *k = ring_kind();
 	struct shunt_ring_ctl *peer_rx, *peer_tx;
 
-	if (!k || !strcmp(k, "unsealed") || __atomic_exchange_n(&fired, 1, __ATOMIC_ACQ_REL))
+	if (!k || !strcmp(k, "unsealed") || !strcmp(k, "pipebell") ||
+	    __atomic_exchange_n(&fired, 1, __ATOMIC_ACQ_REL))
 		return 0;
 	/* ring[side] carries our bytes (the peer's receive ring) */
 	peer_rx = &seg->ring[side];

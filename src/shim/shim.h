@@ -336,6 +336,7 @@ int shunt_fault_rdma_die(void);
 int64_t shunt_fault_fo_cut(void);
 int shunt_fault_ring(struct shunt_seg_hdr *seg, int side, int memfd);
 int shunt_fault_ring_unsealed(void);
+int shunt_fault_ring_pipebell(int bell[2]);
 #else
 static inline void shunt_fault_hs(uint8_t *msg, int len) { (void)msg; (void)len; }
 static inline int shunt_fault_rdma(uint64_t staged) { (void)staged; return 0; }
@@ -346,6 +347,7 @@ static inline int shunt_fault_rdma_die(void) { return 0; }
 static inline int64_t shunt_fault_fo_cut(void) { return -1; }
 static inline int shunt_fault_ring(struct shunt_seg_hdr *seg, int side, int memfd) { (void)seg; (void)side; (void)memfd; return 0; }
 static inline int shunt_fault_ring_unsealed(void) { return 0; }
+static inline int shunt_fault_ring_pipebell(int bell[2]) { (void)bell; return 0; }
 #endif
 
 /* exec.c */
