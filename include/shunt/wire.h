@@ -22,6 +22,7 @@
 #include <stddef.h>
 
 #define SHUNT_WIRE_VERSION 2u /* 2: doorbells per arena, not per segment */
+#define SHUNT_SHORT_MS 10     /* a connection that ends sooner is short-lived (registry) */
 
 /* ---- fallback reason codes: stable, shown by `shunt ss`, never renumbered ---- */
 enum shunt_reason {
@@ -51,6 +52,7 @@ enum shunt_reason {
 	SHUNT_R_IO_URING = 22,     /* made after the process set up io_uring (its kernel path bypasses shunt) */
 	SHUNT_R_FD_PASSED = 23,    /* moved to TCP: the descriptor was passed to another process (SCM_RIGHTS) */
 	SHUNT_R_DESCRIPTORS = 24,  /* plain, or moved to TCP: the application ran out of descriptors (EMFILE) and shunt gave its own back */
+	SHUNT_R_BUSY_SHORT = 25,   /* plain: more connects in their set-up than CPUs, to a port whose connections are short-lived */
 	SHUNT_R_MAX
 };
 
@@ -122,7 +124,11 @@ struct shunt_registry {
 				     futex word accepting servers sleep on while a
 				     client is between its SYN and its offer */
 	_Atomic uint32_t offer_waiters; /* servers asleep on it: woken only then */
-	uint32_t pad;
+	_Atomic uint32_t short_run; /* +1 for a connection to the port that ended
+				       within SHUNT_SHORT_MS of its connect (at most
+				       255), halved by a longer one.  Advice only: a
+				       member of a shared directory may write it
+				       (connections then stay plain, reason 25) */
 	struct shunt_listener_rec listeners[SHUNT_REG_LISTENERS];
 	struct shunt_slot slots[SHUNT_REG_SLOTS];
 };

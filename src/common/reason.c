@@ -28,6 +28,7 @@ static const char *const reasons[SHUNT_R_MAX] = {
 	[SHUNT_R_IO_URING] = "io-uring",
 	[SHUNT_R_FD_PASSED] = "fd-passed",
 	[SHUNT_R_DESCRIPTORS] = "descriptors",
+	[SHUNT_R_BUSY_SHORT] = "busy-short",
 };
 
 const char *shunt_reason_str(unsigned reason)

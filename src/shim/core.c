@@ -51,6 +51,7 @@ static mode_t file_mode = 0600;
 int shunt_dirfd = -1;
 int shunt_off_reason;
 int shunt_sandboxed;
+int shunt_ncpus = 1;
 static int dir_shared;
 
 /* SHUNT_DIR is the trust domain: files we create there are as open as the
@@ -325,6 +326,9 @@ __attribute__((constructor)) static void shunt_init(void)
 		shunt_warn("invalid %s: its safe default applies (docs/configuration.md)", bad);
 	read_netns();
 	proc_id = shunt_random64();
+	shunt_ncpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
+	if (shunt_ncpus < 1)
+		shunt_ncpus = 1;
 	if (shunt_cfg.disabled)
 		shunt_off_reason = SHUNT_R_POLICY;
 	else

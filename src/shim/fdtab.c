@@ -148,6 +148,8 @@ void sk_put(struct sk *s)
 
 	if (!s || __atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL))
 		return;
+	if (s->short_port)
+		rdv_note_end(s);
 	if (s->conn) {
 		if (s->kind == SK_SHM)
 			conn_closing(s->conn);

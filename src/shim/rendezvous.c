@@ -785,17 +785,61 @@ static int client_attach(struct sk *s, int fd, uint64_t nonce, struct got_msg *g
 	return 0;
 }
 
+/* ---- short-lived connections under load ----
+ *
+ * Setting a connection up costs shunt more than TCP (an offer, a claim, a
+ * message, a confirmation: two processes scheduled in turn), and with more
+ * threads than CPUs a burst of short connections queued on it: connect +
+ * one byte + close ran at a third of TCP's rate (issue #13, item 10).
+ * Linux SMC learned the same ("skipped under load": 247 -> 34,488 short
+ * connections a second).  So each port's registry keeps a score of its
+ * connections' lifetimes: one that ended within SHUNT_SHORT_MS adds 1 (up
+ * to 255), a longer one halves it (under load a short one's end may be
+ * late now and then).  While it is SHORT_RUN_MIN or more and this process
+ * has at least as many other connects in their set-up as CPUs, a new
+ * connection stays plain (reason busy-short): its set-up is TCP's.  Plain
+ * ones report their lifetimes too, so the port is accelerated again once
+ * its connections live longer, or at once when the burst is over. */
+#define SHORT_RUN_MIN 16
+
+static _Atomic int connects_in_setup;
+
+static int busy_short(const struct portreg *p)
+{
+	return __atomic_load_n(&p->r->short_run, __ATOMIC_RELAXED) >= SHORT_RUN_MIN &&
+	       __atomic_load_n(&connects_in_setup, __ATOMIC_RELAXED) >= shunt_ncpus;
+}
+
+/* The last close of a client's connection that took part. */
+void rdv_note_end(struct sk *s)
+{
+	struct portreg *p = __atomic_load_n(&ports[s->short_port], __ATOMIC_ACQUIRE);
+	uint32_t v;
+
+	if (!p)
+		return;
+	/* racy read-modify-writes: a lost update between two closers does
+	 * not matter, and the value is advice */
+	v = __atomic_load_n(&p->r->short_run, __ATOMIC_RELAXED);
+	if (shunt_now_ns() - s->born_ns >= SHUNT_SHORT_MS * 1000000ull) {
+		if (v)
+			__atomic_store_n(&p->r->short_run, v / 2, __ATOMIC_RELAXED);
+	} else if (v < 255) {
+		__atomic_store_n(&p->r->short_run, v + 1, __ATOMIC_RELAXED);
+	}
+}
+
+static int connect_offer(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len,
+			 struct portreg *p, const struct shunt_addr *dst);
+
 /* Called instead of the real connect() for TCP sockets.  Returns what the
  * real connect returned (0 or -errno); the decision lands in s. */
 int rdv_connect(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len)
 {
 	struct shunt_addr dst;
 	struct portreg *p;
-	struct shunt_slot *sl;
-	uint64_t nonce, sock_id;
-	struct shunt_tuple tu;
-	struct got_msg got;
-	int ret, reason, live;
+	uint64_t nonce;
+	int ret, live;
 
 	s->is_client = 1;
 	if (shunt_addr_from_sockaddr(&dst, addr) || !shunt_active)
@@ -809,6 +853,12 @@ int rdv_connect(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len
 	}
 	s->reason = SHUNT_R_PEER_NOT_SHUNT;
 	p = shunt_cfg.local ? reg_get(dst.port, 0, 0) : NULL;
+	if (p && busy_short(p)) {
+		s->reason = SHUNT_R_BUSY_SHORT;
+		s->short_port = dst.port;
+		s->born_ns = shunt_now_ns();
+		return sys(real.connect(fd, addr, len));
+	}
 	live = p && reg_live(p);
 	if (p && !live && (p = reg_get(dst.port, 0, 1))) /* its listeners gone: a new file? */
 		live = reg_live(p);
@@ -833,8 +883,26 @@ int rdv_connect(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len
 							  : agent_reason_of(st);
 		return ret;
 	}
+	__atomic_add_fetch(&connects_in_setup, 1, __ATOMIC_RELAXED);
+	ret = connect_offer(fd, s, addr, len, p, &dst);
+	__atomic_sub_fetch(&connects_in_setup, 1, __ATOMIC_RELAXED);
+	s->short_port = dst.port;
+	s->born_ns = shunt_now_ns();
+	return ret;
+}
+
+/* A local shunt server listens on the port: offer it the connection. */
+static int connect_offer(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len,
+			 struct portreg *p, const struct shunt_addr *dst)
+{
+	struct shunt_slot *sl;
+	uint64_t nonce, sock_id;
+	struct shunt_tuple tu;
+	struct got_msg got;
+	int ret, reason;
+
 	s->reason = SHUNT_R_RESOURCE;
-	if (csock_get(&sock_id) || !(sl = slot_reserve(p, sock_id, &nonce, &dst)))
+	if (csock_get(&sock_id) || !(sl = slot_reserve(p, sock_id, &nonce, dst)))
 		return sys(real.connect(fd, addr, len));
 
 	ret = sys(real.connect(fd, addr, len));

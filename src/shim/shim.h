@@ -116,6 +116,8 @@ struct sk {
 	struct shunt_tuple tuple; /* as the rendezvous saw it (valid if has_tuple) */
 	int has_tuple;
 	int ag_listen;            /* a listener registered with the agent (saves SYNs) */
+	uint16_t short_port;      /* client: the port whose registry learns how long it lived */
+	uint64_t born_ns;         /* ... and when its connect was decided */
 	uint16_t listen_port;     /* a listener in the port's registry (0: none) */
 	_Atomic int hs;           /* enum sk_hs: a late handshake message may head the stream */
 	pthread_mutex_t hs_lock;  /* serialises inband_settle (all zero = unlocked) */
@@ -128,6 +130,7 @@ extern int shunt_active;      /* 0: pure pass-through (init failed or disabled) 
 extern int shunt_dirfd;        /* the checked rendezvous directory (-1: none) */
 extern int shunt_off_reason;  /* non-zero: every connection plain, for this reason */
 extern int shunt_sandboxed;   /* a seccomp filter: no system call of shunt's own */
+extern int shunt_ncpus;       /* online CPUs, at start */
 void shunt_sandbox_enter(void);
 void shunt_uring_seen(void);
 void shunt_fork_before(void);          /* the fork() wrapper's, around the real one */
@@ -276,6 +279,7 @@ int rdv_inband_commit(struct sk *s, int fd, struct conn *c, uint64_t wait_ns);
 int rdv_inband_attach(struct sk *s, int fd, uint64_t nonce, uint64_t deadline);
 void rdv_atfork_child(void);
 void rdv_unlisten(uint16_t port);
+void rdv_note_end(struct sk *s); /* a client's connection ended: was it short? */
 void rdv_exit(void);
 int shunt_addr_from_sockaddr(struct shunt_addr *a, const struct sockaddr *sa);
 

@@ -1,0 +1,105 @@
+/* Description: a burst of short connections from many threads (four per
+ * CPU, each connect + one byte each way + close, as a connect-per-request
+ * client under load does) all work; under shunt, once the port's
+ * connections are known to be short, those made while more connects than
+ * CPUs are in their set-up stay plain (reason busy-short, 25: TCP's set-up
+ * is cheaper than shunt's for what they carry), every other one is
+ * accelerated, and a connection made alone afterwards is accelerated again
+ * (issue #13, item 10).
+ * NOT_OVER_RDMA: the registry's record is local; over RDMA connections
+ * are decided by the in-band handshake. */
+#include "common.h"
+#include <pthread.h>
+#include <sys/prctl.h>
+
+#define PER_THREAD 150
+#define MAX_THREADS 64
+
+static struct sockaddr_storage ss;
+static socklen_t len;
+static _Atomic int accel, busy, other;
+
+static void tally(int fd)
+{
+	struct shunt_info info;
+	socklen_t l = sizeof info;
+
+	if (getsockopt(fd, SOL_SHUNT, SHUNT_INFO, &info, &l))
+		return; /* not under shunt */
+	if (info.mode == 1)
+		accel++;
+	else if (info.mode == 0 && info.reason == 25)
+		busy++;
+	else {
+		fprintf(stderr, "fd %d: mode %u reason %u\n", fd, info.mode, info.reason);
+		other++;
+	}
+}
+
+static void *client(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < PER_THREAD; i++) {
+		char c = (char)i, got;
+		int fd = connect_to(&ss, len);
+		CHECK(send(fd, &c, 1, 0) == 1);
+		CHECK(recv(fd, &got, 1, MSG_WAITALL) == 1 && got == c);
+		tally(fd);
+		CHECK(recv(fd, &got, 1, 0) == 0); /* the server closed first */
+		close(fd);
+	}
+	return NULL;
+}
+
+static void *server(void *arg)
+{
+	int l = *(int *)arg;
+
+	for (;;) {
+		char c;
+		int fd = accept(l, NULL, NULL);
+		if (fd < 0)
+			return NULL;
+		if (recv(fd, &c, 1, MSG_WAITALL) == 1)
+			CHECK(send(fd, &c, 1, 0) == 1);
+		close(fd);
+	}
+}
+
+int main(void)
+{
+	int l = listen_on("127.0.0.1", &ss, &len), n = 4 * (int)sysconf(_SC_NPROCESSORS_ONLN), st;
+	pthread_t t[MAX_THREADS];
+	pid_t pid;
+
+	deadline(120);
+	n = n < 4 ? 4 : n > MAX_THREADS ? MAX_THREADS : n;
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failed client takes us along */
+		for (int i = 0; i < n; i++) /* an accepting thread per client thread */
+			CHECK(pthread_create(&t[i], NULL, server, &l) == 0);
+		pause();
+		_exit(0);
+	}
+	for (int i = 0; i < n; i++)
+		CHECK(pthread_create(&t[i], NULL, client, NULL) == 0);
+	for (int i = 0; i < n; i++)
+		pthread_join(t[i], NULL);
+	fprintf(stderr, "%d threads x %d connections: %d accelerated, %d busy-short, %d else\n", n,
+		PER_THREAD, accel, busy, other);
+	if (getenv("SHUNT_EXPECT")) {
+		CHECK(other == 0 && accel + busy == n * PER_THREAD);
+		CHECK(accel >= 16 && busy > 0); /* learned, then skipped */
+		/* alone, afterwards: accelerated again */
+		int fd = connect_to(&ss, len);
+		char c = 'x';
+		expect_mode(fd);
+		CHECK(send(fd, &c, 1, 0) == 1 && recv(fd, &c, 1, MSG_WAITALL) == 1);
+		close(fd);
+	}
+	kill(pid, SIGKILL);
+	CHECK(waitpid(pid, &st, 0) == pid);
+	return 0;
+}
