@@ -95,7 +95,7 @@ static int create_arena(uint64_t peer, struct arena **out)
 				     .id = shunt_random64() | 1, .nslots = SHUNT_ARENA_SLOTS,
 				     .ring_size = rs, .proc = { peer, shunt_proc_id() } };
 	int fds[3] = { memfd_create("shunt-arena", MFD_CLOEXEC | MFD_ALLOW_SEALING),
-			eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK) };
+			real.eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), real.eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK) };
 	int r = -ENOMEM;
 
 	if (fds[0] < 0 || fds[1] < 0 || fds[2] < 0)
@@ -232,7 +232,7 @@ static int proc_alive(uint64_t id)
 		return 1;
 	shunt_dir_name(path, 's', id);
 	/* O_NONBLOCK: a FIFO planted under that name must not hang us */
-	fd = openat(shunt_dirfd, path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	fd = real.openat(shunt_dirfd, path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return errno != ENOENT;
 	alive = flock(fd, LOCK_EX | LOCK_NB) != 0;

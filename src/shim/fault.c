@@ -67,6 +67,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "shim.h"
+#include "real.h"
 
 static const char *ring_kind(void)
 {
@@ -87,7 +88,7 @@ int shunt_fault_ring_pipebell(int bell[2])
 	const char *k = ring_kind();
 	int p[2];
 
-	if (!k || strcmp(k, "pipebell") || pipe2(p, O_CLOEXEC))
+	if (!k || strcmp(k, "pipebell") || real.pipe2(p, O_CLOEXEC))
 		return 0;
 	fd_close_internal(bell[0]);
 	fd_close_internal(bell[1]);

@@ -6,8 +6,9 @@
  * of its TCP socket, conn.c), an arena three (its memory and two
  * doorbells); TCP's connection holds none.  A program that uses all of
  * RLIMIT_NOFILE under TCP would meet EMFILE sooner under shunt (issue #13,
- * item 9).  So when the program's socket(), accept(), dup() or
- * epoll_create() fails with EMFILE while shunt holds descriptors, idle
+ * item 9).  So when a call of the program's that makes a descriptor
+ * (socket, accept, dup, fcntl F_DUPFD, epoll_create, open, openat, pipe,
+ * socketpair, eventfd) fails with EMFILE while shunt holds descriptors, idle
  * connections move to TCP at the exact byte - the move made before a
  * descriptor is passed (move.c), with reason `descriptors` - and what they
  * held is closed; the call is made again.  For PRESSURE_NS after, new
@@ -121,15 +122,18 @@ static int give_back_one(int fd, struct sk *s)
 
 int fd_give_back(void)
 {
+	static __thread int inside; /* a call of ours that met EMFILE in here */
 	struct pick p = { .fd = NULL };
 	int e = errno, freed = 0;
 
-	if (!shunt_active || shunt_sandboxed)
+	if (!shunt_active || shunt_sandboxed || inside)
 		return 0;
+	inside = 1;
 	pthread_mutex_lock(&lock);
 	__atomic_store_n(&pressure_until, shunt_now_ns() + PRESSURE_NS, __ATOMIC_RELAXED);
 	if (empty_at && shunt_now_ns() - empty_at < EMPTY_NS) {
 		pthread_mutex_unlock(&lock); /* a program retrying at EMFILE: not a scan each time */
+		inside = 0;
 		errno = e;
 		return 0;
 	}
@@ -148,6 +152,7 @@ int fd_give_back(void)
 	pthread_mutex_unlock(&lock);
 	if (freed)
 		shunt_log("descriptors: the program ran out; %d of shunt's given back", freed);
+	inside = 0;
 	errno = e;
 	return freed;
 }

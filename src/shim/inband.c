@@ -59,7 +59,7 @@ static void host_id(uint8_t id[16])
 	ssize_t n;
 
 	if (!have) {
-		fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+		fd = real.open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
 		n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
 		if (fd >= 0)
 			real.close(fd);

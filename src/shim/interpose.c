@@ -103,6 +103,97 @@ EXPORT int socket(int domain, int type, int protocol)
 	return fd;
 }
 
+/* The program's other calls that make descriptors: only retried (shunt
+ * calls the real ones itself, never these: a give-back from inside shunt,
+ * with one of its locks held, could wait on that lock). */
+static mode_t open_mode(int flags, va_list ap)
+{
+	return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE ? (mode_t)va_arg(ap, unsigned) : 0;
+}
+
+/* The mode argument, there only when the flags need one. */
+#define OPEN_MODE(flags, m)                   \
+	do {                                  \
+		va_list ap_;                  \
+		va_start(ap_, flags);         \
+		(m) = open_mode(flags, ap_);  \
+		va_end(ap_);                  \
+	} while (0)
+
+/* open() and its siblings: fn (path only) or fn_at (dirfd, path). */
+static int open_any(int (*fn)(const char *, int, ...), int (*fn_at)(int, const char *, int, ...),
+		    int dirfd, const char *path, int flags, mode_t m)
+{
+	int fd = fn ? fn(path, flags, m) : fn_at(dirfd, path, flags, m);
+
+	AGAIN_IF_EMFILE(fd, fn ? fn(path, flags, m) : fn_at(dirfd, path, flags, m));
+	return fd;
+}
+
+EXPORT int open(const char *path, int flags, ...)
+{
+	mode_t m;
+
+	OPEN_MODE(flags, m);
+	return open_any(R(open), NULL, -1, path, flags, m);
+}
+
+EXPORT int open64(const char *path, int flags, ...)
+{
+	mode_t m;
+
+	OPEN_MODE(flags, m);
+	return open_any(R(open64), NULL, -1, path, flags, m);
+}
+
+EXPORT int openat(int dirfd, const char *path, int flags, ...)
+{
+	mode_t m;
+
+	OPEN_MODE(flags, m);
+	return open_any(NULL, R(openat), dirfd, path, flags, m);
+}
+
+EXPORT int openat64(int dirfd, const char *path, int flags, ...)
+{
+	mode_t m;
+
+	OPEN_MODE(flags, m);
+	return open_any(NULL, R(openat64), dirfd, path, flags, m);
+}
+
+EXPORT int pipe(int fds[2])
+{
+	int r = R(pipe)(fds);
+
+	AGAIN_IF_EMFILE(r, R(pipe)(fds));
+	return r;
+}
+
+EXPORT int pipe2(int fds[2], int flags)
+{
+	int r = R(pipe2)(fds, flags);
+
+	AGAIN_IF_EMFILE(r, R(pipe2)(fds, flags));
+	return r;
+}
+
+EXPORT int socketpair(int domain, int type, int protocol, int fds[2])
+{
+	int r = R(socketpair)(domain, type, protocol, fds);
+
+	AGAIN_IF_EMFILE(r, R(socketpair)(domain, type, protocol, fds));
+	return r;
+}
+
+EXPORT int eventfd(unsigned int count, int flags)
+{
+	int fd = R(eventfd)(count, flags);
+
+	AGAIN_IF_EMFILE(fd, R(eventfd)(count, flags));
+	return fd;
+}
+
 EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 {
 	struct sk *s = get_kind(fd, SK_TCP);

@@ -623,7 +623,7 @@ static int attach(struct sk *s, int fd, struct rdma_conn *rc, uint64_t raddr, ui
 {
 	struct rdma_link *l = rc->link;
 	struct conn *c = calloc(1, sizeof *c);
-	int dupfd = fd_dup_hidden(fd), efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	int dupfd = fd_dup_hidden(fd), efd = real.eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	uint32_t rs = l->ring_size;
 
 	if (!c || dupfd < 0 || efd < 0) {
@@ -1570,7 +1570,7 @@ int rdma_conn_adopt(int fd, int memfd, int side, int reason, struct conn **out)
 		free(c);
 		return r;
 	}
-	efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	efd = real.eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	c->tcp_fd = fd_dup_hidden(fd);
 	c->moved_fd = fd_dup_hidden(memfd);
 	if (efd < 0 || c->tcp_fd < 0 || c->moved_fd < 0) {

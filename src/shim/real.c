@@ -31,7 +31,15 @@ static void resolve(void)
 	RESOLVE(epoll_ctl); RESOLVE(epoll_wait); RESOLVE(epoll_pwait);
 	RESOLVE(sendfile); RESOLVE(execve); RESOLVE(fexecve); RESOLVE(fork);
 	RESOLVE(syscall); RESOLVE(prctl); RESOLVE(splice); RESOLVE(sendmmsg);
-	RESOLVE(recvmmsg);
+	RESOLVE(recvmmsg); RESOLVE(open); RESOLVE(openat); RESOLVE(pipe); RESOLVE(pipe2);
+	RESOLVE(socketpair); RESOLVE(eventfd);
+	/* the same as open/openat where off_t is 64 bits: optional */
+	*(void **)&real.open64 = dlsym(RTLD_NEXT, "open64");
+	*(void **)&real.openat64 = dlsym(RTLD_NEXT, "openat64");
+	if (!real.open64)
+		real.open64 = real.open;
+	if (!real.openat64)
+		real.openat64 = real.openat;
 	/* Newer than some libcs: optional. */
 	*(void **)&real.epoll_pwait2 = dlsym(RTLD_NEXT, "epoll_pwait2");
 	*(void **)&real.execveat = dlsym(RTLD_NEXT, "execveat");

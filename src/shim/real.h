@@ -63,6 +63,15 @@ struct real_fns {
 	int (*sendmmsg)(int, struct mmsghdr *, unsigned int, int);
 	int (*recvmmsg)(int, struct mmsghdr *, unsigned int, int, struct timespec *);
 	int (*prctl)(int, ...);
+	/* calls that make descriptors, retried after a give-back (giveback.c) */
+	int (*open)(const char *, int, ...);
+	int (*open64)(const char *, int, ...);
+	int (*openat)(int, const char *, int, ...);
+	int (*openat64)(int, const char *, int, ...);
+	int (*pipe)(int[2]);
+	int (*pipe2)(int[2], int);
+	int (*socketpair)(int, int, int, int[2]);
+	int (*eventfd)(unsigned int, int);
 };
 
 extern struct real_fns real;

@@ -91,7 +91,7 @@ static void path_of(char *buf, size_t n, char kind, uint64_t id)
  * symlink, and must be regular files (*st: what fstat said). */
 static int reg_openat(const char *name, int flags, struct stat *st)
 {
-	int fd = openat(shunt_dirfd, name, flags | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	int fd = real.openat(shunt_dirfd, name, flags | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
 
 	if (fd < 0)
 		return -errno;
@@ -178,7 +178,7 @@ static int reg_create(const char *name, uint16_t port)
 	int fd, err = 0;
 
 	snprintf(tmp, sizeof tmp, "%s.%016llx", name, (unsigned long long)shunt_random64());
-	fd = openat(shunt_dirfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	fd = real.openat(shunt_dirfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
 	fchmod(fd, shunt_file_mode()); /* not subject to the umask */

@@ -38,7 +38,7 @@ static int stats_init(void)
 	int fd;
 
 	shunt_dir_name(sf_path, 's', id);
-	fd = openat(shunt_dirfd, sf_path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	fd = real.openat(shunt_dirfd, sf_path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -1;
 	fchmod(fd, shunt_file_mode() & 0644); /* readable by whoever shares the directory */
