@@ -23,6 +23,7 @@
 #define N 1000
 
 static int fds[N];
+static char seen[N];
 
 /* Mode and reason of each connection: under shunt each is on shared memory
  * or moved to TCP because descriptors ran out. */
@@ -61,18 +62,23 @@ static void server(int l)
 		CHECK(fds[i] >= 0);
 		CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, fds[i], &ev) == 0);
 	}
-	/* level-triggered: each connection's byte, echoed with its index */
+	/* level-triggered: each connection's index (the client's: the
+	 * accept order need not be the connect order once the backlog is
+	 * full), echoed with a byte made of it; every index exactly once */
 	while (echoed < N) {
 		int k = epoll_wait(ep, evs, 64, 20000);
 		CHECK(k > 0);
 		for (int j = 0; j < k; j++) {
 			int i = (int)evs[j].data.u32;
-			unsigned char b, out[2];
-			CHECK(recv(fds[i], &b, 1, 0) == 1);
-			CHECK(b == (unsigned char)(i * 13));
-			out[0] = b;
-			out[1] = (unsigned char)(i * 7);
-			CHECK(send(fds[i], out, 2, 0) == 2);
+			unsigned char in[2], out[3];
+			unsigned idx;
+			CHECK(recv(fds[i], in, 2, MSG_WAITALL) == 2);
+			idx = in[0] | (unsigned)in[1] << 8;
+			CHECK(idx < N && !seen[idx]);
+			seen[idx] = 1;
+			memcpy(out, in, 2);
+			out[2] = (unsigned char)(idx * 7);
+			CHECK(send(fds[i], out, 3, 0) == 3);
 			CHECK(epoll_ctl(ep, EPOLL_CTL_DEL, fds[i], NULL) == 0);
 			echoed++;
 		}
@@ -109,23 +115,23 @@ int main(void)
 	/* the first half writes its byte at once: the server reads it only
 	 * once all are open, after both sides met the limit */
 	for (int i = 0; i < N; i++) {
-		unsigned char b = (unsigned char)(i * 13);
+		unsigned char b[2] = { (unsigned char)i, (unsigned char)(i >> 8) };
 		fds[i] = socket(AF_INET, SOCK_STREAM, 0);
 		if (fds[i] < 0)
 			fprintf(stderr, "client: socket %d of %d: %s\n", i + 1, N, strerror(errno));
 		CHECK(fds[i] >= 0);
 		CHECK(connect(fds[i], (void *)&ss, len) == 0);
 		if (i < N / 2)
-			CHECK(send(fds[i], &b, 1, 0) == 1);
+			CHECK(send(fds[i], b, 2, 0) == 2);
 	}
 	for (int i = N / 2; i < N; i++) {
-		unsigned char b = (unsigned char)(i * 13);
-		CHECK(send(fds[i], &b, 1, 0) == 1);
+		unsigned char b[2] = { (unsigned char)i, (unsigned char)(i >> 8) };
+		CHECK(send(fds[i], b, 2, 0) == 2);
 	}
 	for (int i = 0; i < N; i++) {
-		unsigned char got[2];
-		CHECK(recv(fds[i], got, 2, MSG_WAITALL) == 2);
-		CHECK(got[0] == (unsigned char)(i * 13) && got[1] == (unsigned char)(i * 7));
+		unsigned char got[3];
+		CHECK(recv(fds[i], got, 3, MSG_WAITALL) == 3);
+		CHECK((got[0] | (unsigned)got[1] << 8) == (unsigned)i && got[2] == (unsigned char)(i * 7));
 	}
 	CHECK(wait_child(pid) == 0);
 	return 0;

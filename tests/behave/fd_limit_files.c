@@ -47,7 +47,8 @@ int main(void)
 			char c;
 			struct shunt_info info;
 			socklen_t il = sizeof info;
-			CHECK(recv(fds[i], &c, 1, MSG_WAITALL) == 1 && c == (char)i);
+			/* echoed: the accept order need not be the connect order */
+			CHECK(recv(fds[i], &c, 1, MSG_WAITALL) == 1);
 			CHECK(send(fds[i], &c, 1, 0) == 1);
 			back += !getsockopt(fds[i], SOL_SHUNT, SHUNT_INFO, &info, &il) && info.mode == 0 &&
 				info.reason == 24;
