@@ -64,6 +64,7 @@ struct portreg {
 
 static struct portreg *_Atomic ports[65536];
 static int nports_listened; /* non-zero once this process listened (rdv_exit) */
+static _Atomic int connects_in_setup; /* threads in connect_offer (busy_short) */
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* ---- small helpers ---- */
@@ -587,6 +588,7 @@ void rdv_atfork_child(void)
 	for (int i = 0; i < nstash; i++)
 		close_fds(stash[i].fds, SHUNT_MSG_MAX_FDS);
 	nstash = 0;
+	connects_in_setup = 0; /* the threads counted are the parent's */
 	arena_atfork_child();
 	pthread_mutex_init(&csock_lock, NULL);
 	pthread_mutex_init(&reg_lock, NULL);
@@ -801,8 +803,6 @@ static int client_attach(struct sk *s, int fd, uint64_t nonce, struct got_msg *g
  * ones report their lifetimes too, so the port is accelerated again once
  * its connections live longer, or at once when the burst is over. */
 #define SHORT_RUN_MIN 16
-
-static _Atomic int connects_in_setup;
 
 static int busy_short(const struct portreg *p)
 {
