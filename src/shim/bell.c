@@ -92,7 +92,7 @@ int bell_waitfd(void)
 	if (!w && !(w = calloc(1, sizeof *w)))
 		return -ENOMEM;
 	pthread_once(&key_once, make_key);
-	fd = epoll_create1(EPOLL_CLOEXEC);
+	fd = real.epoll_create1(EPOLL_CLOEXEC); /* not the wrapper: no epoll set of the program's */
 	if (fd < 0) {
 		int e = -errno;
 		if (w != me)
