@@ -330,6 +330,23 @@ static inline int wait_child(pid_t p)
 }
 
 /* Fail instead of hanging: every test arms this. */
+/* A thread's loop: accept on *(int *)listener, echo one byte, close;
+ * ends when accept fails (the listener gone). */
+static inline void *echo_one_byte(void *listener)
+{
+	int l = *(int *)listener;
+
+	for (;;) {
+		char c;
+		int fd = accept(l, NULL, NULL);
+		if (fd < 0)
+			return NULL;
+		if (recv(fd, &c, 1, MSG_WAITALL) == 1)
+			CHECK(send(fd, &c, 1, 0) == 1);
+		close(fd);
+	}
+}
+
 static inline void deadline(unsigned sec)
 {
 	alarm(sec);

@@ -51,21 +51,6 @@ static void *client(void *arg)
 	return NULL;
 }
 
-static void *server(void *arg)
-{
-	int l = *(int *)arg;
-
-	for (;;) {
-		char c;
-		int fd = accept(l, NULL, NULL);
-		if (fd < 0)
-			return NULL;
-		if (recv(fd, &c, 1, MSG_WAITALL) == 1)
-			CHECK(send(fd, &c, 1, 0) == 1);
-		close(fd);
-	}
-}
-
 int main(void)
 {
 	int l = listen_on("127.0.0.1", &ss, &len), n = 4 * (int)sysconf(_SC_NPROCESSORS_ONLN), st;
@@ -79,7 +64,7 @@ int main(void)
 	if (pid == 0) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failed client takes us along */
 		for (int i = 0; i < n; i++) /* an accepting thread per client thread */
-			CHECK(pthread_create(&t[i], NULL, server, &l) == 0);
+			CHECK(pthread_create(&t[i], NULL, echo_one_byte, &l) == 0);
 		pause();
 		_exit(0);
 	}

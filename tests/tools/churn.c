@@ -59,21 +59,6 @@ static void *client(void *arg)
 	return NULL;
 }
 
-static void *server(void *arg)
-{
-	int l = *(int *)arg;
-
-	for (;;) {
-		char c;
-		int fd = accept(l, NULL, NULL);
-		if (fd < 0)
-			return NULL;
-		if (recv(fd, &c, 1, MSG_WAITALL) == 1)
-			(void)!send(fd, &c, 1, 0);
-		close(fd);
-	}
-}
-
 int main(int argc, char **argv)
 {
 	long total = argc == 3 ? atol(argv[1]) : 0;
@@ -91,7 +76,7 @@ int main(int argc, char **argv)
 	CHECK(pid >= 0);
 	if (pid == 0) {
 		for (int i = 0; i < threads; i++)
-			CHECK(pthread_create(&t[i], NULL, server, &l) == 0);
+			CHECK(pthread_create(&t[i], NULL, echo_one_byte, &l) == 0);
 		pause();
 		_exit(0);
 	}
