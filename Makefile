@@ -59,11 +59,11 @@ $(BUILD)/tests/unit/%: tests/unit/%.c $(COMMON_SRC) $(HDRS)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $(SAN) -o $@ $< $(COMMON_SRC) -lpthread
 
 BEHAVE_LIBS_io_uring := -luring
-$(BUILD)/tests/behave/%: tests/behave/%.c tests/behave/common.h
+$(BUILD)/tests/behave/%: tests/behave/%.c tests/behave/common.h $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -Wno-vla-larger-than -o $@ $< -lpthread $(BEHAVE_LIBS_$*)
 
-$(BUILD)/tests/tools/%: tests/tools/%.c include/shunt/shunt.h src/agent/agent.h tests/behave/common.h
+$(BUILD)/tests/tools/%: tests/tools/%.c $(HDRS) $(COMMON_SRC) src/agent/agent.h tests/behave/common.h
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -o $@ $<
 

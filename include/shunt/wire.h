@@ -21,7 +21,7 @@
 #include <stdint.h>
 #include <stddef.h>
 
-#define SHUNT_WIRE_VERSION 2u /* 2: doorbells per arena, not per segment */
+#define SHUNT_WIRE_VERSION 3u /* 2: doorbells per arena, not per segment; 3: answers in the offer slot */
 #define SHUNT_SHORT_MS 10     /* a connection that ends sooner is short-lived (registry) */
 
 /* ---- fallback reason codes: stable, shown by `shunt ss`, never renumbered ---- */
@@ -78,6 +78,9 @@ enum shunt_slot_state {
 	SLOT_ABANDONED = 4,  /* client won: it gave up waiting, the connection is TCP */
 	SLOT_FAILED = 5,     /* server claimed but could not deliver: both use TCP */
 	SLOT_DECLINED = 6,   /* server claimed and declined: it is out of descriptors (reason 24), both use TCP */
+	SLOT_ANSWERED = 7,   /* server claimed and delivered: the segment is named in the slot
+				(answer_seg), or by an accept message already queued on the
+				client's socket (answer_seg == SHUNT_SLOT_BY_MSG) */
 	/* After CLAIMED the decision moves into the segment (confirm field):
 	 * the client CASes 0->1 once attached, the server 0->2 on time-out. */
 };
@@ -102,8 +105,11 @@ struct shunt_slot {
 	uint64_t netns;           /* client's network namespace inode */
 	uint64_t stamp_ns;        /* CLOCK_MONOTONIC when reserved */
 	struct shunt_tuple tuple; /* valid from OFFERED on */
-	uint8_t pad[16];
+	uint64_t answer_arena;    /* ANSWERED: the arena id (one the client maps already) */
+	uint32_t answer_seg;      /* ANSWERED: the segment in it, or SHUNT_SLOT_BY_MSG */
+	_Atomic uint32_t client_waiting; /* the client sleeps on state: wake it */
 };
+#define SHUNT_SLOT_BY_MSG 0xffffffffu
 _Static_assert(sizeof(struct shunt_slot) == 96, "slot layout");
 
 struct shunt_listener_rec {

@@ -538,9 +538,14 @@ static int conn_wait(struct conn *c, unsigned want, int *deadline_ms, int short_
 	_Atomic uint32_t *w;
 	struct timespec ts;
 	uint32_t v;
-	int r, tmo, err;
+	int r, tmo, err, turn;
 
-	r = budget > 0 ? spin_wait(c, want, budget, sig0) : 0;
+	if (budget > 0 && (turn = shunt_spin_begin((uint64_t)budget))) {
+		r = spin_wait(c, want, budget, sig0);
+		shunt_spin_end(turn);
+	} else {
+		r = 0;
+	}
 	if (r > 0)
 		adapt_spin(c, 1);
 	if (r)

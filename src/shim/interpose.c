@@ -263,10 +263,17 @@ static struct sk *listener_of(int fd)
 
 static int do_accept(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 {
-	int e = errno, nfd = R(accept4)(fd, addr, len, flags);
+	/* A program that does not ask for the peer's address (addr NULL)
+	 * gets it asked for anyway, into our buffer: the set-up needs it,
+	 * and a getpeername later costs a system call.  One that asks is
+	 * left to the kernel (a short or bad buffer is its to judge). */
+	struct sockaddr_storage peer;
+	socklen_t plen = sizeof peer;
+	int own = !addr && shunt_active;
+	int e = errno, nfd = own ? R(accept4)(fd, (void *)&peer, &plen, flags) : R(accept4)(fd, addr, len, flags);
 	struct sk *ls, *s;
 
-	AGAIN_IF_EMFILE(nfd, R(accept4)(fd, addr, len, flags));
+	AGAIN_IF_EMFILE(nfd, own ? R(accept4)(fd, (void *)&peer, &plen, flags) : R(accept4)(fd, addr, len, flags));
 	if (nfd < 0 || !shunt_active)
 		return nfd;
 	ls = listener_of(fd);
@@ -278,7 +285,7 @@ static int do_accept(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 		return nfd;
 	}
 	s->nonblock = !!(flags & SOCK_NONBLOCK);
-	rdv_accept(ls, nfd, s);
+	rdv_accept(ls, nfd, s, own && plen <= sizeof peer ? (struct sockaddr *)&peer : NULL);
 	sk_put(ls);
 	stats_update(s, nfd);
 	shunt_log("accept fd %d: %s, %s", nfd, s->kind != SK_SHM ? "tcp" : s->conn->rd ? "rdma" : "shm",

@@ -9,21 +9,28 @@
  *   reserve a slot: FREE -> CONNECTING
  *   real connect() (SYN leaves only now)
  *   write the 4-tuple, CONNECTING -> OFFERED  scan slots for its own 4-tuple
- *   wait on c<id> socket (bounded)            (CONNECTING ones: wait <= 2 ms)
+ *   spin, then sleep on the slot (bounded)    (CONNECTING ones: wait <= 20 ms)
  *                                             OFFERED -> CLAIMED (CAS)
- *                                             create segment + 2 eventfds
- *   <------------ accept message + 3 fds ---- sendmsg to c<id>
+ *                                             take a segment, attach
+ *                                             an arena the client maps: its
+ *                                             id and segment into the slot;
+ *   <------ else accept message + 3 fds ----- a new one: sendmsg to c<id>
+ *                                             CLAIMED -> ANSWERED (CAS)
  *   attach, segment.confirm 0 -> 1 (CAS)      wait for confirm (CAS 0->2 on
- *   free the slot                             time-out), attach, return
+ *   free the slot                             time-out), return
  *
  * Why it never guesses: the slot is reserved before the SYN exists, so when
  * the server holds the accepted socket, a shunt client's offer is either
  * visible or in CONNECTING.  No offer and no CONNECTING slot means the
  * client is not shunt: plain, with no wait.  Each side commits with one CAS
- * (OFFERED->CLAIMED against OFFERED->ABANDONED, then confirm 0->1 against
- * 0->2), so exactly one outcome exists and both sides see it.  A shunt
- * server writes nothing before it claims, so a client that sees bytes or FIN
- * on the TCP socket while it waits knows the server is plain and stops.
+ * (OFFERED->CLAIMED against OFFERED->ABANDONED, CLAIMED->ANSWERED against
+ * CLAIMED->FAILED, then confirm 0->1 against 0->2), so exactly one outcome
+ * exists and both sides see it.  A shunt server writes nothing before it
+ * claims, so a client that sees bytes or FIN on the TCP socket while it
+ * waits knows the server is plain and stops.  Most connections between two
+ * processes that met before take no system call of the set-up beyond the
+ * duplicate of the socket: the answer is in the slot, the decision in the
+ * segment (issue #13, item 10).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -52,6 +59,7 @@
 #define CONFIRM_WAIT_NS 1000000000ull          /* server waits for the client's attach */
 #define CLAIMED_WAIT_NS 5000000000ull          /* client waits for a claimed message */
 #define SPIN_MSG_NS 50000ull                   /* client spins this long before sleeping */
+#define SPIN_OFFER_NS 20000ull                 /* server spins this long for an offer */
 #define SEND_RETRIES 1000                      /* x 0.1 ms: an accept message into a full queue */
 
 struct portreg {
@@ -137,17 +145,28 @@ static int is_any(const struct shunt_addr *a)
 	return !memcmp(a->ip, zero, 16) || !memcmp(a->ip, v4any, 16);
 }
 
-static int sock_tuple(int fd, struct shunt_addr *local, struct shunt_addr *remote)
+/* The 4-tuple as the kernel sees it; the remote end may be known already
+ * (remote_sa: accept's address, a connect's concrete destination), which
+ * saves a system call on the set-up's path. */
+static int sock_tuple_known(int fd, struct shunt_addr *local, struct shunt_addr *remote,
+			    const struct sockaddr *remote_sa)
 {
 	struct sockaddr_storage ss;
 	socklen_t l = sizeof ss;
 
 	if (getsockname(fd, (void *)&ss, &l) || shunt_addr_from_sockaddr(local, (void *)&ss))
 		return -ENOTCONN;
+	if (remote_sa)
+		return shunt_addr_from_sockaddr(remote, remote_sa) ? -ENOTCONN : 0;
 	l = sizeof ss;
 	if (getpeername(fd, (void *)&ss, &l) || shunt_addr_from_sockaddr(remote, (void *)&ss))
 		return -ENOTCONN;
 	return 0;
+}
+
+static int sock_tuple(int fd, struct shunt_addr *local, struct shunt_addr *remote)
+{
+	return sock_tuple_known(fd, local, remote, NULL);
 }
 
 /* A connection to this host's own addresses gets a source address equal to
@@ -439,6 +458,7 @@ struct got_msg {
 	int fds[SHUNT_MSG_MAX_FDS]; /* as the flags say: a new arena's memfd and doorbells */
 	uint32_t uid; /* the sender's, as the kernel says (SCM_CREDENTIALS) */
 	int has_uid;
+	int in_slot;  /* an answer in the slot of a private directory: our user's */
 };
 
 static int csock = -1;
@@ -546,11 +566,16 @@ static void csock_pump(void)
 				nfds++;
 			}
 		}
-		if (shunt_accept_msg_check(data, (size_t)n, nfds, mh.msg_flags & MSG_CTRUNC, &m) ||
-		    nstash == (int)(sizeof stash / sizeof stash[0])) {
+		if (shunt_accept_msg_check(data, (size_t)n, nfds, mh.msg_flags & MSG_CTRUNC, &m)) {
 			shunt_log("malformed or unexpected accept message dropped");
 			close_fds(fds, nfds < SHUNT_MSG_MAX_FDS ? nfds : SHUNT_MSG_MAX_FDS);
 			continue;
+		}
+		/* Full: the oldest goes - its connect gave up long ago (a
+		 * message for a waiting thread is taken within its wait). */
+		if (nstash == (int)(sizeof stash / sizeof stash[0])) {
+			close_fds(stash[0].fds, SHUNT_MSG_MAX_FDS);
+			memmove(&stash[0], &stash[1], (size_t)--nstash * sizeof stash[0]);
 		}
 		stash[nstash].m = m;
 		memcpy(stash[nstash].fds, fds, sizeof fds);
@@ -571,7 +596,7 @@ static int stash_take(uint64_t nonce, struct got_msg *out)
 		if (stash[i].m.nonce != nonce)
 			continue;
 		*out = stash[i];
-		stash[i] = stash[--nstash];
+		memmove(&stash[i], &stash[i + 1], (size_t)(--nstash - i) * sizeof stash[0]); /* oldest first */
 		found = 1;
 		break;
 	}
@@ -624,6 +649,7 @@ static struct shunt_slot *slot_reserve(struct portreg *p, uint64_t sock_id, uint
 		sl->nonce = *nonce;
 		sl->sock_id = sock_id;
 		sl->netns = shunt_netns_ino();
+		sl->client_waiting = 0;
 		/* The destination is known before the SYN; the client's own
 		 * address and port only once connect() returns. */
 		memset(&sl->tuple.client, 0, sizeof sl->tuple.client);
@@ -664,36 +690,82 @@ static int tcp_has_input(int fd)
 	return real.poll(&p, 1, 0) == 1;
 }
 
+/* The server's answer in the slot: the segment of an arena we map
+ * already.  Only our own user can write a private directory's registry;
+ * in a shared one the answer must come as a message (its sender's uid is
+ * the kernel's word), so a slot answer there is refused. */
+static int slot_answer(struct shunt_slot *sl, uint64_t nonce, struct got_msg *got)
+{
+	uint32_t seg = sl->answer_seg;
+
+	if (seg == SHUNT_SLOT_BY_MSG) /* queued before the state changed */
+		return stash_take(nonce, got) ? 0 : SHUNT_R_HANDSHAKE;
+	if (shunt_dir_shared())
+		return SHUNT_R_HANDSHAKE;
+	memset(got, 0, sizeof *got);
+	got->m.nonce = nonce;
+	got->m.arena = sl->answer_arena;
+	got->m.seg = seg; /* checked by conn_attach */
+	got->m.slot = SHUNT_MSG_NO_SLOT;
+	got->fds[0] = got->fds[1] = got->fds[2] = -1;
+	got->in_slot = 1;
+	return 0;
+}
+
+/* Wait for the server's answer.  Each state the client may leave is left
+ * by one CAS against the server's; any other value (a member of a shared
+ * directory may write the registry) ends the wait, plain. */
+static int client_wait_answer(struct shunt_slot *sl, uint64_t nonce, int tcp_fd, struct got_msg *got,
+			      uint64_t start, uint64_t wait_ns, uint64_t spin_ns);
+
 static int client_wait_msg(struct shunt_slot *sl, uint64_t nonce, int tcp_fd, struct got_msg *got)
 {
 	uint64_t start = shunt_now_ns(), wait_ns = (uint64_t)shunt_cfg.accept_wait_ms * 1000000ull;
+	/* with more connects in set-up than CPUs a spinning client takes the
+	 * CPU its server needs */
+	uint64_t spin_ns = __atomic_load_n(&connects_in_setup, __ATOMIC_RELAXED) <= shunt_ncpus
+				   ? SPIN_MSG_NS : 0;
+	int turn = spin_ns ? shunt_spin_begin(spin_ns) : 0, r;
 
+	if (!turn)
+		spin_ns = 0;
+	r = client_wait_answer(sl, nonce, tcp_fd, got, start, wait_ns, spin_ns);
+	shunt_spin_end(turn);
+	return r;
+}
+
+static int client_wait_answer(struct shunt_slot *sl, uint64_t nonce, int tcp_fd, struct got_msg *got,
+			      uint64_t start, uint64_t wait_ns, uint64_t spin_ns)
+{
 	for (;;) {
-		struct pollfd p[2] = { { .fd = csock, .events = POLLIN },
-				       { .fd = tcp_fd, .events = POLLIN | POLLRDHUP } };
 		uint32_t st = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE);
 		uint64_t el = shunt_now_ns() - start;
 
-		if (stash_take(nonce, got))
-			return 0;
+		if (st == SLOT_ANSWERED)
+			return slot_answer(sl, nonce, got);
 		if (st == SLOT_FAILED)
 			return SHUNT_R_HANDSHAKE;
 		if (st == SLOT_DECLINED)
 			return SHUNT_R_DESCRIPTORS;
+		if (st != SLOT_OFFERED && st != SLOT_CLAIMED)
+			return SHUNT_R_HANDSHAKE;
+		/* The server is usually microseconds away: spin on the slot
+		 * first, then sleep on it in short steps, looking at the TCP
+		 * socket between them (a plain server may write first). */
+		if (el < spin_ns) {
+			__builtin_ia32_pause();
+			continue;
+		}
 		if (st == SLOT_OFFERED && (el >= wait_ns || tcp_has_input(tcp_fd)) &&
 		    slot_cas(sl, SLOT_OFFERED, SLOT_ABANDONED))
 			return el >= wait_ns ? SHUNT_R_TIMEOUT : SHUNT_R_PEER_NOT_SHUNT;
 		if (st == SLOT_CLAIMED && (el >= CLAIMED_WAIT_NS || tcp_has_input(tcp_fd)) &&
 		    slot_cas(sl, SLOT_CLAIMED, SLOT_FAILED))
 			return SHUNT_R_HANDSHAKE;
-		/* The server is usually microseconds away: spin on the slot
-		 * first, then sleep in short steps (another thread may pump
-		 * our message into the stash). */
-		if (el < SPIN_MSG_NS && st == SLOT_OFFERED) {
-			__builtin_ia32_pause();
-			continue;
-		}
-		real.poll(p, 2, 1);
+		/* the flag first: a server answering now either sees it or
+		 * changes the state before the futex looks */
+		__atomic_store_n(&sl->client_waiting, 1, __ATOMIC_SEQ_CST);
+		shunt_futex_wait(&sl->state, st, 1000000);
 	}
 }
 
@@ -707,6 +779,8 @@ static int sender_is_server(int fd, const struct got_msg *g)
 	struct shunt_addr local, remote;
 	uint32_t owner;
 
+	if (g->in_slot)
+		return 1;
 	if (!g->has_uid)
 		return 0;
 	if (g->uid == (uint32_t)geteuid())
@@ -917,7 +991,7 @@ static int connect_offer(int fd, struct sk *s, const struct sockaddr *addr, sock
 	}
 	/* Build the tuple aside: a server scanning CONNECTING slots reads
 	 * tuple.server meanwhile and must never see it half rewritten. */
-	if (sock_tuple(fd, &tu.client, &tu.server)) {
+	if (sock_tuple_known(fd, &tu.client, &tu.server, is_any(dst) ? NULL : addr)) {
 		s->reason = SHUNT_R_HANDSHAKE;
 		slot_free(sl);
 		return ret;
@@ -1056,17 +1130,23 @@ static int claim(struct shunt_slot *sl, const struct shunt_tuple *t, uint64_t *n
 static int server_wait_confirm(struct conn *c, int tcp_fd, uint64_t wait_ns)
 {
 	_Atomic uint32_t *confirm = &c->seg->confirm;
-	uint64_t start = shunt_now_ns();
+	uint64_t start = shunt_now_ns(), spin = (uint64_t)(shunt_cfg.spin_ns > 0 ? shunt_cfg.spin_ns : 0);
 	uint32_t v, zero = 0;
-
 	/* The client is inside connect(), a few microseconds from answering:
-	 * spin for the data path's budget, then sleep on the word (with more
-	 * threads than cores the client may need this very CPU). */
+	 * spin for the data path's budget if this process has a turn, then
+	 * sleep on the word (with more threads than cores the client may need
+	 * this very CPU). */
+	int turn = spin ? shunt_spin_begin(spin) : 0;
+
+	if (!turn)
+		spin = 0;
 	for (unsigned i = 0; !(v = __atomic_load_n(confirm, __ATOMIC_ACQUIRE)); i++) {
-		if ((i & 63) || shunt_now_ns() - start < (uint64_t)(shunt_cfg.spin_ns > 0 ? shunt_cfg.spin_ns : 0)) {
+		if ((i & 63) || shunt_now_ns() - start < spin) {
 			__builtin_ia32_pause();
 			continue;
 		}
+		shunt_spin_end(turn);
+		turn = 0;
 		if (shunt_now_ns() - start > wait_ns || tcp_has_input(tcp_fd)) {
 			if (__atomic_compare_exchange_n(confirm, &zero, 2, 0, __ATOMIC_ACQ_REL,
 							__ATOMIC_ACQUIRE))
@@ -1080,14 +1160,31 @@ static int server_wait_confirm(struct conn *c, int tcp_fd, uint64_t wait_ns)
 		__atomic_store_n(&c->seg->confirm_waiter, 1, __ATOMIC_SEQ_CST);
 		shunt_futex_wait(confirm, 0, 1000000);
 	}
+	shunt_spin_end(turn);
 	return v == 1;
 }
 
-/* Take a segment for the client process sock_id, attach our side and send
- * it the accept message.  0 and *out, or the fallback reason. */
-static int server_offer(int fd, uint64_t sock_id, unsigned idx, uint64_t nonce, struct conn **out)
+/* The answer is in: CLAIMED -> ANSWERED (the client may have given up
+ * meanwhile, CLAIMED -> FAILED: then no), and the client woken if asleep. */
+static int slot_answered(struct shunt_slot *sl)
 {
-	int dupfd = -1, new_arena;
+	if (!slot_cas(sl, SLOT_CLAIMED, SLOT_ANSWERED))
+		return 0;
+	/* a wake of a slot that was freed and reused is spurious, harmless */
+	if (__atomic_load_n(&sl->client_waiting, __ATOMIC_SEQ_CST))
+		shunt_futex_wake(&sl->state, 1);
+	return 1;
+}
+
+/* Take a segment for the client process sock_id, attach our side and tell
+ * the client: through the slot sl when the client maps the arena already
+ * (a private directory: only our user writes it), else - a new arena's
+ * descriptors, another user's client, the in-band handshake (sl NULL) - by
+ * an accept message.  0 and *out, or the fallback reason. */
+static int server_offer(int fd, uint64_t sock_id, struct shunt_slot *sl, unsigned idx,
+			uint64_t nonce, struct conn **out)
+{
+	int dupfd = -1, new_arena, by_msg;
 	struct arena *a;
 	unsigned seg;
 	struct conn *c;
@@ -1101,7 +1198,13 @@ static int server_offer(int fd, uint64_t sock_id, unsigned idx, uint64_t nonce, 
 		arena_release(a, seg, 1);
 		return SHUNT_R_RESOURCE;
 	}
-	if (send_accept(sock_id, idx, nonce, a, seg, new_arena)) {
+	by_msg = !sl || new_arena || shunt_dir_shared();
+	if (sl) {
+		sl->answer_arena = a->id;
+		sl->answer_seg = by_msg ? SHUNT_SLOT_BY_MSG : seg;
+	}
+	if ((by_msg && send_accept(sock_id, idx, nonce, a, seg, new_arena)) ||
+	    (sl && !slot_answered(sl))) {
 		arena_drop_owner(a, seg, 0);
 		conn_free(c);
 		return SHUNT_R_HANDSHAKE;
@@ -1127,7 +1230,7 @@ static int server_build(struct sk *s, int fd, unsigned idx, struct shunt_slot *s
 			uint64_t nonce, uint64_t sock_id)
 {
 	struct conn *c;
-	int r = server_offer(fd, sock_id, idx, nonce, &c);
+	int r = server_offer(fd, sock_id, sl, idx, nonce, &c);
 
 	if (r) {
 		slot_cas(sl, SLOT_CLAIMED, SLOT_FAILED);
@@ -1162,7 +1265,7 @@ int rdv_inband_ready(uint64_t *sock_id)
 
 int rdv_inband_offer(int fd, uint64_t sock_id, uint64_t nonce, struct conn **c)
 {
-	return server_offer(fd, sock_id, SHUNT_MSG_NO_SLOT, nonce, c);
+	return server_offer(fd, sock_id, NULL, SHUNT_MSG_NO_SLOT, nonce, c);
 }
 
 int rdv_inband_commit(struct sk *s, int fd, struct conn *c, uint64_t wait_ns)
@@ -1215,21 +1318,62 @@ static int offer_is_client(const struct shunt_tuple *t, uint64_t sock_id)
 	return 1;
 }
 
-int rdv_accept(const struct sk *ls, int fd, struct sk *s)
+/* The offer for this connection, claimed; NULL if there is none: no offer
+ * and no client of ours in the middle of its connect to this address. */
+static struct shunt_slot *await_offer(struct portreg *p, const struct shunt_tuple *t, unsigned *idx,
+				      uint64_t *nonce, uint64_t *sock_id, uint64_t *netns)
+{
+	uint64_t start = shunt_now_ns();
+	struct shunt_slot *sl;
+	int busy, turn = -1;
+
+	for (;;) {
+		uint32_t gen = __atomic_load_n(&p->r->offers, __ATOMIC_ACQUIRE);
+		uint64_t el = shunt_now_ns() - start;
+		sl = find_offer(p, t, &busy, idx);
+		if (sl && claim(sl, t, nonce, sock_id, netns))
+			break;
+		if (sl)
+			continue; /* the slot changed under us: look again */
+		if (!busy || el > SERVER_CONNECTING_WAIT_NS)
+			break;
+		/* The client publishes microseconds after its connect returned:
+		 * spin if this process has a turn, then sleep until the next
+		 * offer (its client wakes us) - not yielding: with more threads
+		 * than cores, the client that must publish needs this CPU. */
+		if (turn < 0)
+			turn = shunt_spin_begin(SPIN_OFFER_NS);
+		if (turn > 0 && el < SPIN_OFFER_NS) {
+			__builtin_ia32_pause();
+			continue;
+		}
+		shunt_spin_end(turn);
+		turn = 0;
+		/* counted first: a client that bumps the word after we read gen
+		 * makes the wait return at once, one that bumps it before sees
+		 * us counted and wakes us */
+		__atomic_add_fetch(&p->r->offer_waiters, 1, __ATOMIC_SEQ_CST);
+		shunt_futex_wait(&p->r->offers, gen, 1000000);
+		__atomic_sub_fetch(&p->r->offer_waiters, 1, __ATOMIC_SEQ_CST);
+	}
+	shunt_spin_end(turn);
+	return sl;
+}
+
+int rdv_accept(const struct sk *ls, int fd, struct sk *s, const struct sockaddr *peer)
 {
 	struct shunt_tuple t;
 	struct portreg *p;
 	struct shunt_slot *sl;
-	uint64_t start, nonce, sock_id, netns;
+	uint64_t nonce, sock_id, netns;
 	unsigned idx = 0;
-	int busy;
 
 	s->is_client = 0;
 	s->reason = shunt_off_reason ? shunt_off_reason : SHUNT_R_POLICY;
 	if (!shunt_active || shunt_off_reason)
 		return 0;
 	s->reason = SHUNT_R_PEER_NOT_SHUNT;
-	if (sock_tuple(fd, &t.server, &t.client))
+	if (sock_tuple_known(fd, &t.server, &t.client, peer))
 		return 0;
 	s->tuple = t;
 	s->has_tuple = 1;
@@ -1240,26 +1384,9 @@ int rdv_accept(const struct sk *ls, int fd, struct sk *s)
 	p = shunt_cfg.local ? reg_get(t.server.port, 1, 0) : NULL;
 	if (!p)
 		return server_agent_path(ls, fd, s);
-	start = shunt_now_ns();
-	for (;;) {
-		uint32_t gen = __atomic_load_n(&p->r->offers, __ATOMIC_ACQUIRE);
-		sl = find_offer(p, &t, &busy, &idx);
-		if (sl && claim(sl, &t, &nonce, &sock_id, &netns))
-			break;
-		if (!sl && (!busy || shunt_now_ns() - start > SERVER_CONNECTING_WAIT_NS))
-			return server_agent_path(ls, fd, s); /* a shunt client from another host? */
-		/* asleep until the next offer (its client wakes us), not
-		 * yielding: with more threads than cores, the client that
-		 * must publish needs this CPU */
-		if (!sl) {
-			/* counted first: a client that bumps the word after we
-			 * read gen makes the wait return at once, one that
-			 * bumps it before sees us counted and wakes us */
-			__atomic_add_fetch(&p->r->offer_waiters, 1, __ATOMIC_SEQ_CST);
-			shunt_futex_wait(&p->r->offers, gen, 1000000);
-			__atomic_sub_fetch(&p->r->offer_waiters, 1, __ATOMIC_SEQ_CST);
-		}
-	}
+	sl = await_offer(p, &t, &idx, &nonce, &sock_id, &netns);
+	if (!sl)
+		return server_agent_path(ls, fd, s); /* a shunt client from another host? */
 	if (is_loopback(&t.server) && netns != shunt_netns_ino()) {
 		slot_cas(sl, SLOT_CLAIMED, SLOT_FAILED);
 		s->reason = SHUNT_R_NETNS;

@@ -131,6 +131,10 @@ extern int shunt_dirfd;        /* the checked rendezvous directory (-1: none) */
 extern int shunt_off_reason;  /* non-zero: every connection plain, for this reason */
 extern int shunt_sandboxed;   /* a seccomp filter: no system call of shunt's own */
 extern int shunt_ncpus;       /* online CPUs, at start */
+/* A turn to spin for up to budget_ns (0: none free - sleep at once), given
+ * back with shunt_spin_end (core.c). */
+int shunt_spin_begin(uint64_t budget_ns);
+void shunt_spin_end(int turn);
 void shunt_sandbox_enter(void);
 void shunt_uring_seen(void);
 void shunt_fork_before(void);          /* the fork() wrapper's, around the real one */
@@ -271,7 +275,7 @@ void conn_wake_local(struct conn *c, unsigned ev);
 /* rendezvous.c */
 int rdv_listen(int fd, struct sk *s);
 int rdv_connect(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len);
-int rdv_accept(const struct sk *ls, int fd, struct sk *s);
+int rdv_accept(const struct sk *ls, int fd, struct sk *s, const struct sockaddr *peer);
 uint64_t rdv_domain(void);
 int rdv_inband_ready(uint64_t *sock_id);
 int rdv_inband_offer(int fd, uint64_t sock_id, uint64_t nonce, struct conn **c);

@@ -7,8 +7,9 @@
 # runtime directory the victim is accelerated there instead.  A shared
 # SHUNT_DIR must be sticky.  In a shared sticky directory, a member posing
 # as the listener of a plain server's port (tests/tools/fakelisten) claims
-# the victim's offers, but the victim refuses its accept message: plain,
-# reason 4, the real server gets every byte, nothing reaches the attacker;
+# the victim's offers, but the victim refuses its accept message (or its
+# answer in the offer slot): plain, reason 4, the real server gets every
+# byte, nothing reaches the attacker;
 # a real server whose worker runs as another user than its listener's
 # owns the sockets it accepts and is accelerated.
 . "$(dirname "$0")/lib.sh"
@@ -61,22 +62,36 @@ out=$(pair sticky SHUNT_DIR="$shared")
 echo "  SHUNT_DIR shared: refused unless sticky (1777 accepted)"
 
 # 1f. a member of the shared directory poses as the listener of a plain
-# server's port: the victim's client refuses its accept message
-P=$(free_port)
-run_as $V "$PEER" server 127.0.0.1 "$P" cfirst > "$WORK/plain.s" 2>&1 &
-sp=$!
-wait_port "$P"
-run_as $A env SHUNT_DIR="$shared" "$BIN/fakelisten" "$shared" "$P" 4 > "$WORK/fake.out" 2>&1 &
-fp=$!
-for _ in $(seq 100); do grep -q 'fake listener' "$WORK/fake.out" && break; sleep 0.05; done
-preload $V "$LIBV" SHUNT_DIR="$shared" "$PEER" client 127.0.0.1 "$P" cfirst > "$WORK/hij.c" 2> "$WORK/hij.err" ||
-	die "victim client: $(cat "$WORK/hij.c" "$WORK/hij.err")"
-wait "$sp" || die "the plain server did not get its bytes: $(cat "$WORK/plain.s")"
-wait "$fp"
-grep -q 'claimed [1-9][0-9]* attached 0' "$WORK/fake.out" || die "fake listener: $(cat "$WORK/fake.out")"
-grep -q 'role=client mode=tcp reason=4' "$WORK/hij.c" || die "victim: $(cat "$WORK/hij.c")"
+# server's port (fakelisten MODE: it answers by message, in the slot, or
+# writes a state of its own): the victim's client refuses it, at once,
+# plain (reason 4), and the real server gets every byte.
+# hijack NAME [MODE]: prints the victim's wait in ms
+hijack() {
+	local name=$1 P sp fp t0; shift; P=$(free_port)
+	run_as $V "$PEER" server 127.0.0.1 "$P" cfirst > "$WORK/$name.s" 2>&1 &
+	sp=$!
+	wait_port "$P"
+	run_as $A env SHUNT_DIR="$shared" "$BIN/fakelisten" "$shared" "$P" 4 "$@" > "$WORK/$name.fake" 2>&1 &
+	fp=$!
+	for _ in $(seq 100); do grep -q 'fake listener' "$WORK/$name.fake" && break; sleep 0.05; done
+	t0=$(date +%s%N)
+	preload $V "$LIBV" SHUNT_DIR="$shared" timeout 3 "$PEER" client 127.0.0.1 "$P" cfirst > "$WORK/$name.c" 2> "$WORK/$name.err" ||
+		die "victim client ($name): $(cat "$WORK/$name.c" "$WORK/$name.err")"
+	echo $(( ($(date +%s%N) - t0) / 1000000 ))
+	wait "$sp" || die "the plain server did not get its bytes ($name): $(cat "$WORK/$name.s")"
+	wait "$fp"
+	grep -q 'claimed [1-9][0-9]* attached 0' "$WORK/$name.fake" || die "fake listener ($name): $(cat "$WORK/$name.fake")"
+	grep -q 'role=client mode=tcp reason=4' "$WORK/$name.c" || die "victim ($name): $(cat "$WORK/$name.c")"
+}
+hijack hij > /dev/null
 grep -q "accept message from uid $AUID" "$WORK/hij.err" || die "no warning: $(cat "$WORK/hij.err")"
 echo "  shared directory, a member posing as a plain server's listener: its offer claim refused (reason 4), every byte to the real server"
+# (a server of the client's own user may answer in the slot in a private
+# directory; in a shared one anyone may write it)
+hijack hij-slot slot > /dev/null
+echo "  ... answering in the offer slot instead: refused as well (reason 4), every byte to the real server"
+ms=$(hijack hij-garbage garbage) || die "$ms"
+echo "  ... writing a slot state of its own: the victim's wait ends (${ms} ms; an older library waited for ever), plain (reason 4)"
 
 # 1g. ... while a real server whose worker runs as another user than the
 # one that made its listener (nginx, sshd) is accelerated: the kernel gives

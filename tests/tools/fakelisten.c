@@ -4,11 +4,19 @@
  * port and answers it with an arena of its own.  A victim client that
  * attached would send its request to this process instead of the real
  * (plain) server and read this process's forged reply.
- *   fakelisten DIR PORT SECONDS
+ * With "slot" it answers in the offer slot instead (naming a segment of
+ * an arena the victim may map already, as a server of the victim's own
+ * user may in a private directory), which a shared directory's client must
+ * refuse: anyone there can write the slot.  With "garbage" it writes a
+ * state no shunt process writes (0x99), which must end the victim's wait
+ * at once, plain (an older library waited for ever).
+ *   fakelisten DIR PORT SECONDS [slot|garbage]
  * Prints "claimed N attached M"; M > 0 means a victim was hijacked. */
 #include "../behave/common.h" /* first: it sets _GNU_SOURCE */
 #include <limits.h>
+#include <linux/futex.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -72,7 +80,10 @@ int main(int argc, char **argv)
 	int fd, port, claimed = 0, attached = 0, narenas = 0;
 	double end;
 
-	CHECK(argc == 4);
+	int in_slot = argc == 5 && !strcmp(argv[4], "slot");
+	int garbage = argc == 5 && !strcmp(argv[4], "garbage");
+
+	CHECK(argc == 4 || in_slot || garbage);
 	port = atoi(argv[2]);
 	end = now_s() + atof(argv[3]);
 	snprintf(path, sizeof path, "%s/p%d", argv[1], port);
@@ -104,11 +115,24 @@ int main(int argc, char **argv)
 							 __ATOMIC_RELAXED))
 				continue;
 			claimed++;
+			if (garbage) {
+				__atomic_store_n(&sl->state, 0x99, __ATOMIC_RELEASE);
+				if (sl->client_waiting)
+					syscall(SYS_futex, &sl->state, FUTEX_WAKE, 1, NULL, NULL, 0);
+				continue;
+			}
 			arenas[narenas] = make_arena(sl->nonce, &memfd);
 			efd[0] = eventfd(0, 0);
 			efd[1] = eventfd(0, 0);
-			if (send_accept(argv[1], sl, i, memfd, arenas[narenas]->id, efd))
+			/* as a server does: the answer, then CLAIMED -> ANSWERED */
+			sl->answer_arena = arenas[narenas]->id;
+			sl->answer_seg = in_slot ? 0 : SHUNT_SLOT_BY_MSG;
+			if (!in_slot && send_accept(argv[1], sl, i, memfd, arenas[narenas]->id, efd))
 				__atomic_store_n(&sl->state, SLOT_FAILED, __ATOMIC_RELEASE);
+			else
+				__atomic_store_n(&sl->state, SLOT_ANSWERED, __ATOMIC_RELEASE);
+			if (sl->client_waiting)
+				syscall(SYS_futex, &sl->state, FUTEX_WAKE, 1, NULL, NULL, 0);
 			narenas++;
 			close(memfd);
 		}
