@@ -501,10 +501,10 @@ static inline int quick_ready(struct conn *c, unsigned want)
 	return ring_space(&c->tx) != 0;
 }
 
-/* The spin before a sleep: 1 ready, 0 spun out, -EINTR. */
-static int spin_wait(struct conn *c, unsigned want, int64_t budget, uint64_t sig0)
+/* The spin before a sleep, from start: 1 ready, 0 spun out, -EINTR. */
+static int spin_wait(struct conn *c, unsigned want, int64_t budget, uint64_t sig0, uint64_t start)
 {
-	uint64_t start = shunt_now_ns(), now;
+	uint64_t now;
 
 	while ((now = shunt_now_ns()) - start < (uint64_t)budget) {
 		/* Poll the one cache line the peer will write; look at the
@@ -540,8 +540,13 @@ static int conn_wait(struct conn *c, unsigned want, int *deadline_ms, int short_
 	uint32_t v;
 	int r, tmo, err, turn;
 
-	if (budget > 0 && (turn = shunt_spin_begin((uint64_t)budget))) {
-		r = spin_wait(c, want, budget, sig0);
+	/* no turn to spin (core.c): sleep at once, and learn nothing from
+	 * it - a budget halved for spins never tried would stay at its floor
+	 * once both ends sleep (each reply then comes later than any spin) */
+	now = budget > 0 ? shunt_now_ns() : 0;
+	turn = budget > 0 ? shunt_spin_begin((uint64_t)budget, now) : 0;
+	if (turn) {
+		r = spin_wait(c, want, budget, sig0, now);
 		shunt_spin_end(turn);
 	} else {
 		r = 0;
@@ -570,7 +575,8 @@ static int conn_wait(struct conn *c, unsigned want, int *deadline_ms, int short_
 	 * sees the other's flag (both are seq_cst), so they never both sleep. */
 	if (short_ok && (want & POLLOUT) && write_deadlock(c))
 		return -EDEADLK;
-	adapt_spin(c, 0);
+	if (turn)
+		adapt_spin(c, 0);
 	/* SO_RCVTIMEO/SO_SNDTIMEO matter only to a sleeper */
 	if (*deadline_ms == -2)
 		*deadline_ms = __atomic_load_n(&c->timeo_ms[!(want & POLLIN)], __ATOMIC_RELAXED);

@@ -66,7 +66,7 @@ static _Atomic uint64_t spin_turn[SPIN_TURNS];
 static _Atomic uint64_t crowd_checked;
 static _Atomic int crowded;
 
-static int cpus_crowded(uint64_t now)
+int shunt_cpus_crowded(uint64_t now)
 {
 	uint64_t last = __atomic_load_n(&crowd_checked, __ATOMIC_RELAXED);
 	char buf[128];
@@ -90,14 +90,13 @@ static int cpus_crowded(uint64_t now)
 	return __atomic_load_n(&crowded, __ATOMIC_RELAXED);
 }
 
-int shunt_spin_begin(uint64_t budget_ns)
+int shunt_spin_begin(uint64_t budget_ns, uint64_t now)
 {
 	int cap = shunt_ncpus / 2 > 1 ? shunt_ncpus / 2 : 1;
-	uint64_t now = shunt_now_ns();
 
 	if (shunt_cfg.spin_ns < 0) /* SHUNT_SPIN_US=-1: the user chose to busy-poll */
 		return SPIN_TURNS + 1;
-	if (cpus_crowded(now))
+	if (shunt_cpus_crowded(now))
 		return 0;
 	if (cap > SPIN_TURNS)
 		cap = SPIN_TURNS;

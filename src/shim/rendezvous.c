@@ -725,7 +725,7 @@ static int client_wait_msg(struct shunt_slot *sl, uint64_t nonce, int tcp_fd, st
 	 * CPU its server needs */
 	uint64_t spin_ns = __atomic_load_n(&connects_in_setup, __ATOMIC_RELAXED) <= shunt_ncpus
 				   ? SPIN_MSG_NS : 0;
-	int turn = spin_ns ? shunt_spin_begin(spin_ns) : 0, r;
+	int turn = spin_ns ? shunt_spin_begin(spin_ns, start) : 0, r;
 
 	if (!turn)
 		spin_ns = 0;
@@ -863,25 +863,31 @@ static int client_attach(struct sk *s, int fd, uint64_t nonce, struct got_msg *g
 
 /* ---- short-lived connections under load ----
  *
- * Setting a connection up costs shunt more than TCP (an offer, a claim, a
- * message, a confirmation: two processes scheduled in turn), and with more
- * threads than CPUs a burst of short connections queued on it: connect +
+ * Setting a connection up takes two processes scheduled in turn: a slot,
+ * the server's answer, the client's confirmation.  With a CPU free each
+ * side spins through its turn and the set-up is faster than TCP's (one
+ * thread: 1.2-1.7x); with more threads than CPUs each turn is a sleep and
+ * a wake-up, and a burst of short connections queued on them: connect +
  * one byte + close ran at a third of TCP's rate (issue #13, item 10).
  * Linux SMC learned the same ("skipped under load": 247 -> 34,488 short
  * connections a second).  So each port's registry keeps a score of its
  * connections' lifetimes: one that ended within SHUNT_SHORT_MS adds 1 (up
  * to 255), a longer one halves it (under load a short one's end may be
  * late now and then).  While it is SHORT_RUN_MIN or more and this process
- * has at least as many other connects in their set-up as CPUs, a new
- * connection stays plain (reason busy-short): its set-up is TCP's.  Plain
- * ones report their lifetimes too, so the port is accelerated again once
- * its connections live longer, or at once when the burst is over. */
+ * has other connects in their set-up - as many as CPUs, or any while the
+ * CPUs are crowded (threads wait for one: core.c) - a new connection stays
+ * plain (reason busy-short): its set-up is TCP's.  A lone connecting
+ * thread is always accelerated: it is the case spinning serves.  Plain ones report their
+ * lifetimes too, so the port is accelerated again once its connections
+ * live longer, or at once when the burst is over. */
 #define SHORT_RUN_MIN 16
 
 static int busy_short(const struct portreg *p)
 {
+	int others = __atomic_load_n(&connects_in_setup, __ATOMIC_RELAXED);
+
 	return __atomic_load_n(&p->r->short_run, __ATOMIC_RELAXED) >= SHORT_RUN_MIN &&
-	       __atomic_load_n(&connects_in_setup, __ATOMIC_RELAXED) >= shunt_ncpus;
+	       (others >= shunt_ncpus || (others > 0 && shunt_cpus_crowded(shunt_now_ns())));
 }
 
 /* The last close of a client's connection that took part. */
@@ -1136,7 +1142,7 @@ static int server_wait_confirm(struct conn *c, int tcp_fd, uint64_t wait_ns)
 	 * spin for the data path's budget if this process has a turn, then
 	 * sleep on the word (with more threads than cores the client may need
 	 * this very CPU). */
-	int turn = spin ? shunt_spin_begin(spin) : 0;
+	int turn = spin ? shunt_spin_begin(spin, start) : 0;
 
 	if (!turn)
 		spin = 0;
@@ -1342,7 +1348,7 @@ static struct shunt_slot *await_offer(struct portreg *p, const struct shunt_tupl
 		 * offer (its client wakes us) - not yielding: with more threads
 		 * than cores, the client that must publish needs this CPU. */
 		if (turn < 0)
-			turn = shunt_spin_begin(SPIN_OFFER_NS);
+			turn = shunt_spin_begin(SPIN_OFFER_NS, start + el);
 		if (turn > 0 && el < SPIN_OFFER_NS) {
 			__builtin_ia32_pause();
 			continue;

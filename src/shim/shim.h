@@ -131,9 +131,10 @@ extern int shunt_dirfd;        /* the checked rendezvous directory (-1: none) */
 extern int shunt_off_reason;  /* non-zero: every connection plain, for this reason */
 extern int shunt_sandboxed;   /* a seccomp filter: no system call of shunt's own */
 extern int shunt_ncpus;       /* online CPUs, at start */
-/* A turn to spin for up to budget_ns (0: none free - sleep at once), given
- * back with shunt_spin_end (core.c). */
-int shunt_spin_begin(uint64_t budget_ns);
+/* A turn to spin for up to budget_ns from now (shunt_now_ns(); 0: none
+ * free - sleep at once), given back with shunt_spin_end (core.c). */
+int shunt_spin_begin(uint64_t budget_ns, uint64_t now);
+int shunt_cpus_crowded(uint64_t now); /* threads wait for a CPU (looked at every 10 ms) */
 void shunt_spin_end(int turn);
 void shunt_sandbox_enter(void);
 void shunt_uring_seen(void);
