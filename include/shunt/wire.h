@@ -120,6 +120,20 @@ struct shunt_listener_rec {
 };
 _Static_assert(sizeof(struct shunt_listener_rec) == 40, "listener layout");
 
+/* A connection its client made plain without an offer (busy-short,
+ * reason 25), announced once its connect returned: a server that accepted
+ * it while other clients' offers were in CONNECTING need not wait for them
+ * (rendezvous.c).  A seqlock: seq is odd while the record is written. */
+#define SHUNT_REG_PLAIN 64
+struct shunt_plain_rec {
+	_Atomic uint32_t seq;
+	uint32_t pad;
+	uint64_t stamp_ns;        /* CLOCK_MONOTONIC when written */
+	struct shunt_tuple tuple;
+	uint64_t pad2;
+};
+_Static_assert(sizeof(struct shunt_plain_rec) == 64, "plain record layout");
+
 struct shunt_registry {
 	uint32_t magic;
 	uint32_t version;
@@ -137,6 +151,9 @@ struct shunt_registry {
 				       (connections then stay plain, reason 25) */
 	struct shunt_listener_rec listeners[SHUNT_REG_LISTENERS];
 	struct shunt_slot slots[SHUNT_REG_SLOTS];
+	_Atomic uint32_t plain_head; /* next record of plain[] to write */
+	uint32_t plain_pad[15];
+	struct shunt_plain_rec plain[SHUNT_REG_PLAIN];
 };
 
 /* ---- 2. the arena and its segments ----
