@@ -7,7 +7,7 @@ CPPFLAGS = -Iinclude $(if $(HAVE_VERBS),,-DSHUNT_NO_RDMA)
 SAN     ?=
 # RDMA (issue #4) needs libibverbs-dev to build (the library is dlopened at run time).
 HAVE_VERBS := $(shell test -f /usr/include/infiniband/verbs.h && echo 1)
-SHIM_SRC := $(wildcard src/shim/*.c) src/transport/shm/ring.c $(if $(HAVE_VERBS),$(wildcard src/transport/rdma/*.c)) src/common/config.c src/common/reason.c src/common/msg.c src/common/handshake.c src/common/synopt.c src/common/failover.c src/common/rdvdir.c
+SHIM_SRC := $(wildcard src/shim/*.c) src/transport/shm/ring.c $(if $(HAVE_VERBS),$(wildcard src/transport/rdma/*.c)) src/common/config.c src/common/reason.c src/common/msg.c src/common/handshake.c src/common/synopt.c src/common/failover.c src/common/rdvdir.c src/common/loadavg.c
 TOOL_SRC := $(wildcard src/tools/*.c) src/common/reason.c src/common/config.c src/common/rdvdir.c
 HDRS    := $(wildcard include/shunt/*.h src/shim/*.h src/common/*.h src/transport/shm/*.h src/transport/rdma/*.h)
 
@@ -53,7 +53,7 @@ $(BUILD)/shunt: $(TOOL_SRC) $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -o $@ $(TOOL_SRC) -lm
 
-COMMON_SRC := src/transport/shm/ring.c src/common/config.c src/common/msg.c src/common/reason.c src/common/handshake.c src/common/synopt.c src/common/failover.c
+COMMON_SRC := src/transport/shm/ring.c src/common/config.c src/common/msg.c src/common/reason.c src/common/handshake.c src/common/synopt.c src/common/failover.c src/common/loadavg.c
 $(BUILD)/tests/unit/%: tests/unit/%.c $(COMMON_SRC) $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $(SAN) -o $@ $< $(COMMON_SRC) -lpthread

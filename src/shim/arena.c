@@ -94,7 +94,7 @@ static int create_arena(uint64_t peer, struct arena **out)
 	struct shunt_arena_hdr h = { .magic = SHUNT_ARENA_MAGIC, .version = SHUNT_WIRE_VERSION,
 				     .id = shunt_random64() | 1, .nslots = SHUNT_ARENA_SLOTS,
 				     .ring_size = rs, .proc = { peer, shunt_proc_id() } };
-	int fds[3] = { memfd_create("shunt-arena", MFD_CLOEXEC | MFD_ALLOW_SEALING),
+	int fds[3] = { real.memfd_create("shunt-arena", MFD_CLOEXEC | MFD_ALLOW_SEALING),
 			real.eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), real.eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK) };
 	int r = -ENOMEM;
 

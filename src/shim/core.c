@@ -15,6 +15,7 @@
 #include "real.h"
 #include "arena.h"
 #include "../common/rdvdir.h"
+#include "../common/loadavg.h"
 
 extern char **environ;
 struct shunt_config shunt_cfg;
@@ -53,9 +54,9 @@ uint64_t shunt_fast_random(void)
  * connections on 2 CPUs spent a third of their CPU time spinning (issue
  * #13, item 10).  So nobody spins while threads wait for a CPU, and at
  * most half the CPUs (at least one) spin for a process at once; its other
- * waiters sleep at once.  A turn is a deadline,
- * not a count: a thread that never gives its turn back (a signal handler
- * that jumped out of a wait, a fork) loses it when its budget is over. */
+ * waiters sleep at once.  A turn is a deadline, not a count: a thread
+ * that never gives its turn back (a signal handler that jumped out of a
+ * wait, a fork) loses it when its budget is over. */
 #define SPIN_TURNS 64
 static _Atomic uint64_t spin_turn[SPIN_TURNS];
 
@@ -70,7 +71,7 @@ int shunt_cpus_crowded(uint64_t now)
 {
 	uint64_t last = __atomic_load_n(&crowd_checked, __ATOMIC_RELAXED);
 	char buf[128];
-	unsigned running = 0;
+	long running;
 	ssize_t n;
 	int fd, e;
 
@@ -84,9 +85,9 @@ int shunt_cpus_crowded(uint64_t now)
 	if (fd >= 0)
 		real.close(fd);
 	errno = e;
-	buf[n > 0 ? n : 0] = 0;
-	if (sscanf(buf, "%*s %*s %*s %u/", &running) == 1)
-		__atomic_store_n(&crowded, running > (unsigned)shunt_ncpus, __ATOMIC_RELAXED);
+	running = n > 0 ? shunt_loadavg_running(buf, (size_t)n) : -1;
+	if (running >= 0)
+		__atomic_store_n(&crowded, running > shunt_ncpus, __ATOMIC_RELAXED);
 	return __atomic_load_n(&crowded, __ATOMIC_RELAXED);
 }
 

@@ -57,6 +57,13 @@
  *                         without seals, pipebell: arenas whose doorbells
  *                         are the two ends of a pipe (the client must
  *                         refuse to map either).
+ *   SHUNT_FAULT_ANSWER_STALL_MS=MS   a server stalled (SIGSTOP, swap, a
+ *                         paused VM) between claiming an offer and
+ *                         answering it: its Nth answer (SHUNT_FAULT_ANSWER_AT,
+ *                         default 1; the 2nd between two processes is the
+ *                         first in the offer slot) comes MS ms late, after
+ *                         the client gave up waiting (5 s).  Both ends must
+ *                         agree on TCP, no byte lost.
  */
 #ifdef SHUNT_FAULTS
 #define _GNU_SOURCE
@@ -65,6 +72,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include "shim.h"
 #include "real.h"
@@ -81,6 +89,16 @@ int shunt_fault_ring_unsealed(void)
 	const char *k = ring_kind();
 
 	return k && !strcmp(k, "unsealed");
+}
+
+void shunt_fault_answer_stall(void)
+{
+	static _Atomic int answers;
+	const char *v = getenv("SHUNT_FAULT_ANSWER_STALL_MS"), *at = getenv("SHUNT_FAULT_ANSWER_AT");
+	long ms = v ? atol(v) : 0;
+
+	if (ms > 0 && __atomic_add_fetch(&answers, 1, __ATOMIC_ACQ_REL) == (at ? atoi(at) : 1))
+		nanosleep(&(struct timespec){ ms / 1000, (ms % 1000) * 1000000L }, NULL);
 }
 
 int shunt_fault_ring_pipebell(int bell[2])

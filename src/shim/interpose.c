@@ -79,14 +79,6 @@ static int probe_tcp(int fd, int *domain)
 
 /* ---- socket lifecycle ---- */
 
-/* A call that makes a descriptor failed with EMFILE: if shunt's own took
- * the room, it gives them back (giveback.c) and the call is made again. */
-#define AGAIN_IF_EMFILE(r, call)                                       \
-	do {                                                           \
-		if ((r) < 0 && errno == EMFILE && fd_give_back() > 0)  \
-			(r) = (call);                                  \
-	} while (0)
-
 EXPORT int socket(int domain, int type, int protocol)
 {
 	int fd = R(socket)(domain, type, protocol);
@@ -191,6 +183,46 @@ EXPORT int eventfd(unsigned int count, int flags)
 	int fd = R(eventfd)(count, flags);
 
 	AGAIN_IF_EMFILE(fd, R(eventfd)(count, flags));
+	return fd;
+}
+
+EXPORT int timerfd_create(int clockid, int flags)
+{
+	int fd = R(timerfd_create)(clockid, flags);
+
+	AGAIN_IF_EMFILE(fd, R(timerfd_create)(clockid, flags));
+	return fd;
+}
+
+EXPORT int signalfd(int fd, const sigset_t *mask, int flags)
+{
+	int r = R(signalfd)(fd, mask, flags);
+
+	AGAIN_IF_EMFILE(r, R(signalfd)(fd, mask, flags)); /* fd -1: a new one */
+	return r;
+}
+
+EXPORT int inotify_init(void)
+{
+	int fd = R(inotify_init)();
+
+	AGAIN_IF_EMFILE(fd, R(inotify_init)());
+	return fd;
+}
+
+EXPORT int inotify_init1(int flags)
+{
+	int fd = R(inotify_init1)(flags);
+
+	AGAIN_IF_EMFILE(fd, R(inotify_init1)(flags));
+	return fd;
+}
+
+EXPORT int memfd_create(const char *name, unsigned int flags)
+{
+	int fd = R(memfd_create)(name, flags);
+
+	AGAIN_IF_EMFILE(fd, R(memfd_create)(name, flags));
 	return fd;
 }
 

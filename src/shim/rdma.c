@@ -1416,7 +1416,7 @@ static int move_ring(struct conn *c, uint64_t deadline)
 	while (rs < n)
 		rs <<= 1;
 	len = SHUNT_SEG_HDR_SIZE + rs;
-	fd = memfd_create("shunt-moved", MFD_CLOEXEC);
+	fd = real.memfd_create("shunt-moved", MFD_CLOEXEC);
 	if (fd < 0 || ftruncate(fd, (off_t)len) ||
 	    (h = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED) {
 		r = -errno;

@@ -32,7 +32,8 @@ static void resolve(void)
 	RESOLVE(sendfile); RESOLVE(execve); RESOLVE(fexecve); RESOLVE(fork);
 	RESOLVE(syscall); RESOLVE(prctl); RESOLVE(splice); RESOLVE(sendmmsg);
 	RESOLVE(recvmmsg); RESOLVE(open); RESOLVE(openat); RESOLVE(pipe); RESOLVE(pipe2);
-	RESOLVE(socketpair); RESOLVE(eventfd);
+	RESOLVE(socketpair); RESOLVE(eventfd); RESOLVE(timerfd_create); RESOLVE(signalfd);
+	RESOLVE(inotify_init); RESOLVE(inotify_init1); RESOLVE(memfd_create);
 	/* the same as open/openat where off_t is 64 bits: optional */
 	*(void **)&real.open64 = dlsym(RTLD_NEXT, "open64");
 	*(void **)&real.openat64 = dlsym(RTLD_NEXT, "openat64");

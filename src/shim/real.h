@@ -72,6 +72,11 @@ struct real_fns {
 	int (*pipe2)(int[2], int);
 	int (*socketpair)(int, int, int, int[2]);
 	int (*eventfd)(unsigned int, int);
+	int (*timerfd_create)(int, int);
+	int (*signalfd)(int, const sigset_t *, int);
+	int (*inotify_init)(void);
+	int (*inotify_init1)(int);
+	int (*memfd_create)(const char *, unsigned int);
 };
 
 extern struct real_fns real;

@@ -812,8 +812,7 @@ static int dup_or_give_back(int fd)
 {
 	int d = fd_dup_hidden(fd);
 
-	if (d < 0 && errno == EMFILE && fd_give_back() > 0)
-		d = fd_dup_hidden(fd);
+	AGAIN_IF_EMFILE(d, fd_dup_hidden(fd));
 	return d;
 }
 
@@ -877,9 +876,9 @@ static int client_attach(struct sk *s, int fd, uint64_t nonce, struct got_msg *g
  * has other connects in their set-up - as many as CPUs, or any while the
  * CPUs are crowded (threads wait for one: core.c) - a new connection stays
  * plain (reason busy-short): its set-up is TCP's.  A lone connecting
- * thread is always accelerated: it is the case spinning serves.  Plain ones report their
- * lifetimes too, so the port is accelerated again once its connections
- * live longer, or at once when the burst is over. */
+ * thread is always accelerated: it is the case spinning serves.  Plain
+ * ones report their lifetimes too, so the port is accelerated again once
+ * its connections live longer, or when the burst is over. */
 #define SHORT_RUN_MIN 16
 
 static int busy_short(const struct portreg *p)
@@ -1238,6 +1237,19 @@ static int slot_answered(struct shunt_slot *sl)
 	return 1;
 }
 
+/* Our CLAIMED -> ANSWERED failed: the client gave up (CLAIMED -> FAILED),
+ * or - the slot reused while we stalled past the client's wait - another
+ * server's stale answer took the slot's next offer, whose client may then
+ * attach to our segment all the same.  The segment's confirm word decides,
+ * as always: 1 if the client attached, else we decline it (0 -> 2). */
+static int client_attached_anyway(struct conn *c)
+{
+	uint32_t zero = 0;
+
+	return !__atomic_compare_exchange_n(&c->seg->confirm, &zero, 2, 0, __ATOMIC_ACQ_REL,
+					    __ATOMIC_ACQUIRE) && zero == 1;
+}
+
 /* Take a segment for the client process sock_id, attach our side and tell
  * the client: through the slot sl when the client maps the arena already
  * (a private directory: only our user writes it), else - a new arena's
@@ -1261,12 +1273,13 @@ static int server_offer(int fd, uint64_t sock_id, struct shunt_slot *sl, unsigne
 		return SHUNT_R_RESOURCE;
 	}
 	by_msg = !sl || new_arena || shunt_dir_shared();
+	shunt_fault_answer_stall(); /* tests only (fault.c) */
 	if (sl) {
 		sl->answer_arena = a->id;
 		sl->answer_seg = by_msg ? SHUNT_SLOT_BY_MSG : seg;
 	}
 	if ((by_msg && send_accept(sock_id, idx, nonce, a, seg, new_arena)) ||
-	    (sl && !slot_answered(sl))) {
+	    (sl && !slot_answered(sl) && !client_attached_anyway(c))) {
 		arena_drop_owner(a, seg, 0);
 		conn_free(c);
 		return SHUNT_R_HANDSHAKE;

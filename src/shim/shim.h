@@ -323,6 +323,14 @@ int shim_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t *mask
  * descriptors closed (how many); new connections plain for a while */
 int fd_give_back(void);
 int fd_pressure(void);
+/* A call that makes a descriptor failed with EMFILE: if shunt's own took
+ * the room, they go back (giveback.c) and the call is made again - the
+ * program's calls (interpose.c) and shunt's own duplicates alike. */
+#define AGAIN_IF_EMFILE(r, call)                                       \
+	do {                                                           \
+		if ((r) < 0 && errno == EMFILE && fd_give_back() > 0)  \
+			(r) = (call);                                  \
+	} while (0)
 
 /* bell.c: a poll()ing thread's private epoll set of the doorbells it waits
  * on (nobody reads a doorbell; see bell.c) */
@@ -346,6 +354,7 @@ int64_t shunt_fault_fo_cut(void);
 int shunt_fault_ring(struct shunt_seg_hdr *seg, int side, int memfd);
 int shunt_fault_ring_unsealed(void);
 int shunt_fault_ring_pipebell(int bell[2]);
+void shunt_fault_answer_stall(void);
 #else
 static inline void shunt_fault_hs(uint8_t *msg, int len) { (void)msg; (void)len; }
 static inline int shunt_fault_rdma(uint64_t staged) { (void)staged; return 0; }
@@ -357,6 +366,7 @@ static inline int64_t shunt_fault_fo_cut(void) { return -1; }
 static inline int shunt_fault_ring(struct shunt_seg_hdr *seg, int side, int memfd) { (void)seg; (void)side; (void)memfd; return 0; }
 static inline int shunt_fault_ring_unsealed(void) { return 0; }
 static inline int shunt_fault_ring_pipebell(int bell[2]) { (void)bell; return 0; }
+static inline void shunt_fault_answer_stall(void) {}
 #endif
 
 /* exec.c */

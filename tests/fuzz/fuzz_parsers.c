@@ -1,8 +1,8 @@
 /* Description: libFuzzer harness for everything shunt parses from other
  * processes, peers or the environment: the accept message, the segment
  * header, the configuration, the in-band handshake and a saved SYN's TCP
- * options, the failover message and the leftovers before it.  The first input byte selects the
- * parser. */
+ * options, the failover message and the leftovers before it, and
+ * /proc/loadavg's text.  The first input byte selects the parser. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdint.h>
@@ -13,6 +13,7 @@
 #include "../../src/common/handshake.h"
 #include "../../src/common/synopt.h"
 #include "../../src/common/failover.h"
+#include "../../src/common/loadavg.h"
 
 static void fuzz_config(const uint8_t *d, size_t n)
 {
@@ -39,7 +40,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
 
 	if (!n)
 		return 0;
-	switch (d[0] % 7) {
+	switch (d[0] % 8) {
+	case 7: {
+		/* a count only from digits before a slash after three spaces */
+		long r = shunt_loadavg_running((const char *)d + 1, n - 1);
+		if (r < -1 || r > 1000000000L)
+			abort();
+		break;
+	}
 	case 6: {
 		/* the failover message and the receiver's range check */
 		struct shunt_fo fo;
