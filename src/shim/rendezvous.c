@@ -918,7 +918,7 @@ void rdv_note_end(struct sk *s)
 #define PLAIN_FRESH_NS 100000000ull
 
 static void plain_announce(struct portreg *p, int fd, const struct shunt_addr *dst,
-			   const struct sockaddr *addr)
+			   const struct sockaddr *addr, struct sk *s)
 {
 	struct shunt_tuple tu;
 	struct shunt_plain_rec *r;
@@ -926,6 +926,8 @@ static void plain_announce(struct portreg *p, int fd, const struct shunt_addr *d
 
 	if (is_any(dst) || sock_tuple_known(fd, &tu.client, &tu.server, addr))
 		return;
+	s->tuple = tu; /* `shunt ss` (stats.c) needs no look of its own */
+	s->has_tuple = 1;
 	r = &p->r->plain[__atomic_fetch_add(&p->r->plain_head, 1, __ATOMIC_RELAXED) % SHUNT_REG_PLAIN];
 	seq = __atomic_load_n(&r->seq, __ATOMIC_RELAXED);
 	if (seq & 1 || !__atomic_compare_exchange_n(&r->seq, &seq, seq + 1, 0, __ATOMIC_ACQUIRE,
@@ -991,7 +993,7 @@ int rdv_connect(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len
 		s->born_ns = shunt_now_ns();
 		ret = sys(real.connect(fd, addr, len));
 		if (!ret || ret == -EINPROGRESS)
-			plain_announce(p, fd, &dst, addr);
+			plain_announce(p, fd, &dst, addr, s);
 		return ret;
 	}
 	live = p && reg_live(p);

@@ -16,7 +16,8 @@ R=(env LD_PRELOAD="$LIB" SHUNT_TRANSPORT=rdma SHUNT_LOG=1)
 F=(env LD_PRELOAD="$BUILD/libshunt-faults.so" SHUNT_TRANSPORT=rdma SHUNT_LOG=1 SHUNT_FAULT_RDMA_STALE=1)
 die() { echo "FAIL: $*"; exit 1; }
 : > /tmp/s.out # a stale "listening" must not start the client
-"${R[@]}" "$REKEY" server 10.0.0.1 7795 4 > /tmp/s.out 2>&1 &
+: > /tmp/s.out # emptied before the server starts: a stale "listening" must not start the client
+"${R[@]}" "$REKEY" server 10.0.0.1 7795 4 >> /tmp/s.out 2>&1 &
 sp=$!
 for _ in $(seq 100); do grep -q listening /tmp/s.out && break; sleep 0.05; done
 "${F[@]}" "$REKEY" client 10.0.0.1 7795 4 > /tmp/c.out 2>&1 || die "client: $(grep -v spare /tmp/c.out | tail -5)"

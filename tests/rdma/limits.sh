@@ -30,7 +30,8 @@ run() { # who-is-limited connections
 	[ "$1" = server ] && s=(limited "${R[@]}")
 	[ "$1" = client ] && c=(limited "${R[@]}")
 	: > /tmp/s.out # a stale "listening" must not start the client
-	"${s[@]}" "$STREAM" server 10.0.0.1 $P 1 block "$2" > /tmp/s.out 2>&1 &
+	: > /tmp/s.out # emptied before the server starts: a stale "listening" must not start the client
+	"${s[@]}" "$STREAM" server 10.0.0.1 $P 1 block "$2" >> /tmp/s.out 2>&1 &
 	local sp=$!
 	for _ in $(seq 100); do grep -q listening /tmp/s.out && break; sleep 0.05; done
 	"${c[@]}" "$STREAM" client 10.0.0.1 $P 1 block "$2" > /tmp/c.out 2>&1 || die "client: $(tail /tmp/c.out)"

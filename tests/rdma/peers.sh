@@ -11,7 +11,8 @@ pair() { # srv_env cli_env order -> prints "srvline|cliline"
 	local se=$1 ce=$2 o=$3
 	P=$((P + 1))
 	: > /tmp/s.out # a stale "listening" must not start the client
-	env $se "$PEER" server 10.0.0.1 $P "$o" > /tmp/s.out 2>&1 &
+	: > /tmp/s.out # emptied before the server starts: a stale "listening" must not start the client
+	env $se "$PEER" server 10.0.0.1 $P "$o" >> /tmp/s.out 2>&1 &
 	local sp=$!
 	for _ in $(seq 100); do grep -q listening /tmp/s.out && break; sleep 0.05; done
 	env $ce "$PEER" client 10.0.0.1 $P "$o" > /tmp/c.out 2>&1 || die "client: $(cat /tmp/c.out) / $(cat /tmp/s.out)"

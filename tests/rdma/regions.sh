@@ -11,7 +11,8 @@ STREAM=$BUILD/tests/tools/stream
 R=(env LD_PRELOAD="$LIB" SHUNT_TRANSPORT=rdma)
 die() { echo "FAIL: $*"; exit 1; }
 : > /tmp/s.out # a stale "listening" must not start the client
-"${R[@]}" "$STREAM" server 10.0.0.1 7790 32 block 1 > /tmp/s.out 2>&1 &
+: > /tmp/s.out # emptied before the server starts: a stale "listening" must not start the client
+"${R[@]}" "$STREAM" server 10.0.0.1 7790 32 block 1 >> /tmp/s.out 2>&1 &
 sp=$!
 for _ in $(seq 100); do grep -q listening /tmp/s.out && break; sleep 0.05; done
 "${R[@]}" "$STREAM" client 10.0.0.1 7790 32 block 1 > /tmp/c.out 2>&1 &

@@ -16,11 +16,14 @@ starved() { # a process without CAP_IPC_LOCK and 64 KiB of lockable memory
 pair() { # who-starves
 	P=$((P + 1))
 	local s=("${R[@]}") c=("${R[@]}")
+	# emptied here, not by the background job's redirection (which may
+	# come after the wait below looked): the previous pair's "listening"
+	# must not start the client before this server listens
+	: > /tmp/s.out
 	if [ "$1" = server ]; then
-		starved "${s[@]}" "$PEER" server 10.0.0.1 $P cfirst > /tmp/s.out 2>&1 &
+		starved "${s[@]}" "$PEER" server 10.0.0.1 $P cfirst >> /tmp/s.out 2>&1 &
 	else
-		: > /tmp/s.out # a stale "listening" must not start the client
-		"${s[@]}" "$PEER" server 10.0.0.1 $P cfirst > /tmp/s.out 2>&1 &
+		"${s[@]}" "$PEER" server 10.0.0.1 $P cfirst >> /tmp/s.out 2>&1 &
 	fi
 	local sp=$!
 	for _ in $(seq 100); do grep -q listening /tmp/s.out && break; sleep 0.05; done
