@@ -224,12 +224,35 @@ out:
 	return err;
 }
 
+/* A listener found the port's file unusable - another wire version's (a
+ * server of the old library killed before an upgrade: its file stayed,
+ * and the port was never accelerated again), truncated, corrupt: if no
+ * process listens through it (nobody holds its lock), it goes, and the
+ * caller opens the name again (a new file).  Else - a live listener of
+ * another version - the port's connections stay plain.  1: open again. */
+static int reg_replace(const char *name, int fd, const struct stat *st)
+{
+	struct stat now;
+	int again = 0;
+
+	if (flock(fd, LOCK_EX | LOCK_NB))
+		return 0;
+	if (fstatat(shunt_dirfd, name, &now, AT_SYMLINK_NOFOLLOW) || now.st_ino != st->st_ino) {
+		again = 1; /* another listener replaced it already */
+	} else if (!unlinkat(shunt_dirfd, name, 0)) {
+		shunt_log("registry %s was unusable and unused: replaced", name);
+		again = 1;
+	}
+	flock(fd, LOCK_UN);
+	return again;
+}
+
 static struct portreg *reg_open(uint16_t port, int create)
 {
 	char path[SHUNT_DIR_NAME_MAX];
 	struct portreg *p;
 	struct stat st;
-	void *m;
+	void *m = MAP_FAILED;
 	int fd;
 
 	if (shunt_dirfd < 0)
@@ -240,14 +263,16 @@ static struct portreg *reg_open(uint16_t port, int create)
 		fd = reg_openat(path, O_RDWR, &st);
 	if (fd < 0)
 		return NULL;
-	if ((size_t)st.st_size < sizeof(struct shunt_registry))
-		goto fail;
-	m = mmap(NULL, sizeof(struct shunt_registry), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (m == MAP_FAILED)
-		goto fail;
-	if (shunt_registry_check(m, port)) {
-		shunt_log("registry %s is corrupt: ignored", path);
-		munmap(m, sizeof(struct shunt_registry));
+	if ((size_t)st.st_size >= sizeof(struct shunt_registry))
+		m = mmap(NULL, sizeof(struct shunt_registry), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (m == MAP_FAILED || shunt_registry_check(m, port)) {
+		if (m != MAP_FAILED)
+			munmap(m, sizeof(struct shunt_registry));
+		if (create == 1 && reg_replace(path, fd, &st)) {
+			real.close(fd);
+			return reg_open(port, 2); /* once: a new file, or nothing */
+		}
+		shunt_log("registry %s is unusable (another version, or corrupt): ignored", path);
 		goto fail;
 	}
 	p = calloc(1, sizeof *p);
