@@ -8,7 +8,8 @@
  * RLIMIT_NOFILE under TCP would meet EMFILE sooner under shunt (issue #13,
  * item 9).  So when a call of the program's that makes a descriptor
  * (socket, accept, dup, fcntl F_DUPFD, epoll_create, open, openat, pipe,
- * socketpair, eventfd) fails with EMFILE while shunt holds descriptors, idle
+ * socketpair, eventfd, timerfd_create, signalfd, inotify_init, memfd_create:
+ * interpose.c) fails with EMFILE while shunt holds descriptors, idle
  * connections move to TCP at the exact byte - the move made before a
  * descriptor is passed (move.c), with reason `descriptors` - and what they
  * held is closed; the call is made again.  For PRESSURE_NS after, new

@@ -302,10 +302,12 @@ static int do_accept(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 	struct sockaddr_storage peer;
 	socklen_t plen = sizeof peer;
 	int own = !addr && shunt_active;
-	int e = errno, nfd = own ? R(accept4)(fd, (void *)&peer, &plen, flags) : R(accept4)(fd, addr, len, flags);
+	struct sockaddr *a = own ? (struct sockaddr *)&peer : addr;
+	socklen_t *al = own ? &plen : len;
+	int e = errno, nfd = R(accept4)(fd, a, al, flags);
 	struct sk *ls, *s;
 
-	AGAIN_IF_EMFILE(nfd, own ? R(accept4)(fd, (void *)&peer, &plen, flags) : R(accept4)(fd, addr, len, flags));
+	AGAIN_IF_EMFILE(nfd, R(accept4)(fd, a, al, flags));
 	if (nfd < 0 || !shunt_active)
 		return nfd;
 	ls = listener_of(fd);

@@ -741,25 +741,6 @@ static int slot_answer(struct shunt_slot *sl, uint64_t nonce, struct got_msg *go
  * by one CAS against the server's; any other value (a member of a shared
  * directory may write the registry) ends the wait, plain. */
 static int client_wait_answer(struct shunt_slot *sl, uint64_t nonce, int tcp_fd, struct got_msg *got,
-			      uint64_t start, uint64_t wait_ns, uint64_t spin_ns);
-
-static int client_wait_msg(struct shunt_slot *sl, uint64_t nonce, int tcp_fd, struct got_msg *got)
-{
-	uint64_t start = shunt_now_ns(), wait_ns = (uint64_t)shunt_cfg.accept_wait_ms * 1000000ull;
-	/* with more connects in set-up than CPUs a spinning client takes the
-	 * CPU its server needs */
-	uint64_t spin_ns = __atomic_load_n(&connects_in_setup, __ATOMIC_RELAXED) <= shunt_ncpus
-				   ? SPIN_MSG_NS : 0;
-	int turn = spin_ns ? shunt_spin_begin(spin_ns, start) : 0, r;
-
-	if (!turn)
-		spin_ns = 0;
-	r = client_wait_answer(sl, nonce, tcp_fd, got, start, wait_ns, spin_ns);
-	shunt_spin_end(turn);
-	return r;
-}
-
-static int client_wait_answer(struct shunt_slot *sl, uint64_t nonce, int tcp_fd, struct got_msg *got,
 			      uint64_t start, uint64_t wait_ns, uint64_t spin_ns)
 {
 	for (;;) {
@@ -792,6 +773,24 @@ static int client_wait_answer(struct shunt_slot *sl, uint64_t nonce, int tcp_fd,
 		__atomic_store_n(&sl->client_waiting, 1, __ATOMIC_SEQ_CST);
 		shunt_futex_wait(&sl->state, st, 1000000);
 	}
+}
+
+/* The wait for the answer, with this process's turn to spin (core.c)
+ * taken for its spin and given back however it ends. */
+static int client_wait_msg(struct shunt_slot *sl, uint64_t nonce, int tcp_fd, struct got_msg *got)
+{
+	uint64_t start = shunt_now_ns(), wait_ns = (uint64_t)shunt_cfg.accept_wait_ms * 1000000ull;
+	/* with more connects in set-up than CPUs a spinning client takes the
+	 * CPU its server needs */
+	uint64_t spin_ns = __atomic_load_n(&connects_in_setup, __ATOMIC_RELAXED) <= shunt_ncpus
+				   ? SPIN_MSG_NS : 0;
+	int turn = spin_ns ? shunt_spin_begin(spin_ns, start) : 0, r;
+
+	if (!turn)
+		spin_ns = 0;
+	r = client_wait_answer(sl, nonce, tcp_fd, got, start, wait_ns, spin_ns);
+	shunt_spin_end(turn);
+	return r;
 }
 
 /* Is the sender of an accept message the server of this connection?  Our
@@ -933,6 +932,16 @@ void rdv_note_end(struct sk *s)
 	}
 }
 
+/* Something a server waiting for its offer must look at was published
+ * (an offer, a plain connection's tuple): the futex word moves, and the
+ * servers asleep on it - counted before they sleep (await_offer) - wake. */
+static void offers_changed(struct portreg *p)
+{
+	__atomic_add_fetch(&p->r->offers, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&p->r->offer_waiters, __ATOMIC_SEQ_CST))
+		shunt_futex_wake(&p->r->offers, INT32_MAX);
+}
+
 /* A busy-short connection's tuple, once its connect returned (0 or
  * EINPROGRESS: the port is bound either way): a server that accepts it
  * while other clients' offers are in CONNECTING finds it here instead of
@@ -962,10 +971,7 @@ static void plain_announce(struct portreg *p, int fd, const struct shunt_addr *d
 	r->stamp_ns = shunt_now_ns();
 	r->tuple = tu;
 	__atomic_store_n(&r->seq, seq + 2, __ATOMIC_RELEASE);
-	/* a server asleep for an offer looks again */
-	__atomic_add_fetch(&p->r->offers, 1, __ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&p->r->offer_waiters, __ATOMIC_SEQ_CST))
-		shunt_futex_wake(&p->r->offers, INT32_MAX);
+	offers_changed(p); /* a server asleep for an offer looks again */
 }
 
 /* Did this connection's client announce it plain? */
@@ -1090,9 +1096,7 @@ static int connect_offer(int fd, struct sk *s, const struct sockaddr *addr, sock
 	s->tuple = tu;
 	s->has_tuple = 1;
 	__atomic_store_n(&sl->state, SLOT_OFFERED, __ATOMIC_RELEASE);
-	__atomic_add_fetch(&p->r->offers, 1, __ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&p->r->offer_waiters, __ATOMIC_SEQ_CST))
-		shunt_futex_wake(&p->r->offers, INT32_MAX); /* servers waiting for an offer */
+	offers_changed(p);
 	reason = client_wait_msg(sl, nonce, fd, &got);
 	slot_free(sl);
 	if (!reason)
