@@ -21,7 +21,9 @@
 #include <stdint.h>
 #include <stddef.h>
 
-#define SHUNT_WIRE_VERSION 3u /* 2: doorbells per arena, not per segment; 3: answers in the offer slot */
+#define SHUNT_WIRE_VERSION 4u /* 2: doorbells per arena, not per segment; 3: answers in the offer
+				 slot; 4: a slot answer names only an arena the client confirmed
+				 a connection in, and the client may ask again (NEED_ARENA) */
 #define SHUNT_SHORT_MS 10     /* a connection that ends sooner is short-lived (registry) */
 
 /* ---- fallback reason codes: stable, shown by `shunt ss`, never renumbered ---- */
@@ -81,6 +83,9 @@ enum shunt_slot_state {
 	SLOT_ANSWERED = 7,   /* server claimed and delivered: the segment is named in the slot
 				(answer_seg), or by an accept message already queued on the
 				client's socket (answer_seg == SHUNT_SLOT_BY_MSG) */
+	SLOT_NEED_ARENA = 8, /* client: the slot answer names an arena it no longer maps (it
+				dropped it when its descriptors ran out): send it again, by
+				message; the server -> ANSWERED (by message) or FAILED */
 	/* After CLAIMED the decision moves into the segment (confirm field):
 	 * the client CASes 0->1 once attached, the server 0->2 on time-out. */
 };
@@ -105,7 +110,8 @@ struct shunt_slot {
 	uint64_t netns;           /* client's network namespace inode */
 	uint64_t stamp_ns;        /* CLOCK_MONOTONIC when reserved */
 	struct shunt_tuple tuple; /* valid from OFFERED on */
-	uint64_t answer_arena;    /* ANSWERED: the arena id (one the client maps already) */
+	uint64_t answer_arena;    /* ANSWERED: the arena id (one the client confirmed a
+				     connection in: it maps it, unless it dropped it since) */
 	uint32_t answer_seg;      /* ANSWERED: the segment in it, or SHUNT_SLOT_BY_MSG */
 	_Atomic uint32_t client_waiting; /* the client sleeps on state: wake it */
 };

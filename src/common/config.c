@@ -85,6 +85,7 @@ static void set_defaults(struct shunt_config *cfg)
 	cfg->accept_wait_ms = 200;
 	cfg->local = 1;
 	cfg->rdma_ack_timeout = 14;
+	cfg->busy_short = 1;
 }
 
 int shunt_config_parse(struct shunt_config *cfg, char *const *envp, const char **bad)
@@ -161,6 +162,13 @@ int shunt_config_parse(struct shunt_config *cfg, char *const *envp, const char *
 		cfg->log = b == 1;
 		if (b < 0)
 			BAD("SHUNT_LOG");
+	}
+	if ((v = env_get(envp, "SHUNT_BUSY_SHORT"))) {
+		int b = shunt_config_bool(v);
+		if (b < 0)
+			BAD("SHUNT_BUSY_SHORT");
+		else
+			cfg->busy_short = b;
 	}
 	if ((v = env_get(envp, "SHUNT_PORTS")) && parse_ports(cfg, v)) {
 		cfg->nports = 0;

@@ -14,6 +14,8 @@ struct shunt_config {
 	int disabled;              /* SHUNT_DISABLE=1|yes|true|on: everything plain (reason policy) */
 	int local;                 /* SHUNT_LOCAL=0: no same-host rendezvous (as if between hosts) */
 	int log;                   /* SHUNT_LOG=1: one line per decision on stderr */
+	int busy_short;            /* SHUNT_BUSY_SHORT=0: short-lived ports' connections are
+				      offered even under load (no reason busy-short); default 1 */
 	int transport;             /* SHUNT_TRANSPORT: 0 auto, 1 shm (never RDMA), 2 rdma (RDMA
 				      even on one host: the registry is skipped, shm not offered) */
 	int rdma_fork_keep;        /* SHUNT_RDMA_FORK=keep: RDMA connections stay the parent's at

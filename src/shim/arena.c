@@ -145,12 +145,11 @@ static void init_seg(struct arena *a, unsigned seg, uint64_t nonce)
 	__atomic_store_n(&h->confirm, 0, __ATOMIC_RELEASE);
 }
 
-int arena_server_take(uint64_t peer, uint64_t nonce, struct arena **out, unsigned *seg, int *created)
+int arena_server_take(uint64_t peer, uint64_t nonce, struct arena **out, unsigned *seg, int *send_fds)
 {
 	struct arena *a;
-	int r = 0;
+	int r = 0, created = 0;
 
-	*created = 0;
 	pthread_mutex_lock(&lock);
 	for (a = arenas; a; a = a->next)
 		if (a->side == 1 && a->peer == peer && a->ring_size == shunt_cfg.ring_size &&
@@ -161,9 +160,10 @@ int arena_server_take(uint64_t peer, uint64_t nonce, struct arena **out, unsigne
 		r = create_arena(peer, &a);
 		if (!r)
 			r = take_seg(a, seg);
-		*created = !r;
+		created = !r;
 	}
 	if (!r) {
+		*send_fds = created || !__atomic_load_n(&a->peer_maps, __ATOMIC_ACQUIRE);
 		init_seg(a, *seg, nonce);
 		a->held++;
 		*out = a;
@@ -209,6 +209,16 @@ static int get_or_map(uint64_t id, int *fds, int side, struct arena **out)
 		a->held++;
 		*out = a;
 	}
+	pthread_mutex_unlock(&lock);
+	return r;
+}
+
+int arena_client_maps(uint64_t id)
+{
+	int r;
+
+	pthread_mutex_lock(&lock);
+	r = find(id, 0) != NULL;
 	pthread_mutex_unlock(&lock);
 	return r;
 }

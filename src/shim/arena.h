@@ -14,6 +14,10 @@ struct arena {
 	size_t len;
 	uint32_t ring_size;
 	int held;             /* segments this process holds */
+	/* Server: the client confirmed a connection in this arena, so it maps
+	 * it; until then (and after a connection it did not confirm) every
+	 * answer carries the arena's descriptors. */
+	_Atomic int peer_maps;
 	/* The doorbells ([0] the client's, [1] the server's): eventfds made
 	 * with the arena and sent with its memfd, so every process holding
 	 * the arena (fork, exec) has the same two.  A side's poll/epoll
@@ -24,9 +28,12 @@ struct arena {
 };
 
 /* Server: a free segment in an arena shared with client process `peer`,
- * creating the arena if needed (*created = 1: its memfd must be sent).
- * The segment is initialised (rings empty, nonce, both owners 1). */
-int arena_server_take(uint64_t peer, uint64_t nonce, struct arena **out, unsigned *seg, int *created);
+ * creating the arena if needed (*send_fds = 1: new, or not known to be
+ * mapped by the client - its memfd and doorbells must be sent).  The
+ * segment is initialised (rings empty, nonce, both owners 1). */
+int arena_server_take(uint64_t peer, uint64_t nonce, struct arena **out, unsigned *seg, int *send_fds);
+/* Client: is the arena with this id mapped here? */
+int arena_client_maps(uint64_t id);
 /* Client: the arena with this id; fds (NULL: it must be mapped already):
  * its memfd and doorbells, mapped if new, consumed on success and failure. */
 int arena_client_get(uint64_t id, int *fds, struct arena **out);

@@ -753,7 +753,7 @@ static int client_wait_answer(struct shunt_slot *sl, uint64_t nonce, int tcp_fd,
 			return SHUNT_R_HANDSHAKE;
 		if (st == SLOT_DECLINED)
 			return SHUNT_R_DESCRIPTORS;
-		if (st != SLOT_OFFERED && st != SLOT_CLAIMED)
+		if (st != SLOT_OFFERED && st != SLOT_CLAIMED && st != SLOT_NEED_ARENA)
 			return SHUNT_R_HANDSHAKE;
 		/* The server is usually microseconds away: spin on the slot
 		 * first, then sleep on it in short steps, looking at the TCP
@@ -765,8 +765,8 @@ static int client_wait_answer(struct shunt_slot *sl, uint64_t nonce, int tcp_fd,
 		if (st == SLOT_OFFERED && (el >= wait_ns || tcp_has_input(tcp_fd)) &&
 		    slot_cas(sl, SLOT_OFFERED, SLOT_ABANDONED))
 			return el >= wait_ns ? SHUNT_R_TIMEOUT : SHUNT_R_PEER_NOT_SHUNT;
-		if (st == SLOT_CLAIMED && (el >= CLAIMED_WAIT_NS || tcp_has_input(tcp_fd)) &&
-		    slot_cas(sl, SLOT_CLAIMED, SLOT_FAILED))
+		if (st != SLOT_OFFERED && (el >= CLAIMED_WAIT_NS || tcp_has_input(tcp_fd)) &&
+		    slot_cas(sl, st, SLOT_FAILED))
 			return SHUNT_R_HANDSHAKE;
 		/* the flag first: a server answering now either sees it or
 		 * changes the state before the futex looks */
@@ -791,6 +791,20 @@ static int client_wait_msg(struct shunt_slot *sl, uint64_t nonce, int tcp_fd, st
 	r = client_wait_answer(sl, nonce, tcp_fd, got, start, wait_ns, spin_ns);
 	shunt_spin_end(turn);
 	return r;
+}
+
+/* The slot answer names an arena we do not map: one we dropped when our
+ * descriptors ran out (giveback.c), while the server still counts on it.
+ * Ask again: the server sends the arena with the answer, by message. */
+static int client_need_arena(struct shunt_slot *sl, uint64_t nonce, int tcp_fd, struct got_msg *got)
+{
+	int r;
+
+	if (!slot_cas(sl, SLOT_ANSWERED, SLOT_NEED_ARENA))
+		return SHUNT_R_HANDSHAKE;
+	r = client_wait_answer(sl, nonce, tcp_fd, got, shunt_now_ns(),
+			       (uint64_t)shunt_cfg.accept_wait_ms * 1000000ull, 0);
+	return !r && got->in_slot ? SHUNT_R_HANDSHAKE : r; /* it must come with its descriptors */
 }
 
 /* Is the sender of an accept message the server of this connection?  Our
@@ -856,16 +870,12 @@ static int client_attach(struct sk *s, int fd, uint64_t nonce, struct got_msg *g
 		close_fds(g->fds, has_arena ? 3 : 0);
 		return SHUNT_R_HANDSHAKE;
 	}
-	for (int i = 0; arena_client_get(g->m.arena, has_arena ? g->fds : NULL, &a); i++) {
-		if (has_arena || i == 1000)
-			return SHUNT_R_HANDSHAKE;
-		/* the arena's first message, sent by another server thread,
-		 * may still be on its way: pump it in (bounded, 100 ms) */
-		nanosleep(&(struct timespec){ 0, 100000 }, NULL);
-		pthread_mutex_lock(&csock_lock);
-		csock_pump();
-		pthread_mutex_unlock(&csock_lock);
-	}
+	/* An answer without the arena names one we confirmed a connection in
+	 * (every answer before that carries it): if it is not mapped here we
+	 * dropped it since - the server declines once our TCP bytes or its
+	 * time-out tell it, and sends the arena with its next answer. */
+	if (arena_client_get(g->m.arena, has_arena ? g->fds : NULL, &a))
+		return SHUNT_R_HANDSHAKE;
 	dupfd = dup_or_give_back(fd);
 	if (dupfd < 0 || conn_attach(&c, a, g->m.seg, 0, dupfd, &nonce)) {
 		if (g->m.seg < SHUNT_ARENA_SLOTS && arena_seg(a, g->m.seg)->nonce == nonce)
@@ -897,20 +907,25 @@ static int client_attach(struct sk *s, int fd, uint64_t nonce, struct got_msg *g
  * connections' lifetimes: one that ended within SHUNT_SHORT_MS adds 1 (up
  * to 255), a longer one halves it (under load a short one's end may be
  * late now and then).  While it is SHORT_RUN_MIN or more and this process
- * has other connects in their set-up - as many as CPUs, or any while the
- * CPUs are crowded (threads wait for one: core.c) - a new connection stays
- * plain (reason busy-short): its set-up is TCP's.  A lone connecting
- * thread is always accelerated: it is the case spinning serves.  Plain
- * ones report their lifetimes too, so the port is accelerated again once
- * its connections live longer, or when the burst is over. */
+ * has as many other connects in their set-up as CPUs, or the CPUs are
+ * crowded (threads wait for one: core.c), a new connection stays plain
+ * (reason busy-short): its set-up is TCP's.  Crowded, nobody spins, so a
+ * lone connecting thread sleeps through the turns as well: 8 threads a
+ * side on 2 CPUs, every connection accelerated ran at 0.64x TCP's rate,
+ * every one plain at 0.94x (docs/benchmarks.md).  With a CPU free a lone
+ * thread is accelerated: it is the case spinning serves.  Plain ones
+ * report their lifetimes too, so the port is accelerated again once its
+ * connections live longer, or when the burst is over.  SHUNT_BUSY_SHORT=0
+ * turns the rule off (tests of other behaviour, which expect every
+ * connection accelerated on a host other jobs may crowd). */
 #define SHORT_RUN_MIN 16
 
 static int busy_short(const struct portreg *p)
 {
 	int others = __atomic_load_n(&connects_in_setup, __ATOMIC_RELAXED);
 
-	return __atomic_load_n(&p->r->short_run, __ATOMIC_RELAXED) >= SHORT_RUN_MIN &&
-	       (others >= shunt_ncpus || (others > 0 && shunt_cpus_crowded(shunt_now_ns())));
+	return shunt_cfg.busy_short && __atomic_load_n(&p->r->short_run, __ATOMIC_RELAXED) >= SHORT_RUN_MIN &&
+	       (others >= shunt_ncpus || shunt_cpus_crowded(shunt_now_ns()));
 }
 
 /* The last close of a client's connection that took part. */
@@ -1098,6 +1113,8 @@ static int connect_offer(int fd, struct sk *s, const struct sockaddr *addr, sock
 	__atomic_store_n(&sl->state, SLOT_OFFERED, __ATOMIC_RELEASE);
 	offers_changed(p);
 	reason = client_wait_msg(sl, nonce, fd, &got);
+	if (!reason && got.in_slot && !arena_client_maps(got.m.arena))
+		reason = client_need_arena(sl, nonce, fd, &got);
 	slot_free(sl);
 	if (!reason)
 		reason = client_attach(s, fd, nonce, &got);
@@ -1128,12 +1145,12 @@ static int sender_socket(void)
 }
 
 static int send_accept(uint64_t sock_id, unsigned slot, uint64_t nonce, struct arena *a,
-		       unsigned seg, int new_arena)
+		       unsigned seg, int send_fds)
 {
 	struct shunt_accept_msg m = { .magic = SHUNT_MSG_MAGIC, .version = SHUNT_WIRE_VERSION,
 				      .nonce = nonce, .ring_size = a->ring_size, .slot = slot,
 				      .arena = a->id, .seg = seg,
-				      .flags = new_arena ? SHUNT_MSG_F_ARENA : 0 };
+				      .flags = send_fds ? SHUNT_MSG_F_ARENA : 0 };
 	union { char buf[CMSG_SPACE(SHUNT_MSG_MAX_FDS * sizeof(int))]; struct cmsghdr align; } u;
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
 	struct iovec iov = { &m, sizeof m };
@@ -1142,7 +1159,7 @@ static int send_accept(uint64_t sock_id, unsigned slot, uint64_t nonce, struct a
 	int fds[SHUNT_MSG_MAX_FDS], n = 0, sfd;
 	struct cmsghdr *c;
 
-	if (new_arena) {
+	if (send_fds) {
 		fds[n++] = a->memfd;
 		fds[n++] = a->bell[0];
 		fds[n++] = a->bell[1];
@@ -1219,7 +1236,46 @@ static int claim(struct shunt_slot *sl, const struct shunt_tuple *t, uint64_t *n
 	return 1;
 }
 
-static int server_wait_confirm(struct conn *c, int tcp_fd, uint64_t wait_ns)
+/* The offer a server answered, for answering again (NEED_ARENA); sl is
+ * NULL for the in-band handshake. */
+struct answered {
+	struct shunt_slot *sl;
+	unsigned idx;
+	uint64_t nonce, sock_id;
+};
+
+/* The answer is in: CLAIMED (or NEED_ARENA) -> ANSWERED (the client may
+ * have given up meanwhile, -> FAILED: then no), and the client woken if
+ * asleep. */
+static int slot_answered(struct shunt_slot *sl, uint32_t from)
+{
+	if (!slot_cas(sl, from, SLOT_ANSWERED))
+		return 0;
+	/* a wake of a slot that was freed and reused is spurious, harmless */
+	if (__atomic_load_n(&sl->client_waiting, __ATOMIC_SEQ_CST))
+		shunt_futex_wake(&sl->state, 1);
+	return 1;
+}
+
+/* The client asked for the arena again (it dropped it: giveback.c): send
+ * it with the answer, by message.  -1 if that failed (we decline). */
+static int answer_need_arena(struct conn *c, const struct answered *o)
+{
+	struct shunt_slot *sl = o ? o->sl : NULL;
+
+	if (!sl || __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE) != SLOT_NEED_ARENA || sl->nonce != o->nonce)
+		return 0;
+	__atomic_store_n(&c->arena->peer_maps, 0, __ATOMIC_RELEASE);
+	sl->answer_seg = SHUNT_SLOT_BY_MSG;
+	if (send_accept(o->sock_id, o->idx, o->nonce, c->arena, c->segno, 1)) {
+		slot_cas(sl, SLOT_NEED_ARENA, SLOT_FAILED);
+		return -1;
+	}
+	slot_answered(sl, SLOT_NEED_ARENA);
+	return 0;
+}
+
+static int server_wait_confirm(struct conn *c, int tcp_fd, uint64_t wait_ns, const struct answered *o)
 {
 	_Atomic uint32_t *confirm = &c->seg->confirm;
 	uint64_t start = shunt_now_ns(), spin = (uint64_t)(shunt_cfg.spin_ns > 0 ? shunt_cfg.spin_ns : 0);
@@ -1239,10 +1295,14 @@ static int server_wait_confirm(struct conn *c, int tcp_fd, uint64_t wait_ns)
 		}
 		shunt_spin_end(turn);
 		turn = 0;
-		if (shunt_now_ns() - start > wait_ns || tcp_has_input(tcp_fd)) {
+		if (shunt_now_ns() - start > wait_ns || tcp_has_input(tcp_fd) ||
+		    answer_need_arena(c, o)) {
 			if (__atomic_compare_exchange_n(confirm, &zero, 2, 0, __ATOMIC_ACQ_REL,
-							__ATOMIC_ACQUIRE))
+							__ATOMIC_ACQUIRE)) {
+				if (o && o->sl) /* a client waiting for the arena again */
+					slot_cas(o->sl, SLOT_NEED_ARENA, SLOT_FAILED);
 				return 0;
+			}
 			v = zero;
 			break;
 		}
@@ -1254,18 +1314,6 @@ static int server_wait_confirm(struct conn *c, int tcp_fd, uint64_t wait_ns)
 	}
 	shunt_spin_end(turn);
 	return v == 1;
-}
-
-/* The answer is in: CLAIMED -> ANSWERED (the client may have given up
- * meanwhile, CLAIMED -> FAILED: then no), and the client woken if asleep. */
-static int slot_answered(struct shunt_slot *sl)
-{
-	if (!slot_cas(sl, SLOT_CLAIMED, SLOT_ANSWERED))
-		return 0;
-	/* a wake of a slot that was freed and reused is spurious, harmless */
-	if (__atomic_load_n(&sl->client_waiting, __ATOMIC_SEQ_CST))
-		shunt_futex_wake(&sl->state, 1);
-	return 1;
 }
 
 /* Our CLAIMED -> ANSWERED failed: the client gave up (CLAIMED -> FAILED),
@@ -1289,12 +1337,12 @@ static int client_attached_anyway(struct conn *c)
 static int server_offer(int fd, uint64_t sock_id, struct shunt_slot *sl, unsigned idx,
 			uint64_t nonce, struct conn **out)
 {
-	int dupfd = -1, new_arena, by_msg;
+	int dupfd = -1, send_fds, by_msg;
 	struct arena *a;
 	unsigned seg;
 	struct conn *c;
 
-	if (arena_server_take(sock_id, nonce, &a, &seg, &new_arena))
+	if (arena_server_take(sock_id, nonce, &a, &seg, &send_fds))
 		return SHUNT_R_RESOURCE;
 	dupfd = dup_or_give_back(fd);
 	if (dupfd < 0 || conn_attach(&c, a, seg, 1, dupfd, &nonce)) {
@@ -1303,14 +1351,14 @@ static int server_offer(int fd, uint64_t sock_id, struct shunt_slot *sl, unsigne
 		arena_release(a, seg, 1);
 		return SHUNT_R_RESOURCE;
 	}
-	by_msg = !sl || new_arena || shunt_dir_shared();
+	by_msg = !sl || send_fds || shunt_dir_shared();
 	shunt_fault_answer_stall(); /* tests only (fault.c) */
 	if (sl) {
 		sl->answer_arena = a->id;
 		sl->answer_seg = by_msg ? SHUNT_SLOT_BY_MSG : seg;
 	}
-	if ((by_msg && send_accept(sock_id, idx, nonce, a, seg, new_arena)) ||
-	    (sl && !slot_answered(sl) && !client_attached_anyway(c))) {
+	if ((by_msg && send_accept(sock_id, idx, nonce, a, seg, send_fds)) ||
+	    (sl && !slot_answered(sl, SLOT_CLAIMED) && !client_attached_anyway(c))) {
 		arena_drop_owner(a, seg, 0);
 		conn_free(c);
 		return SHUNT_R_HANDSHAKE;
@@ -1320,13 +1368,16 @@ static int server_offer(int fd, uint64_t sock_id, struct shunt_slot *sl, unsigne
 }
 
 /* The client's decision, through the segment's confirm word. */
-static int server_commit(struct sk *s, int fd, struct conn *c, uint64_t wait_ns)
+static int server_commit(struct sk *s, int fd, struct conn *c, uint64_t wait_ns, const struct answered *o)
 {
-	if (!server_wait_confirm(c, fd, wait_ns)) {
+	if (!server_wait_confirm(c, fd, wait_ns, o)) {
+		/* maybe it could not map the arena: the next answer carries it */
+		__atomic_store_n(&c->arena->peer_maps, 0, __ATOMIC_RELEASE);
 		arena_drop_owner(c->arena, c->segno, 0); /* the client never took its share */
 		conn_free(c);
 		return SHUNT_R_HANDSHAKE;
 	}
+	__atomic_store_n(&c->arena->peer_maps, 1, __ATOMIC_RELEASE);
 	s->conn = c;
 	s->kind = SK_SHM;
 	return SHUNT_R_NONE;
@@ -1343,7 +1394,8 @@ static int server_build(struct sk *s, int fd, unsigned idx, struct shunt_slot *s
 		s->reason = r;
 		return 0;
 	}
-	s->reason = server_commit(s, fd, c, CONFIRM_WAIT_NS);
+	s->reason = server_commit(s, fd, c, CONFIRM_WAIT_NS,
+				  &(struct answered){ .sl = sl, .idx = idx, .nonce = nonce, .sock_id = sock_id });
 	return 0;
 }
 
@@ -1376,7 +1428,7 @@ int rdv_inband_offer(int fd, uint64_t sock_id, uint64_t nonce, struct conn **c)
 
 int rdv_inband_commit(struct sk *s, int fd, struct conn *c, uint64_t wait_ns)
 {
-	return server_commit(s, fd, c, wait_ns);
+	return server_commit(s, fd, c, wait_ns, NULL);
 }
 
 /* Client: the accept message the ACCEPT announced is already queued on our
