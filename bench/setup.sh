@@ -22,8 +22,8 @@ LIB="$ROOT/build/libshunt.so"
 mkdir -m 0700 "$T/before-dir" "$T/after-dir"
 if [ "$1" = --parts ]; then
 	NAMES=(tcp interpose offered default)
-	ENVS=("-u LD_PRELOAD" "LD_PRELOAD=$LIB SHUNT_DISABLE=1" "LD_PRELOAD=$LIB SHUNT_BUSY_SHORT=0"
-	      "LD_PRELOAD=$LIB")
+	D="SHUNT_DIR=$T/after-dir LD_PRELOAD=$LIB"
+	ENVS=("-u LD_PRELOAD" "$D SHUNT_DISABLE=1" "$D SHUNT_BUSY_SHORT=0" "$D")
 	LABEL="checkout $(git -C "$ROOT" rev-parse --short HEAD)"
 	DEFAULT_OUT=$ROOT/docs/bench/setup-parts
 else

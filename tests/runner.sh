@@ -10,8 +10,14 @@ run_one() {
 	local name=$1 mode=$2; shift 2
 	local log; log=$(mktemp)
 	local t0=$SECONDS
-	timeout -k 5 "${TEST_LIMIT:-$TIMEOUT}" "$@" > "$log" 2>&1
+	timeout -k 5 "${TEST_LIMIT:-$TIMEOUT}" "$@" > "$log" 2>&1 < /dev/null &
+	local pid=$!
+	wait "$pid"
 	local rc=$?
+	# timeout leads a process group of its own: whatever the test left
+	# running (a server child whose client failed: an alarm is not
+	# inherited) goes with it
+	kill -KILL -- "-$pid" 2> /dev/null
 	if [ $rc -eq 0 ]; then
 		pass=$((pass + 1)); printf 'ok    %-22s %-6s %3ss\n' "$name" "$mode" $((SECONDS - t0))
 	elif [ $rc -eq 77 ]; then

@@ -60,14 +60,14 @@ uint64_t shunt_fast_random(void)
 #define SPIN_TURNS 64
 static _Atomic uint64_t spin_turn[SPIN_TURNS];
 
-/* Whether threads wait for a CPU now, host-wide: /proc/loadavg's fourth
- * field is the number of runnable threads, spinners included (the kernel's
- * nr_running).  Looked at by one thread at most every CROWD_CHECK_NS. */
+/* How many threads are runnable now, host-wide: /proc/loadavg's fourth
+ * field (the kernel's nr_running, spinners included).  Looked at by one
+ * thread at most every CROWD_CHECK_NS; 0 until known. */
 #define CROWD_CHECK_NS 10000000ull
 static _Atomic uint64_t crowd_checked;
-static _Atomic int crowded;
+static _Atomic long running_now;
 
-int shunt_cpus_crowded(uint64_t now)
+static long cpus_running(uint64_t now)
 {
 	uint64_t last = __atomic_load_n(&crowd_checked, __ATOMIC_RELAXED);
 	char buf[128];
@@ -78,7 +78,7 @@ int shunt_cpus_crowded(uint64_t now)
 	if (now - last < CROWD_CHECK_NS || shunt_sandboxed ||
 	    !__atomic_compare_exchange_n(&crowd_checked, &last, now, 0, __ATOMIC_RELAXED,
 					 __ATOMIC_RELAXED))
-		return __atomic_load_n(&crowded, __ATOMIC_RELAXED);
+		return __atomic_load_n(&running_now, __ATOMIC_RELAXED);
 	e = errno;
 	fd = real.open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
 	n = fd < 0 ? -1 : real.read(fd, buf, sizeof buf - 1);
@@ -87,8 +87,18 @@ int shunt_cpus_crowded(uint64_t now)
 	errno = e;
 	running = n > 0 ? shunt_loadavg_running(buf, (size_t)n) : -1;
 	if (running >= 0)
-		__atomic_store_n(&crowded, running > shunt_ncpus, __ATOMIC_RELAXED);
-	return __atomic_load_n(&crowded, __ATOMIC_RELAXED);
+		__atomic_store_n(&running_now, running, __ATOMIC_RELAXED);
+	return __atomic_load_n(&running_now, __ATOMIC_RELAXED);
+}
+
+int shunt_cpus_crowded(uint64_t now)
+{
+	return cpus_running(now) > shunt_ncpus;
+}
+
+int shunt_cpus_overloaded(uint64_t now)
+{
+	return cpus_running(now) >= 2 * (long)shunt_ncpus;
 }
 
 int shunt_spin_begin(uint64_t budget_ns, uint64_t now)

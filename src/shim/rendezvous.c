@@ -906,26 +906,31 @@ static int client_attach(struct sk *s, int fd, uint64_t nonce, struct got_msg *g
  * connections a second).  So each port's registry keeps a score of its
  * connections' lifetimes: one that ended within SHUNT_SHORT_MS adds 1 (up
  * to 255), a longer one halves it (under load a short one's end may be
- * late now and then).  While it is SHORT_RUN_MIN or more and this process
- * has as many other connects in their set-up as CPUs, or the CPUs are
- * crowded (threads wait for one: core.c), a new connection stays plain
- * (reason busy-short): its set-up is TCP's.  Crowded, nobody spins, so a
- * lone connecting thread sleeps through the turns as well: 8 threads a
- * side on 2 CPUs, every connection accelerated ran at 0.64x TCP's rate,
- * every one plain at 0.94x (docs/benchmarks.md).  With a CPU free a lone
- * thread is accelerated: it is the case spinning serves.  Plain ones
- * report their lifetimes too, so the port is accelerated again once its
- * connections live longer, or when the burst is over.  SHUNT_BUSY_SHORT=0
- * turns the rule off (tests of other behaviour, which expect every
- * connection accelerated on a host other jobs may crowd). */
+ * late now and then).  While it is SHORT_RUN_MIN or more, a new
+ * connection stays plain (reason busy-short) - its set-up is TCP's - when
+ * this process has as many other connects in their set-up as CPUs, or any
+ * while the CPUs are crowded (threads wait for one: core.c), or when they
+ * are overloaded (as many threads wait as there are CPUs): then nobody
+ * spins and even a lone connecting thread sleeps through the turns.  8
+ * threads a side on 2 CPUs, every connection offered ran at 0.66x TCP's
+ * rate, shunt's interposition alone at 0.99x, with this rule 0.96x
+ * (docs/benchmarks.md).  A lone thread on CPUs that are merely busy is
+ * accelerated: it is the case spinning serves (1.4x TCP's rate).  Plain
+ * ones report their lifetimes too, so the port is accelerated again once
+ * its connections live longer, or when the burst is over.
+ * SHUNT_BUSY_SHORT=0 turns the rule off (tests of other behaviour, which
+ * expect every connection accelerated on a host other jobs may load). */
 #define SHORT_RUN_MIN 16
 
 static int busy_short(const struct portreg *p)
 {
 	int others = __atomic_load_n(&connects_in_setup, __ATOMIC_RELAXED);
 
+	uint64_t now = shunt_now_ns();
+
 	return shunt_cfg.busy_short && __atomic_load_n(&p->r->short_run, __ATOMIC_RELAXED) >= SHORT_RUN_MIN &&
-	       (others >= shunt_ncpus || shunt_cpus_crowded(shunt_now_ns()));
+	       (others >= shunt_ncpus || (others > 0 && shunt_cpus_crowded(now)) ||
+		shunt_cpus_overloaded(now));
 }
 
 /* The last close of a client's connection that took part. */

@@ -1,13 +1,14 @@
 /* Description: a burst of short connections from many threads (four per
  * CPU, each connect + one byte each way + close, as a connect-per-request
  * client under load does) all work; under shunt, once the port's
- * connections are known to be short, those made while threads wait for a
- * CPU (or while as many other connects as CPUs are in their set-up) stay
- * plain (reason busy-short, 25: TCP's set-up is cheaper than shunt's then,
- * for what they carry), every other one is accelerated, and a connection
- * made alone afterwards, the CPUs free again, is accelerated again (issue
- * #13, item 10).  BUSY_SHORT_RULE: tests/run.sh leaves the rule on for this test
- * alone.
+ * connections are known to be short, those made alongside other connects
+ * while threads wait for a CPU (or while as many other connects as CPUs
+ * are in their set-up, or as many threads wait as CPUs) stay plain
+ * (reason busy-short, 25: TCP's set-up is cheaper than shunt's then, for
+ * what they carry), every other one is accelerated, and a connection made
+ * alone afterwards, the CPUs free again, is accelerated again (issue #13,
+ * item 10).  BUSY_SHORT_RULE: tests/run.sh leaves the rule on for this
+ * test alone.
  * NOT_OVER_RDMA: the registry's record is local; over RDMA connections
  * are decided by the in-band handshake. */
 #include "common.h"
