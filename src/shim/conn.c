@@ -750,13 +750,14 @@ ssize_t conn_send(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 		if (c->peer_err)
 			break;
 		/* Sleep without the lock (TCP releases its socket lock too):
-		 * no holder ever waits on the peer, so lock waits are short.
-		 * (RDMA keeps it: its rings are out of the peer's reach, and
-		 * a writer that waits is the one to move the sending half.) */
-		if (!c->rd)
-			shunt_unlock(&locked->wlock);
+		 * no holder ever waits on the peer, so lock waits are short,
+		 * and another thread's shutdown or MSG_DONTWAIT send goes
+		 * through at once.  Over RDMA a move asked for meanwhile is
+		 * made by the progress thread (fo_sweep) or by this writer
+		 * when it has the lock again. */
+		shunt_unlock(&locked->wlock);
 		r = wait_or_fail(s, POLLOUT, &deadline, total, &sig0);
-		if (!c->rd && !(locked = conn_lock(c, 0)))
+		if (!(locked = conn_lock(c, 0)))
 			return total ? (ssize_t)total : -c->broken;
 		if (c->shut_wr) { /* another thread's shutdown(SHUT_WR) came first */
 			if (total)
@@ -895,10 +896,9 @@ ssize_t conn_recv(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 			r = -EAGAIN;
 			break;
 		}
-		if (!c->rd) /* sleep without it, as conn_send */
-			shunt_unlock(&locked->rlock);
+		shunt_unlock(&locked->rlock); /* sleep without it, as conn_send */
 		r = wait_or_fail(s, POLLIN, &deadline, total, &sig0);
-		if (!c->rd && !(locked = conn_lock(c, 1)))
+		if (!(locked = conn_lock(c, 1)))
 			return total ? (ssize_t)total : -c->broken;
 		if (r)
 			break;
@@ -939,10 +939,13 @@ int conn_shutdown(struct sk *s, int how)
 		if (!c->rd && move_pending(c))
 			move_flush_until(c, shunt_now_ns() + MOVE_FLUSH_NS);
 		shunt_unlock(&locked->wlock);
-		/* Wake any sleeper: an epoll waiter must see the EOF too. */
+		/* Wake any sleeper: an epoll waiter must see the EOF too, and
+		 * a writer of ours asleep on a full ring returns (a short
+		 * write, or EPIPE), as from TCP's shutdown. */
 		__atomic_fetch_or(&c->tx.ctl->rd_want, WANT_EFD, __ATOMIC_SEQ_CST);
 		if (!c->rd)
 			notify_reader(c);
+		conn_wake_local(c, POLLOUT);
 	}
 	if (how < 0)
 		return 0;

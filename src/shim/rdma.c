@@ -1162,6 +1162,10 @@ static void fo_rx_settle(struct conn *c)
 				shunt_log("rdma: tcp fd %d: the peer closed without ending its stream "
 					  "over RDMA; reporting ECONNRESET", c->tcp_fd);
 				err = ECONNRESET;
+				/* as a reset: a send reports it once, then EPIPE -
+				 * not a byte to the kernel socket, which a gone
+				 * peer's FIN would let through (writer_dead_peer) */
+				__atomic_store_n(&c->rd_reset, 1, __ATOMIC_RELEASE);
 			}
 			if (!err)
 				c->peer_eof = 1;

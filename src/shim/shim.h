@@ -85,7 +85,8 @@ struct conn {
 	int fo_rx_err;            /* an error met while skipping, for the reader */
 	int fo_pass;              /* moving before a pass: the socket keeps what we did not read */
 	int close_reset;          /* RDMA: closing with bytes unread: the peer is reset */
-	_Atomic int rd_reset;     /* RDMA: the peer closed with ours unread (SHUNT_CDC_F_RESET) */
+	_Atomic int rd_reset;     /* RDMA: the peer closed with ours unread (SHUNT_CDC_F_RESET),
+				     or ended without its stream's end (killed) */
 	_Atomic int reset_told;   /* ... and a call has reported ECONNRESET: EPIPE from now on */
 	uint64_t fo_start;        /* our resend's first offset (fault.c) */
 	_Atomic int fo_fin;       /* shutdown(SHUT_WR) owed once the backlog is out */

@@ -1,9 +1,8 @@
 /* Description: while one thread sleeps in a blocking recv(), another
  * thread's recv(MSG_DONTWAIT) returns at once with EAGAIN, as on TCP - it
  * used to wait for the sleeper's lock (here for ever: the data comes only
- * after it returns; issue #13, item 8).
- * NOT_OVER_RDMA: over RDMA a sleeping reader or writer still keeps its ring
- * lock (docs/rdma.md, known limits). */
+ * after it returns; issue #13, item 8).  Over RDMA too since a sleeping
+ * reader or writer lets its ring lock go there as well. */
 #include "common.h"
 #include <pthread.h>
 
