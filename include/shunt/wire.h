@@ -50,7 +50,8 @@ enum shunt_reason {
 	SHUNT_R_FORK = 18,         /* was RDMA; moved to TCP because this process forked or exec'd */
 	SHUNT_R_UNSAFE_DIR = 19,   /* the rendezvous directory was refused (owner, mode, symlink, missing) */
 	SHUNT_R_PEER_BROKE = 20,   /* was accelerated; the peer broke the shared ring's rules: reset */
-	SHUNT_R_SANDBOX = 21,      /* made after the process installed a seccomp filter */
+	SHUNT_R_SANDBOX = 21,      /* made after the process installed a seccomp filter, or an
+				      RDMA connection moved to TCP when it did */
 	SHUNT_R_IO_URING = 22,     /* made after the process set up io_uring (its kernel path bypasses shunt) */
 	SHUNT_R_FD_PASSED = 23,    /* moved to TCP: the descriptor was passed to another process (SCM_RIGHTS) */
 	SHUNT_R_DESCRIPTORS = 24,  /* plain, or moved to TCP: the application ran out of descriptors (EMFILE) and shunt gave its own back */

@@ -257,7 +257,7 @@ static void read_netns(void)
 static void atfork_prepare(void)
 {
 	if (!shunt_cfg.rdma_fork_keep)
-		rdma_share_prepare("fork");
+		rdma_share_prepare("fork", SHUNT_R_FORK);
 }
 
 /* A seccomp filter is being installed (interpose.c saw prctl or seccomp):
@@ -265,10 +265,17 @@ static void atfork_prepare(void)
  * not make on a plain socket - its filter may kill for one (OpenSSH's
  * pre-authentication sandbox does).  New connections stay plain (reason
  * `sandboxed`); a fork makes no stats file, an exit removes none (`shunt ss`
- * reaps what a dead process left); connections made before go on through
- * their rings, which need only futex, read/write on eventfds and poll. */
+ * reaps what a dead process left); shared-memory connections made before
+ * go on through their rings, which need only futex, read/write on eventfds
+ * and poll; RDMA ones move to TCP first (reason `sandboxed`, both ends). */
 void shunt_sandbox_enter(void)
 {
+	if (__atomic_load_n(&shunt_sandboxed, __ATOMIC_ACQUIRE))
+		return;
+	/* RDMA connections go to their TCP sockets first, while every system
+	 * call is still allowed: their data path calls libibverbs, whose verbs
+	 * make system calls of their own (ioctl on the verbs device) */
+	rdma_share_prepare("a seccomp filter", SHUNT_R_SANDBOX);
 	if (__atomic_exchange_n(&shunt_sandboxed, 1, __ATOMIC_ACQ_REL))
 		return;
 	shunt_lock_probe_off = 1; /* a dead lock holder is waited out (the bound), not probed */

@@ -61,6 +61,13 @@ static void collect(int fd, struct sk *s, void *arg)
 		return; /* an RDMA connection that could not move stays behind */
 	if (!c->rd && (c->passed || c->fo_rx || conn_moving(c)))
 		return; /* on its socket (move.c): a plain socket from here on */
+	if (c->rd && c->moved_fd < 0) { /* moved with no descriptor to spare (rdma.c) */
+		if (ring_used(&c->rx))
+			shunt_warn("fd %d: %llu bytes it had not read when it moved to TCP stay "
+				   "behind at exec (no descriptor could hold them)", fd,
+				   (unsigned long long)ring_used(&c->rx));
+		return;
+	}
 	f = R(fcntl)(fd, F_GETFD);
 	if (f < 0 || (f & FD_CLOEXEC))
 		return;
@@ -108,7 +115,7 @@ static char **prepare(char *const envp[], struct handover *h)
 	size_t n = 0, k = 0;
 
 	memset(h, 0, sizeof *h);
-	rdma_share_prepare("exec");
+	rdma_share_prepare("exec", SHUNT_R_FORK);
 	fdtab_each(collect, h);
 	if (!h->count)
 		return NULL;

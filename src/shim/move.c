@@ -206,10 +206,35 @@ unsigned conn_moved_events(struct conn *c, unsigned ring_ev)
 }
 
 /* A write once the sending half moved (or is to move): writer lock held. */
+/* The system call a plain socket would have taken for this one: write,
+ * writev or sendto, sendmsg only when nothing else carries it (and
+ * likewise for reads) - a seccomp sandbox allows what the program uses,
+ * and kills for the rest (a moved RDMA connection in one: rdma.c). */
+static ssize_t sock_send(int fd, const struct iovec *iov, int iovcnt, int flags)
+{
+	struct msghdr mh = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt };
+
+	if (!flags)
+		return iovcnt == 1 ? real.write(fd, iov[0].iov_base, iov[0].iov_len) : real.writev(fd, iov, iovcnt);
+	if (iovcnt == 1)
+		return real.send(fd, iov[0].iov_base, iov[0].iov_len, flags);
+	return real.sendmsg(fd, &mh, flags);
+}
+
+static ssize_t sock_recv(int fd, const struct iovec *iov, int iovcnt, int flags)
+{
+	struct msghdr mh = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt };
+
+	if (!flags)
+		return iovcnt == 1 ? real.read(fd, iov[0].iov_base, iov[0].iov_len) : real.readv(fd, iov, iovcnt);
+	if (iovcnt == 1)
+		return real.recv(fd, iov[0].iov_base, iov[0].iov_len, flags);
+	return real.recvmsg(fd, &mh, flags);
+}
+
 ssize_t move_send_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int flags, int nonblock)
 {
 	int fl = (flags & MSG_NOSIGNAL) | (nonblock ? MSG_DONTWAIT : 0);
-	struct msghdr mh = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt };
 	ssize_t n;
 	int r;
 
@@ -226,14 +251,13 @@ ssize_t move_send_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int f
 	}
 	if (r) /* EPIPE raised SIGPIPE unless the caller said MSG_NOSIGNAL, as the kernel does */
 		return r;
-	n = real.sendmsg(c->tcp_fd, &mh, flags);
+	n = sock_send(c->tcp_fd, iov, iovcnt, flags);
 	return n < 0 ? -errno : n;
 }
 
 /* A read once the ring is empty and the peer moved: rx lock held. */
 ssize_t move_recv_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int flags, int nonblock)
 {
-	struct msghdr mh = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt };
 	ssize_t n;
 
 	while (__atomic_load_n(&c->fo_rx, __ATOMIC_ACQUIRE) != 2) {
@@ -254,7 +278,7 @@ ssize_t move_recv_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int f
 		c->fo_rx_end = 0;
 		return -e;
 	}
-	n = real.recvmsg(c->tcp_fd, &mh, flags);
+	n = sock_recv(c->tcp_fd, iov, iovcnt, flags);
 	if (n > 0 && !(flags & MSG_PEEK))
 		c->fo_rx_pos += (uint64_t)n;
 	if (n == 0 && c->fo_rx_pos < c->fo_rx_end) {

@@ -998,7 +998,9 @@ static int fo_tx_begin(struct conn *c, int push_flags)
 	}
 	start = __atomic_load_n(&c->tx.ctl->cons, __ATOMIC_ACQUIRE);
 	end = __atomic_load_n(&c->tx.ctl->prod, __ATOMIC_ACQUIRE);
-	shunt_fo_encode(c->fo_hdr, start, end, (uint32_t)why);
+	/* the peer only tells a pass from the rest; a sandbox's move goes as
+	 * fork-exec's, which every peer's parser knows (failover.c) */
+	shunt_fo_encode(c->fo_hdr, start, end, (uint32_t)(why == SHUNT_R_SANDBOX ? SHUNT_R_FORK : why));
 	c->fo_hdr_off = 0;
 	c->fo_next = start;
 	c->fo_start = start;
@@ -1289,13 +1291,13 @@ static int lock_until(_Atomic uint32_t *l, uint64_t deadline)
 }
 
 /* The sending half: moved and flushed (its owed FIN sent), or -errno. */
-static int move_tx(struct conn *c, uint64_t deadline)
+static int move_tx(struct conn *c, uint64_t deadline, int reason)
 {
 	int r;
 
 	if (lock_until(&c->tx.ctl->wlock, deadline))
 		return -EBUSY;
-	fo_request(c, SHUNT_R_FORK); /* unless it is moving already */
+	fo_request(c, reason); /* unless it is moving already */
 	fo_tx_begin(c, PUSH_MAY_POLL);
 	r = move_flush_until(c, deadline);
 	if (!r && __atomic_exchange_n(&c->fo_fin, 0, __ATOMIC_ACQ_REL))
@@ -1348,7 +1350,7 @@ int rdma_conn_pass(struct conn *c)
 		return -EBUSY; /* moving already: our ring may hold what the socket will not */
 	c->fo_pass = 1;
 	fo_request(c, SHUNT_R_FD_PASSED);
-	r = move_tx(c, deadline);
+	r = move_tx(c, deadline, SHUNT_R_FD_PASSED);
 	if (!r)
 		r = move_rx(c, deadline);
 	c->fo_pass = 0;
@@ -1421,8 +1423,17 @@ static int move_ring(struct conn *c, uint64_t deadline)
 		rs <<= 1;
 	len = SHUNT_SEG_HDR_SIZE + rs;
 	fd = real.memfd_create("shunt-moved", MFD_CLOEXEC);
-	if (fd < 0 || ftruncate(fd, (off_t)len) ||
-	    (h = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED) {
+	if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+		/* no descriptor to be had (a sandbox's RLIMIT_NOFILE): shared
+		 * anonymous memory, which a fork shares too; only an exec
+		 * cannot take it along (exec.c) */
+		h = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+		if (h == MAP_FAILED) {
+			r = -errno;
+			goto out;
+		}
+	} else if (fd < 0 || ftruncate(fd, (off_t)len) ||
+		   (h = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED) {
 		r = -errno;
 		if (fd >= 0)
 			real.close(fd);
@@ -1437,7 +1448,7 @@ static int move_ring(struct conn *c, uint64_t deadline)
 	h->ring[1].wr_done = __atomic_load_n(&orx->wr_done, __ATOMIC_ACQUIRE);
 	h->ring[0].wr_done = __atomic_load_n(&otx->wr_done, __ATOMIC_ACQUIRE);
 	/* threads that wait for the old locks find the rings changed (conn.c) */
-	moved_use(c, h, len, fd_hide(fd));
+	moved_use(c, h, len, fd >= 0 ? fd_hide(fd) : -1);
 	/* shared from now on: a process cannot tell how much of the peer's
 	 * resend the others read, so the short-resend check (fo_rx_end) is
 	 * this process's only while it reads alone */
@@ -1477,7 +1488,7 @@ static void gather(int fd, struct sk *s, void *arg)
 	m->v[m->n++] = sk_ref(s);
 }
 
-void rdma_share_prepare(const char *why)
+void rdma_share_prepare(const char *why, int reason)
 {
 	static pthread_mutex_t one = PTHREAD_MUTEX_INITIALIZER; /* two threads forking */
 	struct movelist m = { 0 };
@@ -1497,7 +1508,7 @@ void rdma_share_prepare(const char *why)
 	}
 	/* all sending halves first: the peers move theirs meanwhile */
 	for (int i = 0; i < m.n; i++)
-		err[i] = move_tx(m.v[i]->conn, deadline);
+		err[i] = move_tx(m.v[i]->conn, deadline, reason);
 	for (int i = 0; i < m.n; i++)
 		if (!err[i])
 			err[i] = move_rx(m.v[i]->conn, deadline);
@@ -1636,7 +1647,7 @@ void rdma_conn_refresh(struct conn *c) { (void)c; }
 int rdma_fo_begin(struct conn *c) { (void)c; return -EIO; }
 int rdma_conn_pass(struct conn *c) { (void)c; return -ENOTSUP; }
 void rdma_conn_closing(struct conn *c) { (void)c; }
-void rdma_share_prepare(const char *why) { (void)why; }
+void rdma_share_prepare(const char *why, int reason) { (void)why; (void)reason; }
 void rdma_exit_flush(void) {}
 int rdma_conn_adopt(int fd, int memfd, int side, int reason, struct conn **out) { return -ENOTSUP; }
 void rdma_atfork_child(void) {}

@@ -270,7 +270,7 @@ int move_pending(const struct conn *c);          /* ... is not all on the socket
 int move_shm_settle(struct conn *c);             /* conn_refresh's part: leftovers, the peer's move */
 int move_pass(struct sk *s, int why);            /* before SCM_RIGHTS carries it away (why: reason) */
 void conn_wake_all(struct conn *c);              /* the peer's sleepers and ours */
-void rdma_share_prepare(const char *why);        /* before fork or exec */
+void rdma_share_prepare(const char *why, int reason); /* before fork, exec or a sandbox */
 void rdma_exit_flush(void);                      /* before the process ends */
 int rdma_conn_adopt(int fd, int memfd, int side, int reason, struct conn **out); /* after exec */            /* 0 while on RDMA */
 void conn_wake_local(struct conn *c, unsigned ev);

@@ -5,9 +5,11 @@
  * system call the program would not have made on a plain socket (issue
  * #13, item 1: the shim's exit removed its files with unlink and the
  * sandbox killed it with SIGSYS; a thread that had waited in poll() before
- * the filter must not use its epoll set of doorbells after it).  NOT_OVER_RDMA: libibverbs makes its own
- * system calls (ioctl on the verbs device), which such a filter forbids
- * (docs/rdma.md, known limits). */
+ * the filter must not use its epoll set of doorbells after it).  Over RDMA
+ * the connection moves to TCP as the filter goes in (libibverbs makes
+ * system calls of its own, which such a filter forbids), and the moved
+ * connection reads and writes with the calls the program made (read and
+ * write here: recvmsg killed it). */
 #include "common.h"
 #include <linux/audit.h>
 #include <linux/filter.h>
