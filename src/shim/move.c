@@ -205,7 +205,6 @@ unsigned conn_moved_events(struct conn *c, unsigned ring_ev)
 	return ev;
 }
 
-/* A write once the sending half moved (or is to move): writer lock held. */
 /* The system call a plain socket would have taken for this one: write,
  * writev or sendto, sendmsg only when nothing else carries it (and
  * likewise for reads) - a seccomp sandbox allows what the program uses,
@@ -232,6 +231,7 @@ static ssize_t sock_recv(int fd, const struct iovec *iov, int iovcnt, int flags)
 	return real.recvmsg(fd, &mh, flags);
 }
 
+/* A write once the sending half moved (or is to move): writer lock held. */
 ssize_t move_send_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int flags, int nonblock)
 {
 	int fl = (flags & MSG_NOSIGNAL) | (nonblock ? MSG_DONTWAIT : 0);
