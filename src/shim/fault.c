@@ -91,16 +91,6 @@ int shunt_fault_ring_unsealed(void)
 	return k && !strcmp(k, "unsealed");
 }
 
-void shunt_fault_answer_stall(void)
-{
-	static _Atomic int answers;
-	const char *v = getenv("SHUNT_FAULT_ANSWER_STALL_MS"), *at = getenv("SHUNT_FAULT_ANSWER_AT");
-	long ms = v ? atol(v) : 0;
-
-	if (ms > 0 && __atomic_add_fetch(&answers, 1, __ATOMIC_ACQ_REL) == (at ? atoi(at) : 1))
-		nanosleep(&(struct timespec){ ms / 1000, (ms % 1000) * 1000000L }, NULL);
-}
-
 int shunt_fault_ring_pipebell(int bell[2])
 {
 	const char *k = ring_kind();
@@ -166,6 +156,18 @@ static int fault_num(const char *name, uint64_t *out)
 		return 0;
 	*out = strtoull(v, NULL, 0);
 	return 1;
+}
+
+void shunt_fault_answer_stall(void)
+{
+	static _Atomic uint64_t answers;
+	uint64_t ms = 0, at = 1;
+
+	if (!fault_num("SHUNT_FAULT_ANSWER_STALL_MS", &ms) || !ms)
+		return;
+	fault_num("SHUNT_FAULT_ANSWER_AT", &at);
+	if (__atomic_add_fetch(&answers, 1, __ATOMIC_ACQ_REL) == at)
+		nanosleep(&(struct timespec){ (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L }, NULL);
 }
 
 int shunt_fault_rdma(uint64_t staged)

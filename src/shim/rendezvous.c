@@ -925,7 +925,6 @@ static int client_attach(struct sk *s, int fd, uint64_t nonce, struct got_msg *g
 static int busy_short(const struct portreg *p)
 {
 	int others = __atomic_load_n(&connects_in_setup, __ATOMIC_RELAXED);
-
 	uint64_t now = shunt_now_ns();
 
 	return shunt_cfg.busy_short && __atomic_load_n(&p->r->short_run, __ATOMIC_RELAXED) >= SHORT_RUN_MIN &&
@@ -1280,11 +1279,23 @@ static int answer_need_arena(struct conn *c, const struct answered *o)
 	return 0;
 }
 
+/* The server's side of the segment's confirm word: decline (0 -> 2)
+ * unless the client decided first.  The word's decided value: 2 if we
+ * declined (or the client did), 1 if the client attached. */
+static uint32_t server_decline(struct conn *c)
+{
+	uint32_t v = 0;
+
+	if (__atomic_compare_exchange_n(&c->seg->confirm, &v, 2, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		return 2;
+	return v;
+}
+
 static int server_wait_confirm(struct conn *c, int tcp_fd, uint64_t wait_ns, const struct answered *o)
 {
 	_Atomic uint32_t *confirm = &c->seg->confirm;
 	uint64_t start = shunt_now_ns(), spin = (uint64_t)(shunt_cfg.spin_ns > 0 ? shunt_cfg.spin_ns : 0);
-	uint32_t v, zero = 0;
+	uint32_t v;
 	/* The client is inside connect(), a few microseconds from answering:
 	 * spin for the data path's budget if this process has a turn, then
 	 * sleep on the word (with more threads than cores the client may need
@@ -1302,13 +1313,9 @@ static int server_wait_confirm(struct conn *c, int tcp_fd, uint64_t wait_ns, con
 		turn = 0;
 		if (shunt_now_ns() - start > wait_ns || tcp_has_input(tcp_fd) ||
 		    answer_need_arena(c, o)) {
-			if (__atomic_compare_exchange_n(confirm, &zero, 2, 0, __ATOMIC_ACQ_REL,
-							__ATOMIC_ACQUIRE)) {
-				if (o && o->sl) /* a client waiting for the arena again */
-					slot_cas(o->sl, SLOT_NEED_ARENA, SLOT_FAILED);
-				return 0;
-			}
-			v = zero;
+			v = server_decline(c);
+			if (v == 2 && o && o->sl) /* a client waiting for the arena again */
+				slot_cas(o->sl, SLOT_NEED_ARENA, SLOT_FAILED);
 			break;
 		}
 		/* asleep until the client's decision wakes us (1 ms steps:
@@ -1321,22 +1328,9 @@ static int server_wait_confirm(struct conn *c, int tcp_fd, uint64_t wait_ns, con
 	return v == 1;
 }
 
-/* Our CLAIMED -> ANSWERED failed: the client gave up (CLAIMED -> FAILED),
- * or - the slot reused while we stalled past the client's wait - another
- * server's stale answer took the slot's next offer, whose client may then
- * attach to our segment all the same.  The segment's confirm word decides,
- * as always: 1 if the client attached, else we decline it (0 -> 2). */
-static int client_attached_anyway(struct conn *c)
-{
-	uint32_t zero = 0;
-
-	return !__atomic_compare_exchange_n(&c->seg->confirm, &zero, 2, 0, __ATOMIC_ACQ_REL,
-					    __ATOMIC_ACQUIRE) && zero == 1;
-}
-
 /* Take a segment for the client process sock_id, attach our side and tell
- * the client: through the slot sl when the client maps the arena already
- * (a private directory: only our user writes it), else - a new arena's
+ * the client: through the slot sl when the client confirmed a connection
+ * in that arena (a private directory: only our user writes it), else - a new arena's
  * descriptors, another user's client, the in-band handshake (sl NULL) - by
  * an accept message.  0 and *out, or the fallback reason. */
 static int server_offer(int fd, uint64_t sock_id, struct shunt_slot *sl, unsigned idx,
@@ -1363,7 +1357,12 @@ static int server_offer(int fd, uint64_t sock_id, struct shunt_slot *sl, unsigne
 		sl->answer_seg = by_msg ? SHUNT_SLOT_BY_MSG : seg;
 	}
 	if ((by_msg && send_accept(sock_id, idx, nonce, a, seg, send_fds)) ||
-	    (sl && !slot_answered(sl, SLOT_CLAIMED) && !client_attached_anyway(c))) {
+	    /* our CLAIMED -> ANSWERED failed: the client gave up (-> FAILED),
+	     * or - the slot reused while we stalled past the client's wait -
+	     * another server's stale answer took the slot's next offer, whose
+	     * client may then attach to our segment all the same: the confirm
+	     * word decides, as always */
+	    (sl && !slot_answered(sl, SLOT_CLAIMED) && server_decline(c) != 1)) {
 		arena_drop_owner(a, seg, 0);
 		conn_free(c);
 		return SHUNT_R_HANDSHAKE;
