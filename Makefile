@@ -3,13 +3,15 @@ CC      ?= cc
 BUILD   ?= build
 CFLAGS  ?= -O2 -g
 WARN    := -std=gnu11 -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wvla-larger-than=131072
-CPPFLAGS = -Iinclude $(if $(HAVE_VERBS),,-DSHUNT_NO_RDMA)
+CPPFLAGS = -Iinclude $(if $(HAVE_VERBS),-DSHUNT_HAVE_RDMA)
 SAN     ?=
 # RDMA (issue #4) needs libibverbs-dev to build (the library is dlopened at run time).
 HAVE_VERBS := $(shell test -f /usr/include/infiniband/verbs.h && echo 1)
-SHIM_SRC := $(wildcard src/shim/*.c) src/transport/shm/ring.c $(if $(HAVE_VERBS),$(wildcard src/transport/rdma/*.c)) src/common/config.c src/common/reason.c src/common/msg.c src/common/handshake.c src/common/synopt.c src/common/failover.c src/common/rdvdir.c src/common/loadavg.c
+# The transports: shared memory always, RDMA when libibverbs' headers are
+# there (nothing stands in for it otherwise: src/transport/transport.c).
+SHIM_SRC := $(wildcard src/shim/*.c) src/transport/transport.c src/transport/move.c $(wildcard src/transport/shm/*.c) $(if $(HAVE_VERBS),$(wildcard src/transport/rdma/*.c)) src/common/config.c src/common/reason.c src/common/msg.c src/common/handshake.c src/common/synopt.c src/common/failover.c src/common/rdvdir.c src/common/loadavg.c
 TOOL_SRC := $(wildcard src/tools/*.c) src/common/reason.c src/common/config.c src/common/rdvdir.c
-HDRS    := $(wildcard include/shunt/*.h src/shim/*.h src/common/*.h src/transport/shm/*.h src/transport/rdma/*.h)
+HDRS    := $(wildcard include/shunt/*.h src/shim/*.h src/common/*.h src/transport/*.h src/transport/shm/*.h src/transport/rdma/*.h)
 
 UNIT    := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(wildcard tests/unit/*.c))
 BEHAVE  := $(patsubst tests/behave/%.c,$(BUILD)/tests/behave/%,$(wildcard tests/behave/*.c))
@@ -34,7 +36,7 @@ $(BUILD)/tests/bpf/replayd: tests/tools/replayd.c
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -o $@ $< -lbpf
 
-$(BUILD)/shuntd: src/agent/shuntd.c src/agent/agent.h
+$(BUILD)/shuntd: src/agent/shuntd.c src/common/agent.h
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -o $@ $< -lbpf
 
@@ -63,7 +65,7 @@ $(BUILD)/tests/behave/%: tests/behave/%.c tests/behave/common.h $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -Wno-vla-larger-than -o $@ $< -lpthread $(BEHAVE_LIBS_$*)
 
-$(BUILD)/tests/tools/%: tests/tools/%.c $(HDRS) $(COMMON_SRC) src/agent/agent.h tests/behave/common.h
+$(BUILD)/tests/tools/%: tests/tools/%.c $(HDRS) $(COMMON_SRC) src/common/agent.h tests/behave/common.h
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -o $@ $<
 

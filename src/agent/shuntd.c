@@ -6,7 +6,7 @@
  * three programs (sock_ops, cgroup setsockopt and getsockopt) to a cgroup v2
  * directory: processes below it can then have shunt's option put in their
  * sockets' handshakes and read the outcome through the sockets themselves
- * (src/agent/agent.h).  Nothing is handed to processes: no map, no socket.
+ * (src/common/agent.h).  Nothing is handed to processes: no map, no socket.
  * The attachment lives exactly as long as shuntd: killing it detaches the
  * programs, and connections made meanwhile keep their TCP behaviour.
  * Needs CAP_BPF + CAP_NET_ADMIN (or root).
@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "agent.h"
+#include "../common/agent.h"
 
 static volatile sig_atomic_t stop;
 

@@ -25,7 +25,7 @@
 #define SHUNT_EXID_HI 0x53
 #define SHUNT_EXID_LO 0x48
 
-/* shared with src/agent/agent.h (a BPF object cannot include libc headers) */
+/* shared with src/common/agent.h (a BPF object cannot include libc headers) */
 #define SHUNT_AG_SOL 0x5348
 #define OPT_CLIENT 1
 #define OPT_LISTENER 2

@@ -5,7 +5,7 @@
  * If an agent's programs watch this process's cgroup, a socket registered
  * with setsockopt(SHUNT_AG_SOL) carries shunt's option in its SYN (client)
  * or answers it (listener), and getsockopt(SHUNT_AG_SOL) reads what the
- * handshake showed (src/agent/agent.h).  The state is the socket's own: a
+ * handshake showed (src/common/agent.h).  The state is the socket's own: a
  * process can neither see nor change another's.  Without an agent the
  * kernel answers ENOPROTOOPT and nothing changes but the reason of
  * connections to other hosts: "no agent".
@@ -15,7 +15,7 @@
 #include <string.h>
 #include "shim.h"
 #include "real.h"
-#include "../agent/agent.h"
+#include "../common/agent.h"
 
 static _Atomic int logged; /* "agent: present/absent" once per process */
 

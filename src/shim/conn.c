@@ -28,7 +28,6 @@
 #include "shim.h"
 #include "real.h"
 #include "../common/msg.h"
-#include "arena.h"
 
 #define PROBE_INTERVAL_NS 100000000ull /* writer blocked on a gone peer: probe */
 #define REFRESH_INTERVAL_NS 1000000ull /* non-blocking reader: look for FIN */
@@ -59,7 +58,7 @@ static long futex(_Atomic uint32_t *w, int op, uint32_t val, const struct timesp
  * the waker's half of the Dekker pair whose other half is the sleeper's
  * seq_cst flag store before it re-checks the cursor.  Its line is written
  * by no one else while data flows. */
-static void wake(_Atomic uint32_t *w, int efd)
+void conn_wake_word(_Atomic uint32_t *w, int efd)
 {
 	uint32_t v = __atomic_exchange_n(w, 0, __ATOMIC_SEQ_CST);
 
@@ -72,40 +71,21 @@ static void wake(_Atomic uint32_t *w, int efd)
 	}
 }
 
-/* The peer reads c->tx: tell it data (or EOF) arrived if it asked.  Over
- * RDMA: post the bytes and a cursor message. */
-static void notify_reader(struct conn *c)
-{
-	if (c->rd)
-		rdma_conn_push(c);
-	else
-		wake(&c->tx.ctl->rd_want, c->efd_peer);
-}
-
-/* The peer writes c->rx: tell it space freed if it asked. */
-static void notify_writer(struct conn *c)
-{
-	if (c->rd)
-		rdma_conn_ack(c, 0);
-	else
-		wake(&c->rx.ctl->wr_want, c->efd_peer);
-}
-
-/* Over RDMA the cursors move here (a cursor message arrived): wake our own
- * sleepers as a shared-memory peer would. */
+/* Our sleepers, woken as a shared-memory peer would wake them (over RDMA
+ * the cursors move here, when a cursor message arrives). */
 void conn_wake_local(struct conn *c, unsigned ev)
 {
 	if (ev & POLLIN)
-		wake(&c->rx.ctl->rd_want, c->efd_mine);
+		conn_wake_word(&c->rx.ctl->rd_want, c->efd_mine);
 	if (ev & POLLOUT)
-		wake(&c->tx.ctl->wr_want, c->efd_mine);
+		conn_wake_word(&c->tx.ctl->wr_want, c->efd_mine);
 }
 
 /* A move (move.c): every sleeper looks again, the peer's and ours. */
 void conn_wake_all(struct conn *c)
 {
-	notify_reader(c);
-	notify_writer(c);
+	c->tp->push(c);
+	c->tp->ack(c);
 	conn_wake_local(c, POLLIN | POLLOUT);
 }
 
@@ -121,44 +101,22 @@ void conn_arm(struct conn *c, unsigned want)
 		__atomic_fetch_or(&c->rx.ctl->rd_want, WANT_EFD, __ATOMIC_SEQ_CST);
 	if (want & POLLOUT) {
 		__atomic_fetch_or(&c->tx.ctl->wr_want, WANT_EFD, __ATOMIC_SEQ_CST);
-		if (c->rd && !ring_space(&c->tx))
-			rdma_conn_blocked(c);
+		if (c->tp->tx_blocked && !ring_space(&c->tx))
+			c->tp->tx_blocked(c);
 	}
 }
 
-/* Attach to segment `seg` of arena `a`; take ownership of tcp_fd (on
- * success only).  nonce, when given, must match. */
-int conn_attach(struct conn **out, struct arena *a, unsigned seg, int side, int tcp_fd,
-		const uint64_t *nonce)
+/* What every transport's attach does first (transport.h); tcp_fd is
+ * hidden already and owned by the connection from now on. */
+void conn_init(struct conn *c, const struct transport *tp, void *tpd, int side, int tcp_fd)
 {
-	struct shunt_seg_hdr *h;
-	struct conn *c;
-	uint32_t rs = a->ring_size;
-
-	if (seg >= SHUNT_ARENA_SLOTS)
-		return -EPROTO;
-	h = arena_seg(a, seg);
-	if (shunt_seg_hdr_check(h, nonce ? *nonce : h->nonce, rs))
-		return -EPROTO;
-	c = calloc(1, sizeof *c);
-	if (!c)
-		return -ENOMEM;
-	c->seg = h;
-	c->arena = a;
-	c->segno = seg;
-	c->efd_mine = a->bell[side];  /* the arena's: not ours to close */
-	c->efd_peer = a->bell[!side];
-	c->bell_id = (a->id << 1 | (uint64_t)side) & ~(1ull << 63); /* bell.c: RDMA's have bit 63 */
+	c->tp = tp;
+	c->tpd = tpd;
 	c->side = side;
-	c->tcp_fd = fd_hide(tcp_fd);
+	c->tcp_fd = tcp_fd;
 	c->spin_ns = shunt_cfg.spin_ns;
-	pthread_mutex_init(&c->fo_lock, NULL); /* a move's settle (move.c) */
+	pthread_mutex_init(&c->mv.lock, NULL);
 	conn_load_timeouts(c);
-	/* ring 0 carries client->server bytes, ring 1 server->client */
-	c->tx = (struct ring){ .ctl = &h->ring[side], .data = (uint8_t *)h + SHUNT_SEG_HDR_SIZE + (size_t)side * rs, .size = rs };
-	c->rx = (struct ring){ .ctl = &h->ring[!side], .data = (uint8_t *)h + SHUNT_SEG_HDR_SIZE + (size_t)!side * rs, .size = rs };
-	*out = c;
-	return 0;
 }
 
 /* The application closed its last descriptor of an accelerated
@@ -170,21 +128,7 @@ int conn_attach(struct conn **out, struct arena *a, unsigned seg, int side, int 
  * with ECONNRESET, its writes with EPIPE) - as it must here too. */
 void conn_closing(struct conn *c)
 {
-	if (c->rd && !c->broken && !shunt_sandboxed)
-		rdma_conn_closing(c);
-	if (c->rd || c->passed || c->broken || shunt_sandboxed ||
-	    __atomic_load_n(&arena_seg(c->arena, c->segno)->owner[c->side], __ATOMIC_SEQ_CST) != 1)
-		return;
-	if (move_pending(c)) { /* the move's resend (move.c): the kernel would send it */
-		struct shunt_ring_ctl *t = conn_lock(c, 0);
-		if (t) {
-			move_flush_until(c, shunt_now_ns() + MOVE_FLUSH_NS);
-			shunt_unlock(&t->wlock);
-		}
-	}
-	conn_refresh(c);
-	if (ring_used(&c->rx))
-		conn_reset_on_close(c);
+	c->tp->closing(c);
 }
 
 /* The kernel socket's last close resets (RST), as TCP's close with bytes
@@ -203,7 +147,7 @@ static void closing_at_exit(int fd, struct sk *s, void *arg)
 	(void)arg;
 	if ((s = fdtab_get(fd)) == NULL)
 		return;
-	if (s->kind == SK_SHM && s->conn)
+	if (s->kind == SK_CONN && s->conn)
 		conn_closing(s->conn);
 	sk_put(s);
 }
@@ -219,100 +163,34 @@ __attribute__((destructor)) static void conn_exit_dtor(void)
 	conn_exit_all();
 }
 
-/* The arena keeps the memory; the segment returns to its pool when both
- * sides have let go. */
+/* The application let go of it in this process. */
 int conn_free(struct conn *c)
 {
-	int last;
-
-	if (c->rd) {
-		rdma_conn_free(c);
-		return 1;
-	}
-	/* Our duplicate goes first: if it was the last reference to the
-	 * kernel socket, the FIN leaves now; then a peer asleep on the rings
-	 * wakes and finds it. */
-	fd_close_internal(c->tcp_fd);
-	c->tcp_fd = -1;
-	notify_reader(c);
-	notify_writer(c);
-	last = arena_drop_owner(c->arena, c->segno, c->side);
-	conn_discard(c);
-	return last;
+	return c->tp->release(c);
 }
 
 /* Free our state without dropping an owner (someone dropped it for us). */
 void conn_discard(struct conn *c)
 {
-	if (c->rd) {
-		rdma_conn_free(c);
-		return;
-	}
-	arena_put(c->arena);
-	fd_close_internal(c->tcp_fd);
-	free(c->passed);
-	free(c);
+	c->tp->discard(c);
 }
 
-/* After the peer's FIN: is it gone (closed, killed) or only done sending?
- * One byte on the kernel socket - a live peer's shim discards it, a gone
- * peer's kernel answers with a reset, which wakes whoever watches the
- * socket (poll.c, epoll.c) and makes the next send fail as TCP's would. */
-static void probe_gone(struct conn *c)
-{
-	int e = errno;
-
-	if (c->rd || !c->peer_eof || c->peer_err || c->shut_wr || c->fo_rx || conn_moving(c))
-		return; /* (after a move the socket carries the stream: no probe byte) */
-	if (real.send(c->tcp_fd, "", 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 && errno != EAGAIN)
-		c->peer_err = errno;
-	errno = e;
-}
-
-/* Look at the kernel socket: after acceleration it carries only liveness
- * probes (discarded here), FIN or RST. */
+/* Look at the kernel socket (the transport knows what it carries). */
 void conn_refresh(struct conn *c)
 {
-	char buf[64];
 	int e = errno;
-	ssize_t r;
 
 	c->last_probe_ns = shunt_now_ns();
-	if (c->rd) { /* probes, then maybe the peer's failover message */
-		rdma_conn_refresh(c);
-		errno = e;
-		return;
-	}
-	/* shunt's leftovers, or the peer's move (move.c); after a move the
-	 * socket carries the stream and says its end itself */
-	if (!move_shm_settle(c)) {
-		errno = e;
-		return;
-	}
-	for (;;) {
-		r = real.recv(c->tcp_fd, buf, sizeof buf, MSG_DONTWAIT);
-		if (r > 0)
-			continue;
-		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-			break;
-		if (r == 0) {
-			int err = 0;
-			/* the first FIN: a killed peer's too - ask at once if it
-			 * left bytes of ours unread (a writer may be waiting for
-			 * room it will never make); after it a reset is
-			 * reported by SO_ERROR only (recv says EOF) */
-			if (!__atomic_exchange_n(&c->peer_eof, 1, __ATOMIC_ACQ_REL)) {
-				if (ring_used(&c->tx))
-					probe_gone(c);
-			} else if (!shunt_sandboxed && !c->peer_err &&
-				 !real.getsockopt(c->tcp_fd, SOL_SOCKET, SO_ERROR, &err,
-						  &(socklen_t){ sizeof err }) && err)
-				c->peer_err = err;
-		} else
-			c->peer_err = errno;
-		break;
-	}
+	c->tp->refresh(c);
 	errno = e;
+}
+
+/* After the peer's FIN, a writer asks: is it gone (closed, killed) or
+ * only done sending? */
+static void probe_gone(struct conn *c)
+{
+	if (c->tp->probe)
+		c->tp->probe(c);
 }
 
 /* The peer broke the ring's rules (impossible cursors, a lock word it held
@@ -342,7 +220,7 @@ struct shunt_ring_ctl *conn_lock(struct conn *c, int rx)
 	for (;;) {
 		struct shunt_ring_ctl *t = __atomic_load_n(rx ? &c->rx.ctl : &c->tx.ctl, __ATOMIC_ACQUIRE);
 		_Atomic uint32_t *l = rx ? &t->rlock : &t->wlock;
-		if (c->rd) {
+		if (!(c->tp->flags & TP_SHARED_RINGS)) {
 			shunt_lock(l);
 		} else if (shunt_lock_bounded(l, LOCK_BOUND_NS)) {
 			conn_break(c, rx ? "reader lock held too long" : "writer lock held too long");
@@ -384,7 +262,7 @@ unsigned conn_events(struct conn *c)
 		ev |= POLLERR;
 	if (c->peer_err || (c->shut_wr && eof))
 		ev |= POLLHUP;
-	return c->rd || c->fo_rx || (conn_may_move(c) && conn_moving(c)) ? conn_moved_events(c, ev) : ev;
+	return (c->tp->flags & TP_SOCKET_EVENTS) || c->mv.rx || (conn_may_move(c) && conn_moving(c)) ? conn_moved_events(c, ev) : ev;
 }
 
 size_t conn_nread(struct conn *c)
@@ -392,7 +270,7 @@ size_t conn_nread(struct conn *c)
 	size_t n = ring_used(&c->rx);
 	int k = 0;
 
-	if (__atomic_load_n(&c->fo_rx, __ATOMIC_ACQUIRE) == 2 &&
+	if (__atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) == 2 &&
 	    !real.ioctl(c->tcp_fd, FIONREAD, &k) && k > 0)
 		n += (size_t)k;
 	return n;
@@ -522,8 +400,8 @@ static int spin_wait(struct conn *c, unsigned want, int64_t budget, uint64_t sig
 			return -EINTR;
 		if (now - c->last_probe_ns > REFRESH_INTERVAL_NS * 10)
 			conn_refresh(c);
-		if (c->rd)
-			rdma_conn_poll(c); /* no need to wait for the progress thread */
+		if (c->tp->progress)
+			c->tp->progress(c); /* e.g. RDMA: no need to wait for its progress thread */
 	}
 	return 0;
 }
@@ -567,8 +445,8 @@ static int conn_wait(struct conn *c, unsigned want, int *deadline_ms, int short_
 	conn_refresh(c);
 	if (ready_for(c, want))
 		return 0;
-	if (c->rd && (want & POLLOUT))
-		rdma_conn_blocked(c); /* the peer must answer every read now */
+	if (c->tp->tx_blocked && (want & POLLOUT))
+		c->tp->tx_blocked(c); /* e.g. RDMA: the peer must answer every read now */
 	if (shunt_signals_seen() != sig0)
 		return -EINTR;
 	/* Checked after arming: of two writers arming at once, at least one
@@ -615,9 +493,7 @@ static int conn_wait(struct conn *c, unsigned want, int *deadline_ms, int short_
  * buffers rarely do.  SMC's lesson: return the short write instead. */
 static int write_deadlock(struct conn *c)
 {
-	if (c->rd)
-		return ring_space(&c->rx) == 0 && rdma_conn_peer_blocked(c);
-	return ring_space(&c->rx) == 0 && __atomic_load_n(&c->rx.ctl->wr_want, __ATOMIC_ACQUIRE);
+	return ring_space(&c->rx) == 0 && c->tp->peer_blocked(c);
 }
 
 /* Advance a private copy of an iovec array by n bytes. */
@@ -668,7 +544,7 @@ size_t conn_send_room(struct conn *c)
 {
 	if (c->broken || c->shut_wr || c->peer_err)
 		return 1; /* the send reports the error */
-	if (__atomic_load_n(&c->fo_tx, __ATOMIC_ACQUIRE))
+	if (__atomic_load_n(&c->mv.tx, __ATOMIC_ACQUIRE))
 		return 65536;
 	return ring_space(&c->tx);
 }
@@ -688,13 +564,13 @@ ssize_t conn_send(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 		return -EOPNOTSUPP;
 	if (c->broken)
 		return -c->broken;
-	if (c->shut_wr && c->rd && c->fo_fin) { /* the kernel's FIN is still owed */
+	if (c->shut_wr && c->mv.fin) { /* the kernel's FIN is still owed */
 		if (!(flags & MSG_NOSIGNAL))
 			raise(SIGPIPE);
 		return -EPIPE;
 	}
-	if (c->rd && c->rd_reset && !conn_moving(c)) {
-		/* reset over RDMA (its kernel RST may still be on its way):
+	if (c->peer_reset && !conn_moving(c)) {
+		/* reset through the transport (its kernel RST may still be on its way):
 		 * reported once, then the pipe is broken, as TCP's */
 		if (!__atomic_exchange_n(&c->reset_told, 1, __ATOMIC_ACQ_REL))
 			return -ECONNRESET;
@@ -704,7 +580,7 @@ ssize_t conn_send(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 	}
 	if ((c->shut_wr || c->peer_err) && !conn_moving(c))
 		return send_on_kernel(s, len, flags);
-	if (!c->rd && shunt_fault_ring(c->seg, c->side, c->arena->memfd))
+	if (shunt_fault_ring(c))
 		return (ssize_t)len; /* tests only (fault.c): a hostile peer */
 	memcpy(copy, iov0, sizeof(struct iovec) * (size_t)iovcnt);
 	struct shunt_ring_ctl *locked = conn_lock(c, 0);
@@ -728,7 +604,7 @@ ssize_t conn_send(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 		if (n) {
 			total += (size_t)n;
 			iov_skip(&iov, &iovcnt, (size_t)n);
-			notify_reader(c);
+			c->tp->push(c);
 			continue;
 		}
 		if (!len || (nonblock && total))
@@ -737,7 +613,7 @@ ssize_t conn_send(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 			/* Arm, then look again: space freed between the full
 			 * ring above and the arming woke no one, and no edge
 			 * would ever say so (the reader's Dekker pair). */
-			if (c->rd && !armed && (rdma_conn_poll(c), ring_space(&c->tx)))
+			if (c->tp->progress && !armed && (c->tp->progress(c), ring_space(&c->tx)))
 				continue; /* space the progress thread has not reaped yet */
 			conn_arm(c, POLLOUT);
 			armed = 1;
@@ -829,7 +705,7 @@ ssize_t conn_recv(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 	for (;;) {
 		ssize_t n;
 		if ((peekall || (!waitall && want > 1)) && !total && !nonblock &&
-		    !__atomic_load_n(&c->fo_rx, __ATOMIC_ACQUIRE) &&
+		    !__atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) &&
 		    ring_used(&c->rx) < want && !rx_eof(c) && !c->peer_err) {
 			/* not all there yet: nap, the lock released (rare: no
 			 * wake-up says "this many"; and what is there stays
@@ -839,8 +715,8 @@ ssize_t conn_recv(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 				return -EINTR;
 			if (shunt_now_ns() - c->last_probe_ns > REFRESH_INTERVAL_NS)
 				conn_refresh(c);
-			if (c->rd)
-				rdma_conn_poll(c);
+			if (c->tp->progress)
+				c->tp->progress(c);
 			nanosleep(&(struct timespec){ 0, 200000 }, NULL);
 			if (!(locked = conn_lock(c, 1)))
 				return -c->broken;
@@ -857,13 +733,13 @@ ssize_t conn_recv(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 			if (!peek) {
 				if (!trunc)
 					iov_skip(&iov, &iovcnt, (size_t)n);
-				notify_writer(c);
+				c->tp->ack(c);
 			}
 			if (total >= want || (nonblock && !waitall) || peek)
 				break;
 			continue;
 		}
-		if (__atomic_load_n(&c->fo_rx, __ATOMIC_ACQUIRE)) {
+		if (__atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE)) {
 			/* the peer moved to TCP: its bytes follow there */
 			ssize_t m = move_recv_tcp(c, iov, iovcnt, flags, nonblock);
 			if (m > 0)
@@ -882,16 +758,16 @@ ssize_t conn_recv(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 		if (nonblock) {
 			if (shunt_now_ns() - c->last_probe_ns > REFRESH_INTERVAL_NS) {
 				conn_refresh(c);
-				if (c->peer_eof || c->peer_err || c->fo_rx)
+				if (c->peer_eof || c->peer_err || c->mv.rx)
 					continue;
 			}
 			/* a program that polls by itself: reap the completion
 			 * queue here, as rsocket does, not only in the
 			 * progress thread (a wake-up later) */
-			if (c->rd && (rdma_conn_poll(c), ring_used(&c->rx) || rx_eof(c)))
+			if (c->tp->progress && (c->tp->progress(c), ring_used(&c->rx) || rx_eof(c)))
 				continue;
 			conn_arm(c, POLLIN);
-			if (ring_used(&c->rx) || rx_eof(c) || c->fo_rx)
+			if (ring_used(&c->rx) || rx_eof(c) || c->mv.rx)
 				continue;
 			r = -EAGAIN;
 			break;
@@ -910,8 +786,8 @@ ssize_t conn_recv(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 			__atomic_store_n(&s->stat->rx, s->stat->rx + total, __ATOMIC_RELAXED);
 		return (ssize_t)total;
 	}
-	if (!r && c->peer_err && !rx_eof(c) && !c->fo_rx) {
-		if (c->rd_reset)
+	if (!r && c->peer_err && !rx_eof(c) && !c->mv.rx) {
+		if (c->peer_reset)
 			__atomic_store_n(&c->reset_told, 1, __ATOMIC_RELEASE);
 		return -c->peer_err;
 	}
@@ -931,20 +807,17 @@ int conn_shutdown(struct sk *s, int how)
 			return real.shutdown(c->tcp_fd, how) ? -errno : 0;
 		c->shut_wr = 1;
 		__atomic_store_n(&c->tx.ctl->wr_done, 1, __ATOMIC_RELEASE);
-		/* every byte at the peer (RDMA, or moved to TCP) before the
-		 * kernel's FIN; deferred while bytes wait for room */
-		if (c->rd && rdma_conn_shutdown(c))
+		/* every byte at the peer (over the transport, or moved to
+		 * TCP) before the kernel's FIN; deferred while bytes wait */
+		if (c->tp->shutdown(c))
 			how = how == SHUT_WR ? -1 : SHUT_RD;
-		/* a move's resend (move.c) goes before the FIN */
-		if (!c->rd && move_pending(c))
-			move_flush_until(c, shunt_now_ns() + MOVE_FLUSH_NS);
 		shunt_unlock(&locked->wlock);
 		/* Wake any sleeper: an epoll waiter must see the EOF too, and
 		 * a writer of ours asleep on a full ring returns (a short
 		 * write, or EPIPE), as from TCP's shutdown. */
 		__atomic_fetch_or(&c->tx.ctl->rd_want, WANT_EFD, __ATOMIC_SEQ_CST);
-		if (!c->rd)
-			notify_reader(c);
+		if (c->tp->shut_wake)
+			c->tp->shut_wake(c);
 		conn_wake_local(c, POLLOUT);
 	}
 	if (how < 0)

@@ -13,7 +13,6 @@
 #include <unistd.h>
 #include "shim.h"
 #include "real.h"
-#include "arena.h"
 #include "../common/rdvdir.h"
 #include "../common/loadavg.h"
 
@@ -257,7 +256,7 @@ static void read_netns(void)
 static void atfork_prepare(void)
 {
 	if (!shunt_cfg.rdma_fork_keep)
-		rdma_share_prepare("fork", SHUNT_R_FORK);
+		transports_share_prepare("fork", SHUNT_R_FORK);
 }
 
 /* A seccomp filter is being installed (interpose.c saw prctl or seccomp):
@@ -275,7 +274,7 @@ void shunt_sandbox_enter(void)
 	/* RDMA connections go to their TCP sockets first, while every system
 	 * call is still allowed: their data path calls libibverbs, whose verbs
 	 * make system calls of their own (ioctl on the verbs device) */
-	rdma_share_prepare("a seccomp filter", SHUNT_R_SANDBOX);
+	transports_share_prepare("a seccomp filter", SHUNT_R_SANDBOX);
 	if (__atomic_exchange_n(&shunt_sandboxed, 1, __ATOMIC_ACQ_REL))
 		return;
 	shunt_lock_probe_off = 1; /* a dead lock holder is waited out (the bound), not probed */
@@ -290,7 +289,7 @@ void shunt_sandbox_enter(void)
 static void count_accel(int fd, struct sk *s, void *n)
 {
 	(void)fd;
-	*(int *)n += s->kind == SK_SHM;
+	*(int *)n += s->kind == SK_CONN;
 }
 
 void shunt_uring_seen(void)
@@ -312,12 +311,10 @@ void shunt_uring_seen(void)
 }
 
 /* fork() through the wrapper (interpose.c): the child's share of every
- * shared-memory connection is taken here, in the parent, before the child
- * exists - taken in the child, a parent that closes its copy at once (a
- * fork-per-connection server) could see itself as the last owner and
- * end the connection under the child (a reset, a wrong count).  Forks
- * that do not pass the wrapper (glibc's own, in daemon()) take it in the
- * child, as before.  The generation tells the child which are taken. */
+ * connection is taken here, in the parent, before the child exists (the
+ * transport's fork_hold: shared memory's segment owners); forks that do not
+ * pass the wrapper (glibc's own, in daemon()) take it in the child.  The
+ * generation tells the child which are taken. */
 static __thread uint64_t fork_gen_pre;
 
 static void hold_for_child(int fd, struct sk *s, void *gen)
@@ -325,10 +322,8 @@ static void hold_for_child(int fd, struct sk *s, void *gen)
 	struct conn *c = s->conn;
 
 	(void)fd;
-	if (s->kind != SK_SHM || !c || c->rd || c->fork_gen == *(uint64_t *)gen)
-		return;
-	c->fork_gen = *(uint64_t *)gen;
-	arena_hold_more(c->arena, c->segno, c->side);
+	if (s->kind == SK_CONN && c && c->tp->fork_hold)
+		c->tp->fork_hold(c, *(uint64_t *)gen);
 }
 
 static void unhold(int fd, struct sk *s, void *gen)
@@ -336,25 +331,19 @@ static void unhold(int fd, struct sk *s, void *gen)
 	struct conn *c = s->conn;
 
 	(void)fd;
-	if (s->kind != SK_SHM || !c || c->rd || c->fork_gen != *(uint64_t *)gen)
-		return;
-	c->fork_gen = 0;
-	arena_drop_owner(c->arena, c->segno, c->side);
+	if (s->kind == SK_CONN && c && c->tp->fork_unhold)
+		c->tp->fork_unhold(c, *(uint64_t *)gen);
 }
 
-/* The child holds every inherited connection too: one more owner each
- * (those the fork() wrapper took already carry its generation). */
+/* The child holds every inherited connection too (those the fork()
+ * wrapper took already carry its generation). */
 static void hold_inherited(int fd, struct sk *s, void *gen)
 {
 	struct conn *c = s->conn;
 
-	if (s->kind == SK_SHM && c && c->rd) {
-		/* moved to TCP before the fork (rdma.c), or it stays the parent's */
-		if (!c->moved)
-			c->broken = EIO;
-		return;
-	}
-	hold_for_child(fd, s, gen);
+	(void)fd;
+	if (s->kind == SK_CONN && c && c->tp->fork_child)
+		c->tp->fork_child(c, *(uint64_t *)gen);
 }
 
 void shunt_fork_before(void)
@@ -394,7 +383,7 @@ static void atfork_child(void)
 	rdv_atfork_child();
 	bell_atfork_child();
 	stats_atfork_child();
-	rdma_atfork_child();
+	transports_atfork_child();
 }
 
 __attribute__((constructor)) static void shunt_init(void)

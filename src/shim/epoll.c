@@ -305,7 +305,7 @@ static int reg_add(struct epset *ep, int fd, struct sk *s, struct epoll_event *e
 	 * too (edge-triggered: one report now, then only after a move) */
 	in = (struct epoll_event){ .events = EPOLLIN | EPOLLRDHUP | EPOLLET | EPOLLOUT,
 				   .data.u64 = token((unsigned)fd, TOK_TCP) };
-	r->tcp_on = (!conn_socket_done(s->conn) || s->conn->rd) &&
+	r->tcp_on = (!conn_socket_done(s->conn) || (s->conn->tp->flags & TP_SOCKET_EVENTS)) &&
 		    !real.epoll_ctl(ep->epfd, EPOLL_CTL_ADD, s->conn->tcp_fd, &in);
 	reset_edges(r);
 	r->fd = fd;
@@ -326,7 +326,7 @@ int ep_ctl(struct sk *eps, int epfd, int op, int fd, struct epoll_event *ev)
 	struct epreg *r;
 	int err = 0;
 
-	if (!s || s->kind != SK_SHM) {
+	if (!s || s->kind != SK_CONN) {
 		if (s)
 			sk_put(s);
 		return real.epoll_ctl(epfd, op, fd, ev) ? -errno : 0;
@@ -403,7 +403,7 @@ static int is_new_edge(struct epreg *r, uint32_t ev)
 	struct conn *c = r->s->conn;
 	uint64_t p = __atomic_load_n(&c->rx.ctl->prod, __ATOMIC_ACQUIRE);
 	uint64_t k = __atomic_load_n(&c->tx.ctl->cons, __ATOMIC_ACQUIRE);
-	uint32_t g = __atomic_load_n(&c->fo_gen, __ATOMIC_ACQUIRE);
+	uint32_t g = __atomic_load_n(&c->mv.gen, __ATOMIC_ACQUIRE);
 	int fresh = p != r->seen_prod || k != r->seen_cons || ev != r->seen_ev || g != r->seen_gen;
 
 	r->seen_gen = g;
@@ -500,12 +500,13 @@ static int translate(struct epset *ep, struct epoll_event *evs, int k, int n, in
 		{
 			conn_refresh(r->s->conn);
 			/* moved to TCP: the kernel's wake-up is the edge */
-			if (conn_moving(r->s->conn) || r->s->conn->fo_rx)
+			if (conn_moving(r->s->conn) || r->s->conn->mv.rx)
 				reset_edges(r);
-			/* the socket has said all it will (shared memory); an
-			 * RDMA connection's sending half may still move to it,
-			 * and then its writability comes from the socket */
-			if (conn_socket_done(r->s->conn) && !r->s->conn->rd && !r->s->conn->fo_rx &&
+			/* the socket has said all it will (shared memory); a
+			 * connection whose sending half may still move to it
+			 * (RDMA) takes its writability from the socket then */
+			if (conn_socket_done(r->s->conn) && !(r->s->conn->tp->flags & TP_SOCKET_EVENTS) &&
+			    !r->s->conn->mv.rx &&
 			    !conn_moving(r->s->conn)) {
 				real.epoll_ctl(ep->epfd, EPOLL_CTL_DEL, r->s->conn->tcp_fd, NULL);
 				r->tcp_on = 0;

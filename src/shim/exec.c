@@ -27,10 +27,7 @@
 #include <netinet/in.h>
 #include "shim.h"
 #include "real.h"
-#include "arena.h"
 
-#define EXPORT __attribute__((visibility("default")))
-#define R(name) (real.name ? real.name : (real_init(), real.name))
 extern char **environ;
 
 struct handover {
@@ -54,30 +51,18 @@ static void collect(int fd, struct sk *s, void *arg)
 	struct handover *h = arg;
 	struct conn *c = s->conn;
 	char item[96];
-	int n, f;
+	int n, f, nfds;
 
-	if (s->kind != SK_SHM || (c->rd && !c->moved) ||
+	if (s->kind != SK_CONN || !c->tp->exec_item ||
 	    h->nfds + 3 > (int)(sizeof h->fds / sizeof h->fds[0]))
-		return; /* an RDMA connection that could not move stays behind */
-	if (!c->rd && (c->passed || c->fo_rx || conn_moving(c)))
-		return; /* on its socket (move.c): a plain socket from here on */
-	if (c->rd && c->moved_fd < 0) { /* moved with no descriptor to spare (rdma.c) */
-		if (ring_used(&c->rx))
-			shunt_warn("fd %d: %llu bytes it had not read when it moved to TCP stay "
-				   "behind at exec (no descriptor could hold them)", fd,
-				   (unsigned long long)ring_used(&c->rx));
 		return;
-	}
 	f = R(fcntl)(fd, F_GETFD);
 	if (f < 0 || (f & FD_CLOEXEC))
 		return;
-	if (c->rd)
-		n = snprintf(item, sizeof item, "m%d,%d,%d,%d;", fd, c->moved_fd, c->side,
-			     conn_moved_reason(c));
-	else
-		n = snprintf(item, sizeof item, "%d,%d,%llx,%u,%d,%d,%d;", fd, c->arena->memfd,
-			     (unsigned long long)c->arena->id, c->segno, c->side,
-			     c->arena->bell[0], c->arena->bell[1]);
+	nfds = h->nfds;
+	n = c->tp->exec_item(c, fd, item, sizeof item, h->fds, &nfds);
+	if (n <= 0)
+		return; /* it stays behind: a plain socket after exec */
 	if (h->len + (size_t)n + 1 > h->cap) {
 		size_t cap = h->cap ? h->cap * 2 : 256;
 		char *b = realloc(h->buf, cap);
@@ -89,13 +74,7 @@ static void collect(int fd, struct sk *s, void *arg)
 	memcpy(h->buf + h->len, item, (size_t)n + 1);
 	h->len += (size_t)n;
 	h->count++;
-	if (c->rd) {
-		h->fds[h->nfds++] = c->moved_fd;
-		return;
-	}
-	h->fds[h->nfds++] = c->arena->memfd;
-	h->fds[h->nfds++] = c->arena->bell[0];
-	h->fds[h->nfds++] = c->arena->bell[1];
+	h->nfds = nfds;
 }
 
 static const char *self_path(void)
@@ -115,7 +94,7 @@ static char **prepare(char *const envp[], struct handover *h)
 	size_t n = 0, k = 0;
 
 	memset(h, 0, sizeof *h);
-	rdma_share_prepare("exec", SHUNT_R_FORK);
+	transports_share_prepare("exec", SHUNT_R_FORK);
 	fdtab_each(collect, h);
 	if (!h->count)
 		return NULL;
@@ -272,7 +251,7 @@ EXPORT int execle(const char *path, const char *arg, ...)
 /* The adopted connection becomes fd's. */
 static int install(int fd, struct conn *c, int side)
 {
-	struct sk *s = sk_new(SK_SHM, AF_INET);
+	struct sk *s = sk_new(SK_CONN, AF_INET);
 
 	if (!s) {
 		conn_free(c);
@@ -287,42 +266,12 @@ static int install(int fd, struct conn *c, int side)
 	return 0;
 }
 
-static int adopt(int fd, int memfd, uint64_t id, unsigned seg, int side, const int bell[2])
-{
-	int fds[3] = { R(fcntl)(memfd, F_DUPFD_CLOEXEC, 0), R(fcntl)(bell[0], F_DUPFD_CLOEXEC, 0),
-		       R(fcntl)(bell[1], F_DUPFD_CLOEXEC, 0) };
-	struct arena *a;
-	struct conn *c;
-	int dupfd;
-
-	/* Several sockets may share the arena: the first adopts it. */
-	if (arena_adopt(id, fds, side, &a))
-		return -EPROTO;
-	dupfd = fd_dup_hidden(fd);
-	if (dupfd < 0 || conn_attach(&c, a, seg, side, dupfd, NULL)) {
-		fd_close_internal(dupfd);
-		arena_put(a);
-		return -EPROTO;
-	}
-	return install(fd, c, side);
-}
-
-static int adopt_moved(int fd, int memfd, int side, int reason)
-{
-	struct conn *c;
-	int r = rdma_conn_adopt(fd, memfd, side, reason, &c);
-
-	if (r)
-		return r;
-	return install(fd, c, side);
-}
-
 /* SHUNT_INHERIT is an environment variable: anyone who starts the program
  * may have written it.  An entry is adopted only if its descriptors are what
  * it says (a TCP socket, a shared-memory file, two eventfds), and only the
  * descriptors of an adopted entry are closed here: a forged entry naming
  * the program's own stdout changes nothing. */
-static int is_tcp_socket(int fd)
+int exec_is_tcp_socket(int fd)
 {
 	int t = 0, p = 0;
 	socklen_t l = sizeof t, lp = sizeof p;
@@ -331,9 +280,23 @@ static int is_tcp_socket(int fd)
 	       !real.getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &p, &lp) && p == IPPROTO_TCP;
 }
 
-static int is_shmem(int fd)
+int exec_is_shmem(int fd)
 {
 	return R(fcntl)(fd, F_GET_SEALS) >= 0; /* memfd and tmpfs files only */
+}
+
+/* One entry: the transport named by its first character adopts it. */
+static int adopt(const char *item, int *used, int *nused)
+{
+	for (const struct transport *const *t = shunt_transports; *t; t++) {
+		struct conn *c;
+		int fd, r;
+		if (!(*t)->exec_adopt || item[0] != (*t)->exec_tag)
+			continue;
+		r = (*t)->exec_adopt(item + 1, &fd, &c, used, nused);
+		return r ? r : install(fd, c, c->side);
+	}
+	return -EINVAL;
 }
 
 void exec_inherit(void)
@@ -348,42 +311,17 @@ void exec_inherit(void)
 	int inherited[3 * 256], n = 0;
 
 	for (item = strtok_r(copy, ";", &save); item; item = strtok_r(NULL, ";", &save)) {
-		int fd, memfd, efd[2], side;
-		unsigned long long id;
-		unsigned seg;
-		if (item[0] == 'm') { /* an RDMA connection moved to TCP before exec */
-			int reason;
-			if (sscanf(item + 1, "%d,%d,%d,%d", &fd, &memfd, &side, &reason) != 4 || fd < 0 ||
-			    memfd < 0 || (side != 0 && side != 1) || reason <= 0 || reason >= SHUNT_R_MAX ||
-			    fd == memfd || !is_tcp_socket(fd) || !is_shmem(memfd)) {
-				shunt_warn("SHUNT_INHERIT entry '%s' invalid: ignored", item);
-				continue;
-			}
-			if (adopt_moved(fd, memfd, side, reason)) {
-				shunt_warn("SHUNT_INHERIT entry '%s' rejected", item);
-				continue;
-			}
-			if (n < (int)(sizeof inherited / sizeof inherited[0]))
-				inherited[n++] = memfd;
-			continue;
-		}
-		if (sscanf(item, "%d,%d,%llx,%u,%d,%d,%d", &fd, &memfd, &id, &seg, &side, &efd[0],
-			   &efd[1]) != 7 || fd < 0 || memfd < 0 || efd[0] < 0 || efd[1] < 0 ||
-		    (side != 0 && side != 1) || fd == memfd || fd == efd[0] || fd == efd[1] ||
-		    memfd == efd[0] || memfd == efd[1] || efd[0] == efd[1] || !is_tcp_socket(fd) ||
-		    !is_shmem(memfd) || !fd_is_eventfd(efd[0]) || !fd_is_eventfd(efd[1])) {
+		int used[EXEC_FDS_MAX], nused = 0, r = adopt(item, used, &nused);
+		if (r == -EINVAL) {
 			shunt_warn("SHUNT_INHERIT entry '%s' invalid: ignored", item);
 			continue;
 		}
-		if (adopt(fd, memfd, id, seg, side, efd)) {
+		if (r) {
 			shunt_warn("SHUNT_INHERIT entry '%s' rejected", item);
 			continue;
 		}
-		if (n + 3 <= (int)(sizeof inherited / sizeof inherited[0])) {
-			inherited[n++] = memfd;
-			inherited[n++] = efd[0];
-			inherited[n++] = efd[1];
-		}
+		for (int i = 0; i < nused && n < (int)(sizeof inherited / sizeof inherited[0]); i++)
+			inherited[n++] = used[i];
 	}
 	/* adopt() took duplicates: the inherited descriptors themselves go. */
 	for (int i = 0; i < n; i++) {

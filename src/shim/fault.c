@@ -76,6 +76,8 @@
 #include <unistd.h>
 #include "shim.h"
 #include "real.h"
+#include "../transport/shm/arena.h"
+#include "../transport/shm/shm.h"
 
 static const char *ring_kind(void)
 {
@@ -105,15 +107,19 @@ int shunt_fault_ring_pipebell(int bell[2])
 	return 1;
 }
 
-int shunt_fault_ring(struct shunt_seg_hdr *seg, int side, int memfd)
+int shunt_fault_ring(struct conn *c)
 {
 	static _Atomic int fired;
 	const char *k = ring_kind();
 	struct shunt_ring_ctl *peer_rx, *peer_tx;
+	struct shunt_seg_hdr *seg;
+	int side = c->side, memfd;
 
-	if (!k || !strcmp(k, "unsealed") || !strcmp(k, "pipebell") ||
+	if (!k || c->tp != &shm_transport || !strcmp(k, "unsealed") || !strcmp(k, "pipebell") ||
 	    __atomic_exchange_n(&fired, 1, __ATOMIC_ACQ_REL))
 		return 0;
+	seg = shm_of(c)->seg;
+	memfd = shm_of(c)->arena->memfd;
 	/* ring[side] carries our bytes (the peer's receive ring) */
 	peer_rx = &seg->ring[side];
 	peer_tx = &seg->ring[!side];

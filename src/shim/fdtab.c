@@ -151,7 +151,7 @@ void sk_put(struct sk *s)
 	if (s->short_port)
 		rdv_note_end(s);
 	if (s->conn) {
-		if (s->kind == SK_SHM)
+		if (s->kind == SK_CONN)
 			conn_closing(s->conn);
 		last = conn_free(s->conn);
 	}
@@ -291,7 +291,7 @@ static void take_in_range(int fd, struct sk *s, void *arg)
 	}
 	if ((s = fdtab_take(fd)) == NULL)
 		return;
-	if (s->kind == SK_SHM)
+	if (s->kind == SK_CONN)
 		ep_forget_fd(fd);
 	if (t->n < t->cap)
 		t->v[t->n++] = s; /* let go after the kernel's close, as close() does */

@@ -32,7 +32,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include "shim.h"
-#include "arena.h"
 
 #define PRESSURE_NS 10000000000ull /* new connections plain after a give-back */
 #define BATCH 64                   /* descriptors given back per EMFILE, at least */
@@ -57,8 +56,7 @@ struct pick {
 
 static int idle(const struct conn *c)
 {
-	return !c->rd && !c->broken && !c->shut_wr && !c->shut_rd && !c->peer_eof && !c->peer_err &&
-	       __atomic_load_n(&arena_seg(c->arena, c->segno)->owner[c->side], __ATOMIC_ACQUIRE) == 1;
+	return c->tp->idle_here && c->tp->idle_here(c);
 }
 
 /* Every accelerated descriptor, looked at one by one afterwards (under
@@ -68,7 +66,7 @@ static void pick_one(int fd, struct sk *s, void *arg)
 	struct pick *p = arg;
 	int *v;
 
-	if (s->kind != SK_SHM)
+	if (s->kind != SK_CONN)
 		return;
 	if (p->n == p->cap) {
 		if (!(v = realloc(p->fd, (size_t)(p->cap ? 2 * p->cap : 256) * sizeof *v)))
@@ -86,8 +84,8 @@ static int on_socket(struct conn *c)
 	if (c->passed)
 		return 1;
 	conn_refresh(c); /* the peer's message, our resend */
-	return __atomic_load_n(&c->fo_rx, __ATOMIC_ACQUIRE) == 2 && !ring_used(&c->rx) &&
-	       __atomic_load_n(&c->fo_tx, __ATOMIC_ACQUIRE) && !move_pending(c);
+	return __atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) == 2 && !ring_used(&c->rx) &&
+	       __atomic_load_n(&c->mv.tx, __ATOMIC_ACQUIRE) && !move_pending(c);
 }
 
 /* We hold one reference of s: 1 if its connection is plain TCP now and
@@ -99,7 +97,7 @@ static int give_back_one(int fd, struct sk *s)
 
 	if (blocked || __atomic_load_n(&s->refs, __ATOMIC_SEQ_CST) != base)
 		return 0; /* in a call, dup'd, or a one-shot report pending */
-	if (!conn_moving(c) && !c->fo_rx && !c->passed) {
+	if (!conn_moving(c) && !c->mv.rx && !c->passed) {
 		if (ring_used(&c->tx) || move_pass(s, SHUNT_R_DESCRIPTORS))
 			return 0;
 	} else if (!on_socket(c)) {
@@ -111,7 +109,7 @@ static int give_back_one(int fd, struct sk *s)
 	s->reason = SHUNT_R_DESCRIPTORS;
 	__atomic_store_n(&s->kind, SK_TCP, __ATOMIC_SEQ_CST);
 	if (__atomic_load_n(&s->refs, __ATOMIC_SEQ_CST) != base) {
-		__atomic_store_n(&s->kind, SK_SHM, __ATOMIC_SEQ_CST);
+		__atomic_store_n(&s->kind, SK_CONN, __ATOMIC_SEQ_CST);
 		return 0;
 	}
 	ep_retire(fd, s);
@@ -143,12 +141,12 @@ int fd_give_back(void)
 		struct sk *s = fdtab_get(p.fd[i]);
 		if (!s)
 			continue;
-		if (s->kind == SK_SHM && idle(s->conn))
+		if (s->kind == SK_CONN && idle(s->conn))
 			freed += give_back_one(p.fd[i], s);
 		sk_put(s);
 	}
 	free(p.fd);
-	freed += 3 * arena_drop_unused();
+	freed += transports_drop_unused();
 	empty_at = freed ? 0 : shunt_now_ns();
 	pthread_mutex_unlock(&lock);
 	if (freed)

@@ -42,7 +42,7 @@
 #include <unistd.h>
 #include "shim.h"
 #include "real.h"
-#include "../agent/agent.h"
+#include "../common/agent.h"
 #include "../common/handshake.h"
 #include "../common/synopt.h"
 
@@ -194,12 +194,20 @@ static void offer(struct shunt_hs_msg *m, uint8_t type, uint64_t nonce, uint64_t
 	m->offer.ring_size = shunt_cfg.ring_size;
 }
 
-static void rdma_fields(struct shunt_hs_offer *o, const struct shunt_hs_offer *r)
+/* The remote transport's part of an offer (its link and slot: RDMA's GID,
+ * queue pair, key and ring). */
+static void remote_fields(struct shunt_hs_offer *o, const struct shunt_hs_offer *r)
 {
 	memcpy(o->gid, r->gid, sizeof o->gid);
 	o->qpn = r->qpn;
 	o->rkey = r->rkey;
 	o->addr = r->addr;
+}
+
+static void remote_drop(void *state)
+{
+	if (shunt_remote)
+		shunt_remote->offer_drop(state);
 }
 
 static int decline(int fd, int reason, uint64_t deadline)
@@ -245,7 +253,7 @@ int inband_client(struct sk *s, int fd, uint64_t nonce)
 	proc = shunt_proc_id();
 	if (shm)
 		t |= SHUNT_HS_T_SHM;
-	int rdma = rdma_client_offer(fd, tag, &ro, &rst);
+	int rdma = shunt_remote ? shunt_remote->client_offer(fd, tag, &ro, &rst) : -ENODEV;
 	if (!rdma)
 		t |= SHUNT_HS_T_RDMA;
 	/* Nothing to offer: a shared-memory offer no server can match. */
@@ -253,10 +261,10 @@ int inband_client(struct sk *s, int fd, uint64_t nonce)
 	if (!shm)
 		m.offer.domain = 0;
 	if (rst)
-		rdma_fields(&m.offer, &ro);
+		remote_fields(&m.offer, &ro);
 	rc = hs_send(fd, &m, deadline);
 	if (rc) {
-		rdma_offer_drop(rst);
+		remote_drop(rst);
 		errno = e;
 		return rc == -ETIMEDOUT ? SHUNT_R_HS_TIMEOUT : SHUNT_R_HANDSHAKE;
 	}
@@ -280,13 +288,13 @@ int inband_client(struct sk *s, int fd, uint64_t nonce)
 		rc = decline(fd, SHUNT_R_HS_NO_TRANSPORT, deadline);
 	} else if (r.offer.transports == SHUNT_HS_T_RDMA) {
 		/* the link and slot the server chose; CONFIRM names ours */
-		rc = rdma_client_accept(s, fd, rst, &r, tag, &ro);
+		rc = shunt_remote->client_accept(s, fd, rst, &r, tag, &ro);
 		rst = NULL;
 		if (rc) {
 			decline(fd, rc, deadline);
 		} else {
 			offer(&m, SHUNT_HS_CONFIRM, nonce, proc, SHUNT_HS_T_RDMA);
-			rdma_fields(&m.offer, &ro);
+			remote_fields(&m.offer, &ro);
 			hs_send(fd, &m, deadline);
 		}
 	} else if ((rc = rdv_inband_attach(s, fd, nonce, deadline))) {
@@ -295,7 +303,7 @@ int inband_client(struct sk *s, int fd, uint64_t nonce)
 		offer(&m, SHUNT_HS_CONFIRM, nonce, proc, SHUNT_HS_T_SHM);
 		hs_send(fd, &m, deadline);
 	}
-	rdma_offer_drop(rst);
+	remote_drop(rst);
 	errno = e;
 	return rc;
 }
@@ -312,32 +320,32 @@ static int same_host(const struct shunt_hs_offer *o)
  * CONFIRM is the decision (it may write as soon as it sent it).  A client
  * that never answers leaves our slot reserved, never reused: it might
  * still write into it. */
-static int server_rdma(struct sk *s, int fd, const struct shunt_hs_msg *p, uint64_t wait)
+static int server_remote(struct sk *s, int fd, const struct shunt_hs_msg *p, uint64_t wait)
 {
 	uint32_t tag = (uint32_t)p->offer.nonce;
 	struct shunt_hs_msg a, c;
 	struct shunt_hs_offer ro;
 	void *st = NULL;
-	int rc = rdma_server_offer(fd, p, tag, &ro, &st);
+	int rc = shunt_remote->server_offer(fd, p, tag, &ro, &st);
 
 	if (rc)
 		return decline(fd, rc, shunt_now_ns() + wait);
 	offer(&a, SHUNT_HS_ACCEPT, p->offer.nonce, shunt_proc_id(), SHUNT_HS_T_RDMA);
-	rdma_fields(&a.offer, &ro);
+	remote_fields(&a.offer, &ro);
 	if (hs_send(fd, &a, shunt_now_ns() + wait)) {
-		rdma_offer_drop(st);
+		remote_drop(st);
 		return SHUNT_R_HANDSHAKE;
 	}
 	rc = head(fd, &c, shunt_now_ns() + CONFIRM_WAIT_NS);
 	shunt_log("rdma handshake fd %d: client's word %d type %d", fd, rc, rc == 1 ? c.type : 0);
 	if (rc == 1 && c.type == SHUNT_HS_CONFIRM)
-		return rdma_server_confirm(s, fd, st, &c, tag);
+		return shunt_remote->server_confirm(s, fd, st, &c, tag);
 	if (rc == -ETIMEDOUT) {
-		rdma_offer_abandon(st);
+		shunt_remote->offer_abandon(st);
 		real.shutdown(fd, SHUT_RDWR);
 		return SHUNT_R_HS_TIMEOUT;
 	}
-	rdma_offer_drop(st);
+	remote_drop(st);
 	if (rc == 1 && c.type == SHUNT_HS_DECLINE)
 		return (int)c.reason;
 	return rc == 0 ? SHUNT_R_HS_TIMEOUT : SHUNT_R_HS_MALFORMED; /* data: it gave up */
@@ -367,8 +375,8 @@ int inband_server(struct sk *s, int fd)
 		goto out;
 	}
 	shm = (m.offer.transports & SHUNT_HS_T_SHM) && same_host(&m.offer) && shunt_cfg.transport != 2;
-	if (!shm && (m.offer.transports & SHUNT_HS_T_RDMA)) {
-		rc = server_rdma(s, fd, &m, wait);
+	if (!shm && (m.offer.transports & SHUNT_HS_T_RDMA) && shunt_remote) {
+		rc = server_remote(s, fd, &m, wait);
 	} else if (!shm) {
 		rc = decline(fd, SHUNT_R_HS_NO_TRANSPORT, now + wait);
 	} else if ((rc = rdv_inband_offer(fd, m.offer.proc_id, m.offer.nonce, &c))) {

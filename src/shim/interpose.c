@@ -30,8 +30,6 @@
 #include "real.h"
 #include "shunt/shunt.h"
 
-#define EXPORT __attribute__((visibility("default")))
-#define R(name) (real.name ? real.name : (real_init(), real.name))
 
 static long edge(long r)
 {
@@ -239,8 +237,8 @@ EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 	r = rdv_connect(fd, s, addr, len);
 	if (r == 0 || r == -EINPROGRESS)
 		stats_update(s, fd);
-	if (s->kind == SK_SHM)
-		shunt_log("connect fd %d: accelerated (%s)", fd, s->conn->rd ? "rdma" : "shm");
+	if (s->kind == SK_CONN)
+		shunt_log("connect fd %d: accelerated (%s)", fd, s->conn->tp->name);
 	else
 		shunt_log("connect fd %d: tcp, %s", fd, shunt_reason_str((unsigned)s->reason));
 	sk_put(s);
@@ -322,7 +320,7 @@ static int do_accept(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 	rdv_accept(ls, nfd, s, own && plen <= sizeof peer ? (struct sockaddr *)&peer : NULL);
 	sk_put(ls);
 	stats_update(s, nfd);
-	shunt_log("accept fd %d: %s, %s", nfd, s->kind != SK_SHM ? "tcp" : s->conn->rd ? "rdma" : "shm",
+	shunt_log("accept fd %d: %s, %s", nfd, s->kind != SK_CONN ? "tcp" : s->conn->tp->name,
 		  shunt_reason_str((unsigned)s->reason));
 	fdtab_set(nfd, s);
 	errno = e;
@@ -350,7 +348,7 @@ EXPORT int close(int fd)
 		return -1;
 	}
 	s = fdtab_take(fd);
-	if (s && s->kind == SK_SHM)
+	if (s && s->kind == SK_CONN)
 		ep_forget_fd(fd);
 	r = R(close)(fd);
 	if (s)
@@ -389,7 +387,7 @@ EXPORT void closefrom(int lowfd)
 
 EXPORT int shutdown(int fd, int how)
 {
-	struct sk *s = get_kind(fd, SK_SHM);
+	struct sk *s = get_kind(fd, SK_CONN);
 	long r;
 
 	if (!s)
@@ -493,13 +491,13 @@ EXPORT int ioctl(int fd, unsigned long req, ...)
 	s = fdtab_get(fd);
 	if (!s)
 		return R(ioctl)(fd, req, arg);
-	if (req == FIONREAD && s->kind == SK_SHM) {
+	if (req == FIONREAD && s->kind == SK_CONN) {
 		size_t n = conn_nread(s->conn);
 		*(int *)arg = n > INT_MAX ? INT_MAX : (int)n;
 		sk_put(s);
 		return 0;
 	}
-	if (s->kind == SK_SHM && !s->conn->rd && sockinfo_ioctl(s->conn, req, arg)) {
+	if (s->kind == SK_CONN && sockinfo_ioctl(s->conn, req, arg)) {
 		sk_put(s);
 		return 0;
 	}
@@ -517,7 +515,7 @@ EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 
 	if (level == IPPROTO_TCP && name == TCP_INFO && val && len) {
 		int r = R(getsockopt)(fd, level, name, val, len);
-		if (!r && (s = get_kind(fd, SK_SHM))) {
+		if (!r && (s = get_kind(fd, SK_CONN))) {
 			sockinfo_tcp_info(s->conn, val, *len);
 			sk_put(s);
 		}
@@ -564,12 +562,12 @@ EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t le
 	    (name == SO_RCVTIMEO_OLD || name == SO_RCVTIMEO_NEW || name == SO_SNDTIMEO_OLD ||
 	     name == SO_SNDTIMEO_NEW)) {
 		__atomic_store_n(&conn_timeouts_maybe, 1, __ATOMIC_RELAXED);
-		if ((s = get_kind(fd, SK_SHM))) {
+		if ((s = get_kind(fd, SK_CONN))) {
 			conn_set_timeout(s->conn, name, val, len);
 			sk_put(s);
 		}
 	}
-	if (!r && level == SOL_SOCKET && name == SO_RCVLOWAT && (s = get_kind(fd, SK_SHM))) {
+	if (!r && level == SOL_SOCKET && name == SO_RCVLOWAT && (s = get_kind(fd, SK_CONN))) {
 		sockinfo_rcvlowat(s->conn, val, len);
 		sk_put(s);
 	}
@@ -593,7 +591,7 @@ static ssize_t settle(struct sk *s, int fd, int writing, int flags, int *handled
 	return edge(r);
 }
 
-static ssize_t shm_send(int fd, const struct iovec *iov, int cnt, int flags, int *handled)
+static ssize_t accel_send(int fd, const struct iovec *iov, int cnt, int flags, int *handled)
 {
 	struct sk *s = fdtab_get(fd);
 	ssize_t r;
@@ -601,7 +599,7 @@ static ssize_t shm_send(int fd, const struct iovec *iov, int cnt, int flags, int
 	*handled = 0;
 	if (!s)
 		return 0;
-	if (s->kind != SK_SHM)
+	if (s->kind != SK_CONN)
 		return settle(s, fd, 1, flags, handled);
 	*handled = 1;
 	r = conn_send(s, iov, cnt, flags);
@@ -609,7 +607,7 @@ static ssize_t shm_send(int fd, const struct iovec *iov, int cnt, int flags, int
 	return edge(r);
 }
 
-static ssize_t shm_recv(int fd, const struct iovec *iov, int cnt, int flags, int *handled)
+static ssize_t accel_recv(int fd, const struct iovec *iov, int cnt, int flags, int *handled)
 {
 	struct sk *s = fdtab_get(fd);
 	ssize_t r;
@@ -617,7 +615,7 @@ static ssize_t shm_recv(int fd, const struct iovec *iov, int cnt, int flags, int
 	*handled = 0;
 	if (!s)
 		return 0;
-	if (s->kind != SK_SHM)
+	if (s->kind != SK_CONN)
 		return settle(s, fd, 0, flags, handled);
 	*handled = 1;
 	r = conn_recv(s, iov, cnt, flags);
@@ -629,7 +627,7 @@ EXPORT ssize_t read(int fd, void *buf, size_t n)
 {
 	struct iovec iov = { buf, n };
 	int h;
-	ssize_t r = shm_recv(fd, &iov, 1, 0, &h);
+	ssize_t r = accel_recv(fd, &iov, 1, 0, &h);
 
 	return h ? r : R(read)(fd, buf, n);
 }
@@ -644,7 +642,7 @@ EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
 EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
 {
 	int h;
-	ssize_t r = shm_recv(fd, iov, cnt, 0, &h);
+	ssize_t r = accel_recv(fd, iov, cnt, 0, &h);
 
 	return h ? r : R(readv)(fd, iov, cnt);
 }
@@ -653,7 +651,7 @@ EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
 {
 	struct iovec iov = { buf, n };
 	int h;
-	ssize_t r = shm_recv(fd, &iov, 1, flags, &h);
+	ssize_t r = accel_recv(fd, &iov, 1, flags, &h);
 
 	return h ? r : R(recv)(fd, buf, n, flags);
 }
@@ -669,7 +667,7 @@ EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr 
 {
 	struct iovec iov = { buf, n };
 	int h;
-	ssize_t r = shm_recv(fd, &iov, 1, flags, &h);
+	ssize_t r = accel_recv(fd, &iov, 1, flags, &h);
 
 	if (!h)
 		return R(recvfrom)(fd, buf, n, flags, a, al);
@@ -689,7 +687,7 @@ EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int fl
 EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 {
 	int h;
-	ssize_t r = shm_recv(fd, m->msg_iov, (int)m->msg_iovlen, flags, &h);
+	ssize_t r = accel_recv(fd, m->msg_iov, (int)m->msg_iovlen, flags, &h);
 
 	if (!h)
 		return R(recvmsg)(fd, m, flags);
@@ -705,7 +703,7 @@ EXPORT ssize_t write(int fd, const void *buf, size_t n)
 {
 	struct iovec iov = { (void *)buf, n };
 	int h;
-	ssize_t r = shm_send(fd, &iov, 1, 0, &h);
+	ssize_t r = accel_send(fd, &iov, 1, 0, &h);
 
 	return h ? r : R(write)(fd, buf, n);
 }
@@ -713,7 +711,7 @@ EXPORT ssize_t write(int fd, const void *buf, size_t n)
 EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
 {
 	int h;
-	ssize_t r = shm_send(fd, iov, cnt, 0, &h);
+	ssize_t r = accel_send(fd, iov, cnt, 0, &h);
 
 	return h ? r : R(writev)(fd, iov, cnt);
 }
@@ -722,7 +720,7 @@ EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 {
 	struct iovec iov = { (void *)buf, n };
 	int h;
-	ssize_t r = shm_send(fd, &iov, 1, flags, &h);
+	ssize_t r = accel_send(fd, &iov, 1, flags, &h);
 
 	return h ? r : R(send)(fd, buf, n, flags);
 }
@@ -732,7 +730,7 @@ EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct
 {
 	struct iovec iov = { (void *)buf, n };
 	int h;
-	ssize_t r = shm_send(fd, &iov, 1, flags, &h);
+	ssize_t r = accel_send(fd, &iov, 1, flags, &h);
 
 	/* A connected TCP socket ignores the address, as the kernel does. */
 	return h ? r : R(sendto)(fd, buf, n, flags, a, al);
@@ -754,7 +752,7 @@ static void pass_moves(const struct msghdr *m)
 			int pfd, r;
 			struct sk *s;
 			memcpy(&pfd, CMSG_DATA(c) + i * sizeof(int), sizeof pfd);
-			if (!(s = get_kind(pfd, SK_SHM)))
+			if (!(s = get_kind(pfd, SK_CONN)))
 				continue;
 			r = move_pass(s, SHUNT_R_FD_PASSED);
 			sk_put(s);
@@ -772,7 +770,7 @@ static void pass_moves(const struct msghdr *m)
 EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 {
 	int h;
-	ssize_t r = shm_send(fd, m->msg_iov, (int)m->msg_iovlen, flags, &h);
+	ssize_t r = accel_send(fd, m->msg_iov, (int)m->msg_iovlen, flags, &h);
 
 	if (h)
 		return r;
@@ -782,7 +780,7 @@ EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 }
 
 /* sendfile to an accelerated socket: read the file, write the ring. */
-static ssize_t shm_sendfile(struct sk *s, int in, off_t *off, size_t count)
+static ssize_t accel_sendfile(struct sk *s, int in, off_t *off, size_t count)
 {
 	char buf[65536];
 	size_t total = 0;
@@ -823,7 +821,7 @@ EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t count)
 	ssize_t r;
 	int h;
 
-	if (s && s->kind != SK_SHM) {
+	if (s && s->kind != SK_CONN) {
 		r = settle(s, out, 1, 0, &h);
 		s = NULL;
 		if (h)
@@ -831,7 +829,7 @@ EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t count)
 	}
 	if (!s)
 		return R(sendfile)(out, in, off, count);
-	r = shm_sendfile(s, in, off, count);
+	r = accel_sendfile(s, in, off, count);
 	sk_put(s);
 	return edge(r);
 }
@@ -849,7 +847,7 @@ static int settled_plain(int fd, int writing, int flags, ssize_t *r)
 	struct sk *s = fdtab_get(fd);
 	int h = 0;
 
-	if (s && s->kind != SK_SHM)
+	if (s && s->kind != SK_CONN)
 		*r = settle(s, fd, writing, flags, &h);
 	else if (s)
 		sk_put(s);
@@ -875,7 +873,7 @@ EXPORT ssize_t splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t l
  * one's error. */
 EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 {
-	struct sk *s = get_kind(fd, SK_SHM);
+	struct sk *s = get_kind(fd, SK_CONN);
 	unsigned i;
 	ssize_t r0;
 
@@ -909,7 +907,7 @@ EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 
 EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags, struct timespec *tmo)
 {
-	struct sk *s = get_kind(fd, SK_SHM);
+	struct sk *s = get_kind(fd, SK_CONN);
 	uint64_t end = tmo ? shunt_now_ns() + (uint64_t)tmo->tv_sec * 1000000000ull + (uint64_t)tmo->tv_nsec : 0;
 	unsigned i;
 	ssize_t r0;
@@ -984,7 +982,7 @@ static int any_shm(int nfds, fd_set *a, fd_set *b, fd_set *c)
 	for (int fd = 0; fd < nfds && fd < FD_SETSIZE; fd++) {
 		if (!((a && FD_ISSET(fd, a)) || (b && FD_ISSET(fd, b)) || (c && FD_ISSET(fd, c))))
 			continue;
-		struct sk *s = get_kind(fd, SK_SHM);
+		struct sk *s = get_kind(fd, SK_CONN);
 		if (s) {
 			sk_put(s);
 			return 1;
@@ -1039,7 +1037,7 @@ EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	if (!s) {
 		/* An epoll set created before shunt loaded, now given an
 		 * accelerated fd: adopt it. */
-		struct sk *t = get_kind(fd, SK_SHM);
+		struct sk *t = get_kind(fd, SK_CONN);
 		if (!t)
 			return R(epoll_ctl)(epfd, op, fd, ev);
 		sk_put(t);
@@ -1106,7 +1104,7 @@ EXPORT pid_t vfork(void)
  * over RDMA must still reach the peer before the kernel's FIN. */
 EXPORT void _exit(int status)
 {
-	rdma_exit_flush();
+	transports_exit_flush();
 	conn_exit_all(); /* what exit()'s destructors would do */
 	rdv_exit();
 	stats_exit();

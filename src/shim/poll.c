@@ -225,7 +225,7 @@ int shim_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t *mask
 		return -ENOMEM;
 	for (nfds_t i = 0; i < n; i++) {
 		struct sk *s = fds[i].fd >= 0 ? fdtab_get(fds[i].fd) : NULL;
-		if (s && s->kind != SK_SHM) {
+		if (s && s->kind != SK_CONN) {
 			sk_put(s);
 			s = NULL;
 		}

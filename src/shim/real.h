@@ -83,4 +83,9 @@ extern struct real_fns real;
 /* Non-zero once every pointer above is resolved. */
 int real_ready(void);
 void real_init(void);
+/* The real function, resolved first if a wrapper runs before the
+ * constructor (another library's constructor may call it). */
+#define R(name) (real.name ? real.name : (real_init(), real.name))
+/* A wrapper the library exports (the rest is hidden: -fvisibility=hidden). */
+#define EXPORT __attribute__((visibility("default")))
 #endif

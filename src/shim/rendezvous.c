@@ -50,8 +50,9 @@
 #include "shim.h"
 #include "real.h"
 #include "../common/msg.h"
-#include "arena.h"
-#include "../agent/agent.h"
+#include "../transport/shm/arena.h"
+#include "../transport/shm/shm.h"
+#include "../common/agent.h"
 
 #define SERVER_CONNECTING_WAIT_NS 20000000ull  /* server waits for CONNECTING slots to its address */
 #define CONNECTING_FRESH_NS 50000000ull        /* older CONNECTING slots are ignored */
@@ -730,7 +731,7 @@ static int slot_answer(struct shunt_slot *sl, uint64_t nonce, struct got_msg *go
 	memset(got, 0, sizeof *got);
 	got->m.nonce = nonce;
 	got->m.arena = sl->answer_arena;
-	got->m.seg = seg; /* checked by conn_attach */
+	got->m.seg = seg; /* checked by shm_attach */
 	got->m.slot = SHUNT_MSG_NO_SLOT;
 	got->fds[0] = got->fds[1] = got->fds[2] = -1;
 	got->in_slot = 1;
@@ -877,19 +878,19 @@ static int client_attach(struct sk *s, int fd, uint64_t nonce, struct got_msg *g
 	if (arena_client_get(g->m.arena, has_arena ? g->fds : NULL, &a))
 		return SHUNT_R_HANDSHAKE;
 	dupfd = dup_or_give_back(fd);
-	if (dupfd < 0 || conn_attach(&c, a, g->m.seg, 0, dupfd, &nonce)) {
+	if (dupfd < 0 || shm_attach(&c, a, g->m.seg, 0, dupfd, &nonce)) {
 		if (g->m.seg < SHUNT_ARENA_SLOTS && arena_seg(a, g->m.seg)->nonce == nonce)
 			confirm_decide(arena_seg(a, g->m.seg), 2);
 		fd_close_internal(dupfd);
 		arena_put(a); /* the server drops our owner when it sees the decline */
 		return SHUNT_R_RESOURCE;
 	}
-	if (!confirm_decide(c->seg, 1)) {
+	if (!confirm_decide(shm_of(c)->seg, 1)) {
 		conn_discard(c); /* the server timed out first and dropped our owner */
 		return SHUNT_R_HANDSHAKE;
 	}
 	s->conn = c;
-	s->kind = SK_SHM;
+	s->kind = SK_CONN;
 	s->reason = SHUNT_R_NONE;
 	return 0;
 }
@@ -1269,9 +1270,9 @@ static int answer_need_arena(struct conn *c, const struct answered *o)
 
 	if (!sl || __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE) != SLOT_NEED_ARENA || sl->nonce != o->nonce)
 		return 0;
-	__atomic_store_n(&c->arena->peer_maps, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&shm_of(c)->arena->peer_maps, 0, __ATOMIC_RELEASE);
 	sl->answer_seg = SHUNT_SLOT_BY_MSG;
-	if (send_accept(o->sock_id, o->idx, o->nonce, c->arena, c->segno, 1)) {
+	if (send_accept(o->sock_id, o->idx, o->nonce, shm_of(c)->arena, shm_of(c)->segno, 1)) {
 		slot_cas(sl, SLOT_NEED_ARENA, SLOT_FAILED);
 		return -1;
 	}
@@ -1286,14 +1287,14 @@ static uint32_t server_decline(struct conn *c)
 {
 	uint32_t v = 0;
 
-	if (__atomic_compare_exchange_n(&c->seg->confirm, &v, 2, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+	if (__atomic_compare_exchange_n(&shm_of(c)->seg->confirm, &v, 2, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 		return 2;
 	return v;
 }
 
 static int server_wait_confirm(struct conn *c, int tcp_fd, uint64_t wait_ns, const struct answered *o)
 {
-	_Atomic uint32_t *confirm = &c->seg->confirm;
+	_Atomic uint32_t *confirm = &shm_of(c)->seg->confirm;
 	uint64_t start = shunt_now_ns(), spin = (uint64_t)(shunt_cfg.spin_ns > 0 ? shunt_cfg.spin_ns : 0);
 	uint32_t v;
 	/* The client is inside connect(), a few microseconds from answering:
@@ -1321,7 +1322,7 @@ static int server_wait_confirm(struct conn *c, int tcp_fd, uint64_t wait_ns, con
 		/* asleep until the client's decision wakes us (1 ms steps:
 		 * the socket is looked at between them); the flag first, so a
 		 * client deciding now either sees it or we see its word */
-		__atomic_store_n(&c->seg->confirm_waiter, 1, __ATOMIC_SEQ_CST);
+		__atomic_store_n(&shm_of(c)->seg->confirm_waiter, 1, __ATOMIC_SEQ_CST);
 		shunt_futex_wait(confirm, 0, 1000000);
 	}
 	shunt_spin_end(turn);
@@ -1344,7 +1345,7 @@ static int server_offer(int fd, uint64_t sock_id, struct shunt_slot *sl, unsigne
 	if (arena_server_take(sock_id, nonce, &a, &seg, &send_fds))
 		return SHUNT_R_RESOURCE;
 	dupfd = dup_or_give_back(fd);
-	if (dupfd < 0 || conn_attach(&c, a, seg, 1, dupfd, &nonce)) {
+	if (dupfd < 0 || shm_attach(&c, a, seg, 1, dupfd, &nonce)) {
 		fd_close_internal(dupfd);
 		arena_drop_owner(a, seg, 0);
 		arena_release(a, seg, 1);
@@ -1376,14 +1377,14 @@ static int server_commit(struct sk *s, int fd, struct conn *c, uint64_t wait_ns,
 {
 	if (!server_wait_confirm(c, fd, wait_ns, o)) {
 		/* maybe it could not map the arena: the next answer carries it */
-		__atomic_store_n(&c->arena->peer_maps, 0, __ATOMIC_RELEASE);
-		arena_drop_owner(c->arena, c->segno, 0); /* the client never took its share */
+		__atomic_store_n(&shm_of(c)->arena->peer_maps, 0, __ATOMIC_RELEASE);
+		arena_drop_owner(shm_of(c)->arena, shm_of(c)->segno, 0); /* the client never took its share */
 		conn_free(c);
 		return SHUNT_R_HANDSHAKE;
 	}
-	__atomic_store_n(&c->arena->peer_maps, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&shm_of(c)->arena->peer_maps, 1, __ATOMIC_RELEASE);
 	s->conn = c;
-	s->kind = SK_SHM;
+	s->kind = SK_CONN;
 	return SHUNT_R_NONE;
 }
 

@@ -21,12 +21,12 @@
 #include <sys/uio.h>
 #include "shunt/wire.h"
 #include "../common/config.h"
-#include "../transport/shm/ring.h"
+#include "../transport/transport.h"
 
 enum sk_kind {
 	SK_TCP = 1,    /* a TCP socket shunt knows; plain (see reason) until accelerated */
 	SK_LISTEN = 2, /* a TCP listener */
-	SK_SHM = 3,    /* an accelerated connection */
+	SK_CONN = 3,   /* an accelerated connection */
 	SK_EPOLL = 4,  /* an epoll instance that may hold accelerated fds */
 };
 
@@ -40,70 +40,6 @@ enum sk_hs {
 	HS_STRIP_REPLY,        /* server: remove a late CONFIRM or DECLINE */
 };
 
-struct arena;
-struct conn {
-	struct shunt_seg_hdr *seg;
-	struct arena *arena;      /* owns the mapping */
-	unsigned segno;           /* index of seg in the arena */
-	uint64_t fork_gen;        /* de-duplicates dup'd fds in the fork hook */
-	struct ring tx, rx;
-	/* Doorbells (eventfds): ours, signalled for our poll/epoll sleepers,
-	 * and the peer's.  Shared memory: the arena's (one per side, shared
-	 * by its segments); RDMA: one of the connection's own (no peer's). */
-	int efd_mine, efd_peer;
-	uint64_t bell_id;         /* names efd_mine's file (bell.c, epoll.c) */
-	int side;                 /* 0 client, 1 server */
-	int tcp_fd;               /* one fd of the kernel socket (for probes) */
-	int rcvlowat;             /* SO_RCVLOWAT (0: 1), sockinfo.c */
-	int timeo_ms[2];          /* SO_RCVTIMEO, SO_SNDTIMEO (-1: none), read
-				     when attached and kept by setsockopt: a
-				     sleeper asks the kernel nothing */
-	_Atomic int shut_wr;      /* we did shutdown(SHUT_WR) */
-	_Atomic int shut_rd;      /* we did shutdown(SHUT_RD) */
-	_Atomic int peer_eof;     /* the kernel socket saw FIN */
-	_Atomic int peer_err;     /* the kernel socket saw an error (positive errno) */
-	_Atomic int64_t spin_ns;  /* adaptive spin budget */
-	_Atomic uint64_t last_probe_ns;
-	uint64_t last_gone_probe_ns; /* a non-blocking writer's probe (conn.c) */
-	struct rdma_conn *rd;     /* over an RDMA link (rdma.c), else shared memory */
-	int broken;               /* unusable here (positive errno): an RDMA
-				     connection in a forked child, a broken ring */
-	_Atomic int broke;        /* SHUNT_R_PEER_BROKE once the peer broke the ring */
-	/* RDMA failover (rdma.c, wire.h 5c): each half moves to the TCP
-	 * socket once, the sending half under the writer lock, the receiving
-	 * half under fo_lock; fo_want asks for the sending half's move. */
-	_Atomic int fo_want;      /* 0, or the reason (link failed, peer moved) */
-	_Atomic int fo_tx;        /* our bytes go to the TCP socket */
-	_Atomic int fo_rx;        /* 0 ring; 1 peer's message read, fo_skip to drop; 2 TCP */
-	uint8_t fo_hdr[32];       /* our failover message ... */
-	unsigned fo_hdr_off;      /* ... sent up to here */
-	uint64_t fo_next, fo_end; /* staged bytes still to send on TCP */
-	uint64_t fo_skip;         /* bytes the peer resends that our ring has */
-	uint64_t fo_rx_pos;       /* stream offset of the next byte on the socket */
-	uint64_t fo_rx_end;       /* ... and where the peer's resend ends: EOF
-				     before it is a reset, not an end */
-	int fo_rx_err;            /* an error met while skipping, for the reader */
-	int fo_pass;              /* moving before a pass: the socket keeps what we did not read */
-	int close_reset;          /* RDMA: closing with bytes unread: the peer is reset */
-	_Atomic int rd_reset;     /* RDMA: the peer closed with ours unread (SHUNT_CDC_F_RESET),
-				     or ended without its stream's end (killed) */
-	_Atomic int reset_told;   /* ... and a call has reported ECONNRESET: EPIPE from now on */
-	uint64_t fo_start;        /* our resend's first offset (fault.c) */
-	_Atomic int fo_fin;       /* shutdown(SHUT_WR) owed once the backlog is out */
-	_Atomic uint32_t fo_gen;  /* bumped when a half moves: its readiness comes
-				     from elsewhere now, a new edge (epoll.c) */
-	pthread_mutex_t fo_lock;
-	pid_t rd_pid;             /* the process whose link carries it (rd) */
-	/* moved before fork or exec (wire.h SHUNT_MOVED_MAGIC): the rings
-	 * live in this shared region from then on, in every process */
-	struct shunt_seg_hdr *moved;
-	size_t moved_len;
-	int moved_fd;
-	/* passed to another process (move.c): both halves are on the socket,
-	 * the rings are these two empty control blocks (one allocation) */
-	struct shunt_ring_ctl *passed;
-};
-
 struct sk {
 	_Atomic int refs;         /* first: sk_new clears all that follows */
 	int kind;                 /* enum sk_kind */
@@ -111,7 +47,7 @@ struct sk {
 	int reason;               /* enum shunt_reason while plain */
 	int is_client;
 	_Atomic int nonblock;
-	struct conn *conn;        /* SK_SHM */
+	struct conn *conn;        /* SK_CONN */
 	struct epset *ep;         /* SK_EPOLL */
 	struct shunt_stat_rec *stat;
 	struct shunt_tuple tuple; /* as the rendezvous saw it (valid if has_tuple) */
@@ -177,8 +113,6 @@ void fd_close_internal(int fd);
 int fd_is_eventfd(int fd);
 
 /* conn.c: the accelerated data path */
-int conn_attach(struct conn **out, struct arena *a, unsigned seg, int side, int tcp_fd,
-		const uint64_t *nonce);
 int conn_free(struct conn *c); /* 1: this side's last owner, in any process */
 void conn_closing(struct conn *c);
 void conn_reset_on_close(struct conn *c);   /* SO_LINGER 0 on its kernel socket */
@@ -219,42 +153,15 @@ unsigned conn_events(struct conn *c);            /* POLL* mask, no system call *
 void conn_refresh(struct conn *c);               /* inspect the kernel socket (FIN/RST) */
 void conn_arm(struct conn *c, unsigned want);    /* ask the peer to signal efd_mine */
 size_t conn_nread(struct conn *c);
-struct shunt_ring_ctl *conn_lock(struct conn *c, int rx); /* writer's or reader's lock; NULL: broken */
-void conn_break(struct conn *c, const char *what); /* the peer broke the ring: reset */
 
-/* rdma.c: connections over RDMA links (issue #4) */
-struct shunt_hs_msg;
-struct shunt_hs_offer;
-int rdma_available(void);
-int rdma_client_offer(int fd, uint32_t tag, struct shunt_hs_offer *o, void **state);
-int rdma_client_accept(struct sk *s, int fd, void *state, const struct shunt_hs_msg *a,
-		       uint32_t tag, struct shunt_hs_offer *o);
-int rdma_server_offer(int fd, const struct shunt_hs_msg *p, uint32_t tag, struct shunt_hs_offer *o,
-		      void **state);
-int rdma_server_confirm(struct sk *s, int fd, void *state, const struct shunt_hs_msg *c, uint32_t tag);
-void rdma_offer_drop(void *state);
-void rdma_offer_abandon(void *state);
-void rdma_conn_push(struct conn *c);
-void rdma_conn_ack(struct conn *c, int force);
-void rdma_conn_blocked(struct conn *c);
-int rdma_conn_peer_blocked(struct conn *c);
-void rdma_conn_poll(struct conn *c);
-void rdma_conn_free(struct conn *c);
-int rdma_conn_shutdown(struct conn *c);            /* 1: the kernel's FIN comes later */
-void rdma_atfork_child(void);
-/* failover (rdma.c): the TCP socket after the link */
-void rdma_conn_refresh(struct conn *c);          /* the kernel socket: probes, FAILOVER, FIN */
-int rdma_fo_begin(struct conn *c);               /* the sending half moves (writer lock held) */
-int rdma_conn_pass(struct conn *c);              /* both halves on TCP before a pass (reader's lock held) */
-void rdma_conn_closing(struct conn *c);          /* the last close: bytes unread make it a reset */
 /* move.c: a half on the TCP socket after a move (RDMA failover, a passed fd) */
 int conn_moving(struct conn *c);                 /* our sending half moves or moved */
 /* Its inline first look, for the data path: 0 means not moving (a load of
  * three words the path touches anyway); else ask conn_moving. */
 static inline int conn_may_move(const struct conn *c)
 {
-	return __atomic_load_n(&c->fo_want, __ATOMIC_RELAXED) | __atomic_load_n(&c->fo_tx, __ATOMIC_RELAXED) |
-	       (c->rd ? 0 : (int)__atomic_load_n(&c->tx.ctl->rd_left, __ATOMIC_RELAXED));
+	return __atomic_load_n(&c->mv.want, __ATOMIC_RELAXED) | __atomic_load_n(&c->mv.tx, __ATOMIC_RELAXED) |
+	       (c->tp->flags & TP_SHARED_RINGS ? (int)__atomic_load_n(&c->tx.ctl->rd_left, __ATOMIC_RELAXED) : 0);
 }
 int conn_moved_reason(struct conn *c);           /* why, 0 while not moved */
 unsigned conn_moved_events(struct conn *c, unsigned ring_ev);
@@ -267,13 +174,7 @@ int move_flush_until(struct conn *c, uint64_t deadline);
 #define MOVE_FLUSH_NS 2000000000ull                 /* a close's or shutdown's bound for it */
 int sock_hung_up(int fd);                        /* the peer's FIN or RST is there (no wait) */
 int move_pending(const struct conn *c);          /* ... is not all on the socket yet */
-int move_shm_settle(struct conn *c);             /* conn_refresh's part: leftovers, the peer's move */
 int move_pass(struct sk *s, int why);            /* before SCM_RIGHTS carries it away (why: reason) */
-void conn_wake_all(struct conn *c);              /* the peer's sleepers and ours */
-void rdma_share_prepare(const char *why, int reason); /* before fork, exec or a sandbox */
-void rdma_exit_flush(void);                      /* before the process ends */
-int rdma_conn_adopt(int fd, int memfd, int side, int reason, struct conn **out); /* after exec */            /* 0 while on RDMA */
-void conn_wake_local(struct conn *c, unsigned ev);
 
 /* rendezvous.c */
 int rdv_listen(int fd, struct sk *s);
@@ -353,7 +254,7 @@ uint64_t shunt_fault_rdma_hold(uint64_t prod);
 void shunt_fault_rdma_release(void);
 int shunt_fault_rdma_die(void);
 int64_t shunt_fault_fo_cut(void);
-int shunt_fault_ring(struct shunt_seg_hdr *seg, int side, int memfd);
+int shunt_fault_ring(struct conn *c);
 int shunt_fault_ring_unsealed(void);
 int shunt_fault_ring_pipebell(int bell[2]);
 void shunt_fault_answer_stall(void);
@@ -365,7 +266,7 @@ static inline uint64_t shunt_fault_rdma_hold(uint64_t prod) { return prod; }
 static inline void shunt_fault_rdma_release(void) {}
 static inline int shunt_fault_rdma_die(void) { return 0; }
 static inline int64_t shunt_fault_fo_cut(void) { return -1; }
-static inline int shunt_fault_ring(struct shunt_seg_hdr *seg, int side, int memfd) { (void)seg; (void)side; (void)memfd; return 0; }
+static inline int shunt_fault_ring(struct conn *c) { (void)c; return 0; }
 static inline int shunt_fault_ring_unsealed(void) { return 0; }
 static inline int shunt_fault_ring_pipebell(int bell[2]) { (void)bell; return 0; }
 static inline void shunt_fault_answer_stall(void) {}

@@ -18,8 +18,8 @@
 #include <signal.h>
 #include <string.h>
 #include "shim.h"
+#include "real.h"
 
-#define EXPORT __attribute__((visibility("default")))
 
 static int (*real_sigaction)(int, const struct sigaction *, struct sigaction *);
 static struct sigaction app[NSIG];   /* what the application installed */

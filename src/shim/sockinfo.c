@@ -40,10 +40,10 @@ void sockinfo_tcp_info(struct conn *c, void *val, socklen_t len)
 	if (len > sizeof ti)
 		len = sizeof ti;
 	memcpy(&ti, val, len);
-	if (acked > sent || c->rd) /* a hostile peer's cursor; over RDMA what
-				    * was posted is acknowledged by the
-				    * reliable connection (RC), as TCP's ACK
-				    * acknowledges what the peer's kernel has */
+	if (acked > sent || !(c->tp->flags & TP_SHARED_RINGS))
+		/* a hostile peer's cursor; over RDMA what was posted is
+		 * acknowledged by the reliable connection (RC), as TCP's
+		 * ACK acknowledges what the peer's kernel has */
 		acked = sent;
 	if (HAS(tcpi_bytes_acked))
 		ti.tcpi_bytes_acked += acked;
@@ -60,11 +60,14 @@ void sockinfo_tcp_info(struct conn *c, void *val, socklen_t len)
 	memcpy(val, &ti, len);
 }
 
-/* SIOCOUTQ / SIOCOUTQNSD: 1 and *out set if answered here. */
+/* SIOCOUTQ / SIOCOUTQNSD: 1 and *out set if answered here (over shared
+ * rings: what the peer has not read; else the kernel answers). */
 int sockinfo_ioctl(struct conn *c, unsigned long req, int *out)
 {
 	uint64_t used;
 
+	if (!(c->tp->flags & TP_SHARED_RINGS))
+		return 0;
 	if (req == SIOCOUTQ) {
 		used = ring_used(&c->tx);
 		*out = used > INT32_MAX ? INT32_MAX : (int)used;

@@ -124,14 +124,14 @@ ssize_t shim_splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t len
 	ssize_t r;
 	int to = 1;
 
-	if (s && s->kind != SK_SHM) {
+	if (s && s->kind != SK_CONN) {
 		sk_put(s);
 		s = NULL;
 	}
 	if (!s) {
 		to = 0;
 		s = fdtab_get(in);
-		if (s && s->kind != SK_SHM) {
+		if (s && s->kind != SK_CONN) {
 			sk_put(s);
 			s = NULL;
 		}

@@ -74,7 +74,7 @@ static void adopt_inherited(int fd, struct sk *s, void *arg)
 	struct shunt_stat_rec *old = s->stat, *r;
 
 	(void)arg;
-	if (!old || mine(old) || s->kind == SK_SHM)
+	if (!old || mine(old) || s->kind == SK_CONN)
 		return;
 	r = stats_alloc(fd, s);
 	if (r) {
@@ -117,11 +117,11 @@ void stats_atfork_child(void)
 /* What a socket is now: its mode and, when not accelerated, why. */
 void sk_describe(const struct sk *s, unsigned *mode, unsigned *reason)
 {
-	int moved = s->kind != SK_SHM ? 0 : s->conn->broke ? s->conn->broke : conn_moved_reason(s->conn);
+	int moved = s->kind != SK_CONN ? 0 : s->conn->broke ? s->conn->broke : conn_moved_reason(s->conn);
 
-	*mode = s->kind == SK_SHM ? (moved ? SHUNT_M_TCP : s->conn->rd ? SHUNT_M_RDMA : SHUNT_M_SHM)
+	*mode = s->kind == SK_CONN ? (moved ? SHUNT_M_TCP : (unsigned)s->conn->tp->mode)
 		: s->kind == SK_LISTEN ? SHUNT_M_LISTEN : SHUNT_M_TCP;
-	*reason = s->kind == SK_SHM ? (unsigned)moved : (unsigned)s->reason;
+	*reason = s->kind == SK_CONN ? (unsigned)moved : (unsigned)s->reason;
 }
 
 /* An RDMA connection moved to TCP: shunt ss says so from now on. */

@@ -9,7 +9,7 @@
 #include "../behave/common.h" /* first: it sets _GNU_SOURCE */
 #include <linux/bpf.h>
 #include <sys/syscall.h>
-#include "../../src/agent/agent.h"
+#include "../../src/common/agent.h"
 
 int main(int argc, char **argv)
 {

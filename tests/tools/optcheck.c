@@ -9,7 +9,7 @@
  *                          127.0.0.1:PORT): PEER_REPLAY
  *   optcheck absent       no agent here: ENOPROTOOPT both ways */
 #include "../behave/common.h" /* first: it sets _GNU_SOURCE */
-#include "../../src/agent/agent.h"
+#include "../../src/common/agent.h"
 
 static void reg(int fd, int opt, uint64_t nonce)
 {

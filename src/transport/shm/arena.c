@@ -23,9 +23,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "arena.h"
-#include "shim.h"
-#include "real.h"
-#include "../common/msg.h"
+#include "../../shim/shim.h"
+#include "../../shim/real.h"
+#include "../../common/msg.h"
 
 static struct arena *arenas;
 static void reap_dead_locked(void);

@@ -1,0 +1,284 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * move.c - a live connection moves to its TCP socket, at the exact byte,
+ * whatever carried it (transport.h).
+ *
+ * Each half of a connection moves once and then uses the kernel socket it
+ * kept: the sending half writes there (after what the move owes the peer),
+ * the receiving half reads there once its ring is empty.  The causes:
+ *
+ * - RDMA failover (src/transport/rdma: a failed link, fork, exec, a
+ *   sandbox): the halves move with the FAILOVER message of wire.h 5c.
+ * - A connection passed to another process (SCM_RIGHTS, issue #13 item 6)
+ *   or given back (giveback.c): the receiver gets the kernel socket, so the
+ *   connection must be plain TCP at the exact byte before the descriptor
+ *   leaves (move_pass below; shared memory's half: shm/shm_move.c).  The
+ *   receiving process, shunt or not, has a plain TCP socket whose stream
+ *   goes on exactly where the rings stopped.
+ *
+ * The transport begins a half's move (its move_tx, pass); what follows -
+ * the owed bytes on the socket, reads and writes there, readiness - is
+ * here, for any transport.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include "../shim/shim.h"
+#include "../shim/real.h"
+
+/* ---- the moved halves' I/O, for any transport ---- */
+
+int conn_moving(struct conn *c)
+{
+	return __atomic_load_n(&c->mv.want, __ATOMIC_ACQUIRE) ||
+	       __atomic_load_n(&c->mv.tx, __ATOMIC_ACQUIRE) || (c->tp->peer_left && c->tp->peer_left(c));
+}
+
+int conn_moved_reason(struct conn *c)
+{
+	int w = __atomic_load_n(&c->mv.want, __ATOMIC_ACQUIRE);
+
+	if (!(w || c->mv.tx || c->mv.rx))
+		return 0;
+	return w ? w : SHUNT_R_PEER_FAILOVER;
+}
+
+/* Our staged bytes [fo_next, end) onto the socket (writer lock held): 0
+ * when all went, else -errno (-EAGAIN: a full socket). */
+static int send_staged(struct conn *c, uint64_t end, int flags)
+{
+	while (c->mv.next != end) {
+		uint32_t off = (uint32_t)(c->mv.next & (c->tx.size - 1));
+		uint64_t left = end - c->mv.next;
+		size_t len = (size_t)(left < c->tx.size - off ? left : c->tx.size - off);
+		ssize_t n = real.send(c->tcp_fd, c->tx.data + off, len, flags);
+		if (n < 0)
+			return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+		c->mv.next += (uint64_t)n;
+	}
+	return 0;
+}
+
+/* Tests only (SHUNT_FAULT_FO_CUT, fault.c): after the failover message,
+ * that many bytes of the resend and the process dies. */
+static void fault_cut(struct conn *c)
+{
+	int64_t cut = shunt_fault_fo_cut();
+	uint64_t left;
+
+	if (cut < 0)
+		return;
+	left = c->mv.end - c->mv.next;
+	(void)send_staged(c, c->mv.next + ((uint64_t)cut < left ? (uint64_t)cut : left), MSG_NOSIGNAL);
+	shunt_log("fault: failover cut after %lld resent bytes: the process dies", (long long)cut);
+	raise(SIGKILL);
+}
+
+int move_flush(struct conn *c, int flags)
+{
+	while (c->mv.hdr_off < sizeof c->mv.hdr) {
+		ssize_t n = real.send(c->tcp_fd, c->mv.hdr + c->mv.hdr_off,
+				      sizeof c->mv.hdr - c->mv.hdr_off, flags);
+		if (n < 0)
+			return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+		c->mv.hdr_off += (unsigned)n;
+	}
+	fault_cut(c);
+	return send_staged(c, c->mv.end, flags);
+}
+
+int move_flush_until(struct conn *c, uint64_t deadline)
+{
+	for (;;) {
+		int r = move_flush(c, MSG_NOSIGNAL | MSG_DONTWAIT);
+		struct pollfd p = { .fd = c->tcp_fd, .events = POLLOUT };
+		uint64_t now = shunt_now_ns();
+		if ((r != -EAGAIN && r != -EINTR) || now >= deadline)
+			return r;
+		real.poll(&p, 1, deadline - now > 1000000000ull ? 1000 : (int)((deadline - now) / 1000000) + 1);
+	}
+}
+
+int move_pending(const struct conn *c)
+{
+	return c->mv.tx && (c->mv.hdr_off < sizeof c->mv.hdr || c->mv.next != c->mv.end);
+}
+
+/* Readiness once a half moved: the ring's bytes first, then the socket. */
+unsigned conn_moved_events(struct conn *c, unsigned ring_ev)
+{
+	struct pollfd p = { .fd = c->tcp_fd, .events = POLLIN | POLLOUT | POLLRDHUP };
+	int rx = __atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE), tx = conn_moving(c);
+	unsigned ev = ring_ev;
+
+	if (!rx && !tx)
+		return ring_ev;
+	if (c->tp->move_progress)
+		c->tp->move_progress(c); /* the peer may wait for our resend */
+	if (rx == 1) {
+		conn_refresh(c);
+		rx = __atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE);
+	}
+	if (real.poll(&p, 1, 0) < 0)
+		p.revents = 0;
+	if (tx) {
+		ev &= ~(unsigned)(POLLOUT | POLLWRNORM);
+		if (p.revents & (POLLOUT | POLLERR | POLLHUP))
+			ev |= p.revents & (POLLOUT | POLLWRNORM | POLLERR | POLLHUP);
+		if (c->shut_wr)
+			ev |= POLLOUT | POLLWRNORM;
+	}
+	if (rx == 2 && !ring_used(&c->rx)) {
+		ev &= ~(unsigned)(POLLIN | POLLRDNORM | POLLRDHUP);
+		ev |= p.revents & (POLLIN | POLLRDNORM | POLLRDHUP | POLLERR | POLLHUP);
+		if (c->shut_rd)
+			ev |= POLLIN | POLLRDNORM;
+	} else if (rx == 1 && !ring_used(&c->rx)) {
+		ev &= ~(unsigned)(POLLIN | POLLRDNORM | POLLRDHUP);
+	}
+	return ev;
+}
+
+/* The system call a plain socket would have taken for this one: write,
+ * writev or sendto, sendmsg only when nothing else carries it (and
+ * likewise for reads) - a seccomp sandbox allows what the program uses,
+ * and kills for the rest (a moved RDMA connection in one: rdma.c). */
+static ssize_t sock_send(int fd, const struct iovec *iov, int iovcnt, int flags)
+{
+	struct msghdr mh = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt };
+
+	if (!flags)
+		return iovcnt == 1 ? real.write(fd, iov[0].iov_base, iov[0].iov_len) : real.writev(fd, iov, iovcnt);
+	if (iovcnt == 1)
+		return real.send(fd, iov[0].iov_base, iov[0].iov_len, flags);
+	return real.sendmsg(fd, &mh, flags);
+}
+
+static ssize_t sock_recv(int fd, const struct iovec *iov, int iovcnt, int flags)
+{
+	struct msghdr mh = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt };
+
+	if (!flags)
+		return iovcnt == 1 ? real.read(fd, iov[0].iov_base, iov[0].iov_len) : real.readv(fd, iov, iovcnt);
+	if (iovcnt == 1)
+		return real.recv(fd, iov[0].iov_base, iov[0].iov_len, flags);
+	return real.recvmsg(fd, &mh, flags);
+}
+
+/* A write once the sending half moved (or is to move): writer lock held. */
+ssize_t move_send_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int flags, int nonblock)
+{
+	int fl = (flags & MSG_NOSIGNAL) | (nonblock ? MSG_DONTWAIT : 0);
+	ssize_t n;
+	int r;
+
+	r = c->tp->move_tx(c);
+	if (r)
+		return r;
+	for (;;) {
+		struct pollfd p = { .fd = c->tcp_fd, .events = POLLOUT };
+		r = move_flush(c, fl | MSG_DONTWAIT);
+		if (r != -EAGAIN || nonblock)
+			break;
+		if (real.poll(&p, 1, -1) < 0 && errno == EINTR)
+			return -EINTR;
+	}
+	if (r) /* EPIPE raised SIGPIPE unless the caller said MSG_NOSIGNAL, as the kernel does */
+		return r;
+	n = sock_send(c->tcp_fd, iov, iovcnt, flags);
+	return n < 0 ? -errno : n;
+}
+
+/* A read once the ring is empty and the peer moved: rx lock held. */
+ssize_t move_recv_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int flags, int nonblock)
+{
+	ssize_t n;
+
+	while (__atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) != 2) {
+		struct pollfd p = { .fd = c->tcp_fd, .events = POLLIN };
+		conn_refresh(c);
+		if (__atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) == 2)
+			break;
+		if (nonblock)
+			return -EAGAIN;
+		if (real.poll(&p, 1, -1) < 0 && errno == EINTR)
+			return -EINTR;
+	}
+	if (c->peer_err == EPROTO)
+		return -EPROTO;
+	if (c->mv.rx_err) { /* reported once, as the kernel reports a reset */
+		int e = c->mv.rx_err;
+		c->mv.rx_err = 0;
+		c->mv.rx_end = 0;
+		return -e;
+	}
+	n = sock_recv(c->tcp_fd, iov, iovcnt, flags);
+	if (n > 0 && !(flags & MSG_PEEK))
+		c->mv.rx_pos += (uint64_t)n;
+	if (n == 0 && c->mv.rx_pos < c->mv.rx_end) {
+		/* bytes the peer's write() accepted never came: not an end */
+		shunt_log("move: tcp fd %d: the stream ended %llu bytes short of the peer's "
+			  "failover; reporting ECONNRESET", c->tcp_fd,
+			  (unsigned long long)(c->mv.rx_end - c->mv.rx_pos));
+		c->mv.rx_end = 0;
+		return -ECONNRESET;
+	}
+	return n < 0 ? -errno : n;
+}
+
+/* The peer's FIN or RST is there (no wait). */
+int sock_hung_up(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLRDHUP };
+
+	return real.poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+/* ---- the passing side ---- */
+
+/* Before `fd`, an accelerated connection, is passed to another process
+ * (why: SHUNT_R_FD_PASSED), or to give shunt's descriptors back
+ * (SHUNT_R_DESCRIPTORS, giveback.c): both halves onto the socket (see the
+ * head of this file).  0: the descriptor is a plain TCP socket now, else
+ * -errno (it stays as it was). */
+int move_pass(struct sk *s, int why)
+{
+	struct conn *c = s->conn;
+	struct shunt_ring_ctl *t = NULL, *rx, *e;
+	int r;
+
+	if (c->broken || c->passed)
+		return 0; /* a reset, or plain already: the socket says it all */
+	if (shunt_sandboxed)
+		return -EPERM;
+	if ((c->tp->flags & TP_SHARED_RINGS) && (conn_moving(c) || c->mv.rx))
+		return -EBUSY; /* the peer is moving it: not both at once */
+	e = aligned_alloc(SHUNT_CACHELINE, sizeof *e * 2);
+	if (!e)
+		return -ENOMEM;
+	memset(e, 0, sizeof *e * 2);
+	if (!(rx = conn_lock(c, 1))) {
+		free(e);
+		return -c->broken;
+	}
+	r = c->tp->pass(c, rx, &t, why);
+	if (r == 1) {
+		/* threads that wait for the old locks find the rings changed
+		 * (conn_lock): empty ones, and the socket behind them */
+		c->passed = e;
+		c->tx.cons_seen = c->rx.cons_seen = c->tx.prod_seen = c->rx.prod_seen = 0;
+		__atomic_store_n(&c->tx.ctl, &e[0], __ATOMIC_RELEASE);
+		__atomic_store_n(&c->rx.ctl, &e[1], __ATOMIC_RELEASE);
+		__atomic_add_fetch(&c->mv.gen, 1, __ATOMIC_RELEASE);
+		e = NULL;
+		r = 0;
+	}
+	if (t)
+		shunt_unlock(&t->wlock);
+	shunt_unlock(&rx->rlock);
+	free(e);
+	return r;
+}

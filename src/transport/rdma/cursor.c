@@ -1,0 +1,355 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cursor.c - an RDMA connection's data path.
+ *
+ * After a write the bytes are RDMA-WRITten into the peer's receive ring
+ * at the same offsets and a cursor message (struct shunt_cdc, SMC-R's CDC)
+ * follows on the same queue pair; a received cursor message advances our
+ * receive ring's producer and our staging ring's consumer and wakes local
+ * sleepers exactly as a shared-memory peer would.  Closing, shutdown and
+ * the end of a connection's slot are here too.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include "rdma.h"
+#include "../../shim/shim.h"
+#include "../../shim/real.h"
+#include "../../common/handshake.h"
+#include "../../common/failover.h"
+
+int rdma_attach(struct sk *s, int fd, struct rdma_conn *rc, uint64_t raddr, uint32_t rkey, int side)
+{
+	struct rdma_link *l = rc->link;
+	struct rconn *x = calloc(1, sizeof *x);
+	int dupfd = fd_dup_hidden(fd), efd = real.eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	uint32_t rs = l->ring_size;
+	struct conn *c;
+
+	if (!x || dupfd < 0 || efd < 0) {
+		free(x);
+		fd_close_internal(dupfd);
+		if (efd >= 0)
+			real.close(efd);
+		return SHUNT_R_RESOURCE;
+	}
+	rc->raddr = raddr;
+	rc->rkey = rkey;
+	c = &x->c;
+	rc->c = c;
+	x->rc = rc;
+	x->pid = shunt_pid();
+	x->moved_fd = -1;
+	c->efd_mine = fd_hide(efd);
+	c->bell_id = bell_new_id();
+	conn_init(c, &rdma_transport, x, side, fd_hide(dupfd));
+	c->tx = (struct ring){ .ctl = &rc->h->ring[0], .data = rdma_slot_tx(l, rc->slot), .size = rs };
+	c->rx = (struct ring){ .ctl = &rc->h->ring[1], .data = rdma_slot_rx(l, rc->slot), .size = rs };
+	/* from here cursor messages wake this connection's sleepers */
+	pthread_mutex_lock(&l->cq_lock);
+	__atomic_store_n(&rc->state, RC_OPEN, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&l->cq_lock);
+	s->conn = c;
+	s->kind = SK_CONN;
+	return 0;
+}
+
+static uint64_t max64(_Atomic uint64_t *p, uint64_t v)
+{
+	uint64_t o = __atomic_load_n(p, __ATOMIC_ACQUIRE);
+
+	while (v > o && !__atomic_compare_exchange_n(p, &o, v, 0, __ATOMIC_RELEASE, __ATOMIC_ACQUIRE))
+		;
+	return o;
+}
+
+static void release(struct rdma_conn *rc)
+{
+	rdma_slot_put(rc->link, rc->slot);
+	rdma_rc_free(rc);
+}
+
+
+/* Called with the link's completion lock held. */
+static void on_cdc(struct rdma_link *l, unsigned slot, const struct shunt_cdc *m)
+{
+	struct rdma_conn *rc = l->slot_ctx[slot];
+	struct shunt_ring_ctl *tx, *rx;
+	int st;
+	struct conn *c;
+
+	if (!rc)
+		return;
+	if (m->flags & SHUNT_CDC_F_CLOSED)
+		rc->closed_rcvd = 1;
+	st = __atomic_load_n(&rc->state, __ATOMIC_ACQUIRE);
+	if (st == RC_CLOSED) {
+		if (rc->closed_rcvd && rc->closed_sent)
+			release(rc);
+		return;
+	}
+	c = st == RC_OPEN ? rc->c : NULL;
+	if (m->flags & SHUNT_CDC_F_FAILOVER) {
+		/* the peer writes here no more: its bytes follow on TCP */
+		if (c)
+			rdma_fo_request(c, SHUNT_R_PEER_FAILOVER);
+		return;
+	}
+	if (c && __atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE))
+		return; /* our producer is frozen: the TCP stream has the rest */
+	tx = &rc->h->ring[0];
+	rx = &rc->h->ring[1];
+	/* a peer can only move cursors forward, and never past what fits */
+	if (m->prod - __atomic_load_n(&rx->cons, __ATOMIC_ACQUIRE) > l->ring_size ||
+	    m->cons > __atomic_load_n(&tx->prod, __ATOMIC_ACQUIRE)) {
+		if (c) {
+			c->peer_err = EPROTO;
+			conn_wake_local(c, POLLIN | POLLOUT);
+		}
+		return;
+	}
+	if (max64(&rx->prod, m->prod) < m->prod && c)
+		conn_wake_local(c, POLLIN);
+	if (max64(&tx->cons, m->cons) < m->cons && c)
+		conn_wake_local(c, POLLOUT);
+	if ((m->flags & (SHUNT_CDC_F_RESET | SHUNT_CDC_F_CLOSED)) ==
+	    (SHUNT_CDC_F_RESET | SHUNT_CDC_F_CLOSED)) {
+		/* closed with our bytes unread: a reset (what came before it
+		 * is still read first, as from TCP's queue) */
+		if (c) {
+			__atomic_store_n(&c->peer_reset, 1, __ATOMIC_RELEASE);
+			c->peer_err = ECONNRESET;
+			conn_wake_local(c, POLLIN | POLLOUT);
+		}
+	} else if ((m->flags & (SHUNT_CDC_F_FIN | SHUNT_CDC_F_CLOSED)) && !rx->wr_done) {
+		__atomic_store_n(&rx->wr_done, 1, __ATOMIC_RELEASE);
+		if (c)
+			conn_wake_local(c, POLLIN);
+	}
+	if (m->flags & SHUNT_CDC_F_BLOCKED) {
+		/* Answer now if we have read since our last word (a reader
+		 * asleep on an empty ring reads no more); a writer posting at
+		 * this moment carries our consumer anyway. */
+		__atomic_store_n(&rc->peer_blocked, 1, __ATOMIC_RELEASE);
+		if (c && !pthread_mutex_trylock(&rc->lock)) {
+			if (__atomic_load_n(&rx->cons, __ATOMIC_ACQUIRE) != rc->acked &&
+			    !rdma_push_locked(c, 0, 0, NULL))
+				__atomic_store_n(&rc->peer_blocked, 0, __ATOMIC_RELEASE);
+			pthread_mutex_unlock(&rc->lock);
+		}
+	}
+}
+
+static int down_one(struct rdma_conn *rc, void *arg)
+{
+	(void)arg;
+	rdma_fo_request(rc->c, SHUNT_R_LINK_FAILED);
+	return 0;
+}
+
+/* The queue pair failed: every connection on it moves to its TCP socket
+ * (not one is lost; wire.h 5c). */
+static void on_down(struct rdma_link *l)
+{
+	shunt_log("rdma: link on %s to qp %u failed (completion status %d, opcode %d); its "
+		  "connections move to TCP", l->dev->name, l->peer_qpn, l->fail_status, l->fail_op);
+	rdma_link_each_open(l, down_one, NULL);
+}
+
+const struct link_ops rdma_link_cb = { on_cdc, on_down };
+
+/* Post what the application staged, with a cursor message; rc->lock held. */
+int rdma_push_locked(struct conn *c, uint32_t extra, int flags, uint64_t *seq)
+{
+	struct rdma_conn *rc = rcn(c)->rc;
+	struct shunt_cdc m;
+	/* the flag first: the writer sets it after its last byte, so a
+	 * producer read after seeing it covers every byte (FIN never
+	 * overtakes data, whichever thread posts) */
+	int fin = __atomic_load_n(&c->tx.ctl->wr_done, __ATOMIC_ACQUIRE) && !rc->fin_sent;
+	uint64_t staged = __atomic_load_n(&c->tx.ctl->prod, __ATOMIC_ACQUIRE);
+	uint64_t prod = shunt_fault_rdma_hold(staged);
+	int r;
+
+	if (prod != staged)
+		fin = 0; /* a test holds the rest back */
+
+	if (__atomic_load_n(&c->mv.tx, __ATOMIC_ACQUIRE))
+		return -EPIPE; /* the sending half is on TCP now */
+	m = (struct shunt_cdc){ .ring = rc->raddr, .prod = prod, .tag = rc->tag, .flags = extra,
+				.cons = __atomic_load_n(&c->rx.ctl->cons, __ATOMIC_ACQUIRE) };
+	if (fin)
+		m.flags |= SHUNT_CDC_F_FIN;
+	if (prod == rc->sent && m.cons == rc->acked && !m.flags)
+		return 0;
+	r = rdma_push(rc->link, rc->slot, rc->raddr, shunt_fault_rdma_key(rc->raddr, rc->rkey),
+		      rc->sent, prod, &m, flags, seq);
+	if (r)
+		return r; /* a failed link reports itself through its completions */
+	rc->sent = prod;
+	rc->acked = m.cons;
+	if (shunt_fault_rdma(prod))
+		rdma_link_break(rc->link);
+	if (m.flags & SHUNT_CDC_F_FIN)
+		rc->fin_sent = 1;
+	if (m.flags & SHUNT_CDC_F_CLOSED)
+		rc->closed_sent = 1;
+	return 0;
+}
+
+static void push(struct conn *c, uint32_t extra)
+{
+	pthread_mutex_lock(&rcn(c)->rc->lock);
+	rdma_push_locked(c, extra, PUSH_MAY_POLL, NULL);
+	pthread_mutex_unlock(&rcn(c)->rc->lock);
+}
+
+/* Before the TCP socket says FIN: the cursor message that ends the stream
+ * (FIN, CLOSED) must have reached the peer's device, or the peer could see
+ * the kernel's FIN first and end its stream short of our last bytes. */
+int rdma_push_and_wait(struct conn *c, uint32_t extra)
+{
+	struct rdma_conn *rc = rcn(c)->rc;
+	uint64_t seq = 0;
+	int r;
+
+	pthread_mutex_lock(&rc->lock);
+	r = rdma_push_locked(c, extra, PUSH_MAY_POLL | PUSH_SIGNAL, &seq);
+	pthread_mutex_unlock(&rc->lock);
+	if (!r && seq)
+		r = rdma_link_wait(rc->link, seq, 2000000000ull);
+	return r;
+}
+
+/* shutdown(SHUT_WR), writer lock held, before the kernel's FIN: every byte
+ * must be at the peer first - over RDMA, or moved to TCP if that fails.
+ * Like TCP's, it never waits for the peer to read: what the socket cannot
+ * take yet is sent by the progress thread, and the FIN after it (1). */
+int rdma_conn_shutdown(struct conn *c)
+{
+	if (!conn_moving(c) && !rdma_push_and_wait(c, 0)) {
+		rcn(c)->rc->fin_done = 1;
+		return 0;
+	}
+	rdma_fo_tx_begin(c, PUSH_MAY_POLL);
+	if (move_flush(c, MSG_NOSIGNAL | MSG_DONTWAIT) != -EAGAIN)
+		return 0;
+	__atomic_store_n(&c->mv.fin, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&rdma_fo_work, 1, __ATOMIC_RELEASE);
+	return 1;
+}
+
+void rdma_conn_push(struct conn *c)
+{
+	if (!rcn(c)->moved)
+		push(c, 0);
+}
+
+/* After a read: tell the writer about the space, lazily (a quarter of the
+ * ring), or at once when it said it waits (SMC's write_blocked). */
+void rdma_conn_ack(struct conn *c, int force)
+{
+	struct rdma_conn *rc = rcn(c)->rc;
+	uint64_t cons = __atomic_load_n(&c->rx.ctl->cons, __ATOMIC_ACQUIRE);
+
+	if (rcn(c)->moved)
+		return; /* both halves on TCP: no cursor to tell */
+	if (__atomic_exchange_n(&rc->peer_blocked, 0, __ATOMIC_ACQ_REL))
+		force = 1;
+	if (force || cons - rc->acked >= c->rx.size / 4)
+		push(c, 0);
+}
+
+/* The writer is about to wait for space: the reader must answer every read. */
+void rdma_conn_blocked(struct conn *c)
+{
+	if (!rcn(c)->moved)
+		push(c, SHUNT_CDC_F_BLOCKED);
+}
+
+int rdma_conn_peer_blocked(struct conn *c)
+{
+	return !rcn(c)->moved && __atomic_load_n(&rcn(c)->rc->peer_blocked, __ATOMIC_ACQUIRE);
+}
+
+void rdma_conn_poll(struct conn *c)
+{
+	if (!rcn(c)->moved)
+		rdma_link_poll(rcn(c)->rc->link);
+}
+
+/* What every process holding a connection frees: its descriptors, and the
+ * moved region's mapping if it moved before fork or exec. */
+static void moved_free(struct conn *c)
+{
+	if (c->tcp_fd >= 0)
+		fd_close_internal(c->tcp_fd);
+	fd_close_internal(c->efd_mine);
+	if (rcn(c)->moved) {
+		munmap(rcn(c)->moved, rcn(c)->moved_len);
+		fd_close_internal(rcn(c)->moved_fd);
+	}
+	free(c->passed);
+	free(rcn(c));
+}
+
+/* The last close (conn_closing), or the process's end, with bytes of the
+ * peer's unread: TCP resets the connection, so the closing word says so
+ * and the socket goes with a reset too (SO_LINGER 0).  Only while the
+ * connection is on RDMA here: once moved, the socket's own unread bytes
+ * and the same option decide. */
+void rdma_conn_closing(struct conn *c)
+{
+	if (rcn(c)->close_reset || rcn(c)->moved || c->passed || rcn(c)->pid != shunt_pid())
+		return; /* (passed: the socket is another process's now) */
+	if (!ring_used(&c->rx) && !(__atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) == 2 && conn_nread(c)))
+		return;
+	rcn(c)->close_reset = 1;
+	conn_reset_on_close(c);
+}
+
+/* The application let go: tell the peer (it stops writing into our ring);
+ * the slot is reused once the peer said the same. */
+void rdma_conn_free(struct conn *c)
+{
+	struct rdma_conn *rc = rcn(c)->rc;
+	struct rdma_link *l = rc->link;
+	int now;
+
+	if (rcn(c)->pid != shunt_pid()) { /* a forked child's or exec'd image's copy */
+		moved_free(c);
+		return;
+	}
+	/* every byte reaches the peer: over RDMA with the closing word, or on
+	 * TCP (moved now if the link failed meanwhile; a flusher finishes
+	 * what the socket cannot take yet, as the kernel would after close) */
+	struct shunt_ring_ctl *locked = conn_lock(c, 0);
+	if (conn_moving(c) || __atomic_load_n(&l->state, __ATOMIC_ACQUIRE) != LINK_UP ||
+	    rdma_push_and_wait(c, SHUNT_CDC_F_CLOSED | (rcn(c)->close_reset ? SHUNT_CDC_F_RESET : 0))) {
+		rdma_fo_tx_begin(c, PUSH_MAY_POLL);
+		if (move_flush(c, MSG_NOSIGNAL | MSG_DONTWAIT) == -EAGAIN)
+			rdma_fo_orphan(c);
+		else if (__atomic_exchange_n(&c->mv.fin, 0, __ATOMIC_ACQ_REL))
+			real.shutdown(c->tcp_fd, SHUT_WR);
+	}
+	shunt_unlock(&locked->wlock);
+	pthread_mutex_lock(&l->cq_lock);
+	__atomic_store_n(&rc->state, RC_CLOSED, __ATOMIC_RELEASE);
+	rc->c = NULL;
+	now = rc->closed_rcvd || __atomic_load_n(&l->state, __ATOMIC_ACQUIRE) != LINK_UP;
+	if (now)
+		release(rc);
+	pthread_mutex_unlock(&l->cq_lock);
+	moved_free(c);
+}
+

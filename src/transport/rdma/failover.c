@@ -1,0 +1,337 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * failover.c - an RDMA connection moves to its TCP socket (wire.h 5c).
+ *
+ * After a link failure, the peer's move, or before fork, exec or a
+ * sandbox (share.c): see the section below.  What follows the start of a
+ * move - bytes owed on the socket, reads there - is src/transport/move.c.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include "rdma.h"
+#include "../../shim/shim.h"
+#include "../../shim/real.h"
+#include "../../common/handshake.h"
+#include "../../common/failover.h"
+
+_Atomic int rdma_fo_work; /* the progress thread has moves, backlogs or FINs to finish */
+
+/* ---- failover: the TCP socket after the link (wire.h 5c) ----
+ *
+ * Each half of a connection moves once.  The sending half (writer lock):
+ * our message, then the staged bytes the peer may lack, then the
+ * application's; nothing more is posted.  The receiving half (fo_lock): the
+ * peer's message, read off the socket after any probes, freezes our
+ * producer, and the bytes it says we have are dropped.  A move asked for
+ * (fo_want: the link failed, or the peer moved) is made by whoever holds
+ * the writer lock next, or by the progress thread, which also sends what
+ * a full socket could not take. */
+
+void rdma_fo_request(struct conn *c, int reason)
+{
+	int z = 0;
+
+	if (__atomic_compare_exchange_n(&c->mv.want, &z, reason, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		__atomic_add_fetch(&c->mv.gen, 1, __ATOMIC_RELEASE);
+		shunt_log("rdma: connection (tcp fd %d) moves to TCP: %s", c->tcp_fd,
+			  shunt_reason_str((unsigned)reason));
+	}
+	__atomic_store_n(&rdma_fo_work, 1, __ATOMIC_RELEASE);
+	conn_wake_local(c, POLLIN | POLLOUT);
+}
+
+/* Writer lock held.  push_flags: PUSH_MAY_POLL, or 0 from the progress
+ * thread, which holds the link's completion lock: it must not wait for a
+ * poster (who may wait for completions only it could reap); -EBUSY then. */
+int rdma_fo_tx_begin(struct conn *c, int push_flags)
+{
+	struct rdma_conn *rc = rcn(c)->rc;
+	struct rdma_link *l = rc->link;
+	uint64_t start, end;
+	int why;
+
+	if (__atomic_load_n(&c->mv.tx, __ATOMIC_ACQUIRE))
+		return 0;
+	/* no post is under way */
+	if (!(push_flags & PUSH_MAY_POLL)) {
+		if (pthread_mutex_trylock(&rc->lock))
+			return -EBUSY;
+	} else {
+		pthread_mutex_lock(&rc->lock);
+	}
+	why = __atomic_load_n(&c->mv.want, __ATOMIC_ACQUIRE);
+	if (!why) {
+		why = SHUNT_R_LINK_FAILED;
+		__atomic_store_n(&c->mv.want, why, __ATOMIC_RELEASE);
+	}
+	start = __atomic_load_n(&c->tx.ctl->cons, __ATOMIC_ACQUIRE);
+	end = __atomic_load_n(&c->tx.ctl->prod, __ATOMIC_ACQUIRE);
+	/* the peer only tells a pass from the rest; a sandbox's move goes as
+	 * fork-exec's, which every peer's parser knows (failover.c) */
+	shunt_fo_encode(c->mv.hdr, start, end, (uint32_t)(why == SHUNT_R_SANDBOX ? SHUNT_R_FORK : why));
+	c->mv.hdr_off = 0;
+	c->mv.next = start;
+	c->mv.start = start;
+	c->mv.end = end;
+	if (rc->fin_done) { /* all of it reached the peer and the kernel's FIN followed */
+		c->mv.hdr_off = sizeof c->mv.hdr;
+		c->mv.next = end;
+	}
+	/* a live link (the peer's failed, or the peer moved): say so there too,
+	 * and that we write into its ring no more */
+	if (__atomic_load_n(&l->state, __ATOMIC_ACQUIRE) == LINK_UP && !rc->closed_sent) {
+		struct shunt_cdc m = { .ring = rc->raddr, .prod = rc->sent, .tag = rc->tag,
+				       .cons = rc->acked,
+				       .flags = SHUNT_CDC_F_FAILOVER | SHUNT_CDC_F_CLOSED };
+		if (!rdma_push(l, rc->slot, rc->raddr, rc->rkey, rc->sent, rc->sent, &m, push_flags, NULL))
+			rc->closed_sent = 1;
+	}
+	__atomic_store_n(&c->mv.tx, 1, __ATOMIC_RELEASE);
+	__atomic_add_fetch(&c->mv.gen, 1, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&rc->lock);
+	__atomic_store_n(&rdma_fo_work, 1, __ATOMIC_RELEASE);
+	return 0;
+}
+
+/* move.c's write on a moved half: the move, if not made yet. */
+int rdma_fo_begin(struct conn *c)
+{
+	return rdma_fo_tx_begin(c, PUSH_MAY_POLL);
+}
+
+
+/* close() with bytes the socket cannot take yet: a thread finishes them
+ * and closes our descriptor of the socket, as the kernel sends what was
+ * queued after close(). */
+struct orphan {
+	int fd, fin;
+	size_t len, off;
+	uint8_t buf[];
+};
+
+static void *orphan_run(void *arg)
+{
+	struct orphan *o = arg;
+
+	while (o->off < o->len) {
+		struct pollfd p = { .fd = o->fd, .events = POLLOUT };
+		ssize_t n = real.send(o->fd, o->buf + o->off, o->len - o->off, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n > 0) {
+			o->off += (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+			break; /* the peer is gone: so are the bytes, as with TCP */
+		real.poll(&p, 1, 1000);
+	}
+	if (o->fin) /* the application's shutdown, owed until now */
+		real.shutdown(o->fd, SHUT_WR);
+	fd_close_internal(o->fd);
+	free(o);
+	return NULL;
+}
+
+void rdma_fo_orphan(struct conn *c)
+{
+	size_t hdr = sizeof c->mv.hdr - c->mv.hdr_off, len = hdr + (size_t)(c->mv.end - c->mv.next);
+	struct orphan *o = malloc(sizeof *o + len);
+
+	if (!o) {
+		move_flush_until(c, UINT64_MAX);
+		return;
+	}
+	o->fd = c->tcp_fd;
+	o->fin = __atomic_exchange_n(&c->mv.fin, 0, __ATOMIC_ACQ_REL);
+	o->len = len;
+	o->off = 0;
+	memcpy(o->buf, c->mv.hdr + c->mv.hdr_off, hdr);
+	for (size_t k = hdr; c->mv.next != c->mv.end; k++, c->mv.next++)
+		o->buf[k] = c->tx.data[c->mv.next & (c->tx.size - 1)];
+	if (!rdma_spawn(orphan_run, o)) {
+		c->tcp_fd = -1; /* the thread's now */
+	} else {
+		free(o);
+		move_flush_until(c, UINT64_MAX);
+	}
+}
+
+/* One connection for fo_sweep; *again when it must look once more. */
+static int sweep_one(struct rdma_conn *rc, void *arg)
+{
+	struct conn *c = rc->c;
+	int *again = arg;
+
+	if (!conn_moving(c) || (c->mv.tx && c->mv.hdr_off == sizeof c->mv.hdr &&
+				     c->mv.next == c->mv.end && !c->mv.fin))
+		return 0;
+	struct shunt_ring_ctl *t = c->tx.ctl;
+	if (shunt_trylock(&t->wlock)) {
+		*again = 1; /* an application thread writes: it moves it */
+		return 0;
+	}
+	if (t != c->tx.ctl) { /* moved before fork meanwhile: nothing owed */
+		shunt_unlock(&t->wlock);
+		return 0;
+	}
+	if (rdma_fo_tx_begin(c, 0)) {
+		*again = 1;
+	} else {
+		int r = move_flush(c, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (r == -EAGAIN)
+			*again = 1;
+		else if (__atomic_exchange_n(&c->mv.fin, 0, __ATOMIC_ACQ_REL))
+			real.shutdown(c->tcp_fd, SHUT_WR); /* the shutdown owed */
+	}
+	shunt_unlock(&t->wlock);
+	return 0;
+}
+
+/* Progress thread: make the moves asked for and send what full sockets
+ * could not take, for connections no application thread is writing on. */
+void rdma_fo_sweep(void)
+{
+	int again = 0;
+
+	if (!__atomic_exchange_n(&rdma_fo_work, 0, __ATOMIC_ACQ_REL))
+		return;
+	pthread_mutex_lock(&rdma_lock);
+	for (struct rdma_link *l = rdma_links; l; l = l->next)
+		rdma_link_each_open(l, sweep_one, &again);
+	pthread_mutex_unlock(&rdma_lock);
+	if (again)
+		__atomic_store_n(&rdma_fo_work, 1, __ATOMIC_RELEASE);
+}
+
+/* fo_lock held: consume what precedes the peer's application bytes on the
+ * socket (probes, its failover message, the bytes our ring has).  Never
+ * blocks and never takes an application byte. */
+static void fo_rx_settle(struct conn *c)
+{
+	uint8_t buf[4096];
+	ssize_t r;
+
+	while (!c->mv.rx) {
+		struct shunt_fo m;
+		uint64_t prod;
+		size_t z = 0;
+		int e;
+
+		r = real.recv(c->tcp_fd, buf, 64, MSG_PEEK | MSG_DONTWAIT);
+		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+			return;
+		if (r <= 0) {
+			/* the kernel's FIN or RST: cursor messages sent before
+			 * it count first */
+			int err = r ? errno : 0;
+			rdma_link_drain(rcn(c)->rc->link);
+			if (!err && !__atomic_load_n(&c->rx.ctl->wr_done, __ATOMIC_ACQUIRE)) {
+				/* FIN with no cursor FIN before it: the peer
+				 * ended without flushing (killed, crashed, or
+				 * its exit flush timed out) - bytes its write()
+				 * accepted may be lost, so not a clean EOF */
+				shunt_log("rdma: tcp fd %d: the peer closed without ending its stream "
+					  "over RDMA; reporting ECONNRESET", c->tcp_fd);
+				err = ECONNRESET;
+				/* as a reset: a send reports it once, then EPIPE -
+				 * not a byte to the kernel socket, which a gone
+				 * peer's FIN would let through (writer_dead_peer) */
+				__atomic_store_n(&c->peer_reset, 1, __ATOMIC_RELEASE);
+			}
+			if (!err)
+				c->peer_eof = 1;
+			else
+				c->peer_err = err;
+			return;
+		}
+		while (z < (size_t)r && !buf[z])
+			z++;
+		if (z) { /* liveness probes */
+			(void)!real.recv(c->tcp_fd, buf, z, MSG_DONTWAIT);
+			continue;
+		}
+		e = shunt_fo_parse(buf, (size_t)r, &m);
+		if (e == -EAGAIN) {
+			if (!sock_hung_up(c->tcp_fd))
+				return; /* the rest is on its way */
+			e = -EPROTO; /* and will never come */
+		}
+		if (!e) {
+			pthread_mutex_lock(&rcn(c)->rc->link->cq_lock);
+			__atomic_store_n(&c->mv.rx, 1, __ATOMIC_RELEASE); /* cursor messages stop here */
+			prod = __atomic_load_n(&c->rx.ctl->prod, __ATOMIC_ACQUIRE);
+			pthread_mutex_unlock(&rcn(c)->rc->link->cq_lock);
+			/* passing the descriptor (rdma_conn_pass): the socket is
+			 * to carry what our application has not read, so only the
+			 * bytes it read are dropped */
+			if (c->mv.pass)
+				prod = __atomic_load_n(&c->rx.ctl->cons, __ATOMIC_ACQUIRE);
+			e = shunt_fo_skip(&m, prod, c->rx.size, &c->mv.skip);
+			/* the socket's stream starts at the message's start and
+			 * owes us at least up to its end (what the peer's write()
+			 * accepted): an end before it is a reset (item 5) */
+			c->mv.rx_pos = m.start;
+			c->mv.rx_end = m.end;
+		}
+		if (e) {
+			shunt_log("rdma: invalid failover message on tcp fd %d", c->tcp_fd);
+			__atomic_store_n(&c->mv.rx, 2, __ATOMIC_RELEASE);
+			c->peer_err = EPROTO;
+			conn_wake_local(c, POLLIN | POLLOUT);
+			return;
+		}
+		(void)!real.recv(c->tcp_fd, buf, sizeof m, MSG_DONTWAIT);
+		rdma_fo_request(c, m.reason == SHUNT_R_FD_PASSED ? SHUNT_R_FD_PASSED : SHUNT_R_PEER_FAILOVER);
+		/* the peer's end of our link failed: ours is no better (its
+		 * queue pair may not know yet), so every connection on it
+		 * moves now and no new one is put on it */
+		if (m.reason == SHUNT_R_LINK_FAILED &&
+		    __atomic_load_n(&rcn(c)->rc->link->state, __ATOMIC_ACQUIRE) == LINK_UP)
+			rdma_link_break(rcn(c)->rc->link);
+	}
+	while (c->mv.rx == 1) {
+		if (!c->mv.skip) {
+			__atomic_store_n(&c->mv.rx, 2, __ATOMIC_RELEASE);
+			break;
+		}
+		r = real.recv(c->tcp_fd, buf, c->mv.skip < sizeof buf ? (size_t)c->mv.skip : sizeof buf,
+			      MSG_DONTWAIT);
+		if (r > 0) {
+			c->mv.skip -= (uint64_t)r;
+			c->mv.rx_pos += (uint64_t)r;
+		} else if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+			/* the stream ended, or was reset, inside the resend:
+			 * this recv took the kernel's one report of it, so the
+			 * reader gets it from here (never a clean EOF) */
+			c->mv.rx_err = r ? errno : ECONNRESET;
+			__atomic_store_n(&c->mv.rx, 2, __ATOMIC_RELEASE); /* the application reads it */
+		} else {
+			break;
+		}
+	}
+}
+
+/* conn_refresh() for RDMA connections. */
+void rdma_conn_refresh(struct conn *c)
+{
+	int rx = __atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE);
+
+	if (rx == 2)
+		return;
+	pthread_mutex_lock(&c->mv.lock);
+	fo_rx_settle(c);
+	pthread_mutex_unlock(&c->mv.lock);
+	if (__atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) != rx)
+		__atomic_add_fetch(&c->mv.gen, 1, __ATOMIC_RELEASE);
+}
+

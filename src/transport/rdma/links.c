@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * links.c - the RDMA links a process holds: one per peer process, and one
+ * spare per device kept ready.
+ *
+ * A connection to a new peer takes the spare (its queue pair made off the
+ * connection's path) and a new spare is made by the progress thread.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include "rdma.h"
+#include "../../shim/shim.h"
+#include "../../shim/real.h"
+#include "../../common/handshake.h"
+#include "../../common/failover.h"
+
+/* ---- links ---- */
+
+static int link_new(struct rdma_dev *d, struct rdma_link **out)
+{
+	static int said;
+	int r = rdma_link_new(d, shunt_cfg.ring_size, &rdma_link_cb, out);
+
+	if (!r && !(*out)->mw[0] && !__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+		shunt_log("rdma: %s has no memory windows: a peer's key reaches every ring of "
+			  "its link (isolation per peer process, not per connection)", d->name);
+	return r;
+}
+
+struct rdma_link *rdma_spare_take(struct rdma_dev *d)
+{
+	struct rdma_link **pp, *l = NULL;
+
+	for (pp = &rdma_spares; *pp; pp = &(*pp)->next)
+		if ((*pp)->dev == d) {
+			l = *pp;
+			*pp = l->next;
+			l->next = NULL;
+			break;
+		}
+	if (!l && link_new(d, &l))
+		return NULL;
+	return l;
+}
+
+/* Keep one ready link per device in use, made here, off the connection
+ * path (registering memory and creating a queue pair take long). */
+static uint64_t spare_retry_ns; /* after a failed refill: not before this */
+
+void rdma_spare_refill(void)
+{
+	struct rdma_dev *need = NULL;
+	struct rdma_link *l, *n;
+
+	pthread_mutex_lock(&rdma_lock);
+	for (l = rdma_links; l && !need; l = l->next) {
+		need = l->dev;
+		for (n = rdma_spares; n; n = n->next)
+			if (n->dev == need)
+				need = NULL;
+	}
+	pthread_mutex_unlock(&rdma_lock);
+	uint64_t t0 = shunt_now_ns();
+	if (!need || t0 < spare_retry_ns)
+		return;
+	if (link_new(need, &n)) {
+		/* limits: try again in a second, not on every wake-up */
+		if (!spare_retry_ns)
+			shunt_log("rdma: no spare link on %s (limits?); retrying every second",
+				  need->name);
+		spare_retry_ns = t0 + 1000000000ull;
+		return;
+	}
+	spare_retry_ns = 0;
+	shunt_log("rdma: spare link on %s ready in %llu us", need->name,
+		  (unsigned long long)(shunt_now_ns() - t0) / 1000);
+	pthread_mutex_lock(&rdma_lock);
+	n->next = rdma_spares;
+	rdma_spares = n;
+	pthread_mutex_unlock(&rdma_lock);
+}
+
+static int usable(struct rdma_link *l, struct rdma_dev *d)
+{
+	return l->dev == d && __atomic_load_n(&l->state, __ATOMIC_ACQUIRE) == LINK_UP &&
+	       __atomic_load_n(&l->used, __ATOMIC_ACQUIRE) != 0xffffffffu;
+}
+
+/* Server: a link to that client process with a free slot (a full one is
+ * joined by another: the link group grows a queue pair). */
+struct rdma_link *rdma_links_find(const uint8_t host[16], uint64_t proc, struct rdma_dev *d)
+{
+	for (struct rdma_link *l = rdma_links; l; l = l->next)
+		if (usable(l, d) && l->peer_proc == proc && !memcmp(l->peer_host, host, 16))
+			return l;
+	return NULL;
+}
+
+/* Client: the link the server answered on, if it is one of ours. */
+struct rdma_link *rdma_links_named(const union ibv_gid *g, uint32_t qpn, struct rdma_dev *d)
+{
+	for (struct rdma_link *l = rdma_links; l; l = l->next)
+		if (usable(l, d) && l->peer_qpn == qpn && !memcmp(l->peer_gid.raw, g->raw, 16))
+			return l;
+	return NULL;
+}
+
+void rdma_links_add(struct rdma_link *l, const uint8_t host[16], uint64_t proc)
+{
+	memcpy(l->peer_host, host, 16);
+	l->peer_proc = proc;
+	l->next = rdma_links;
+	rdma_links = l;
+	rdma_fd_nonblock(l->dev->ch->fd);
+	rdma_fd_nonblock(l->dev->ctx->async_fd);
+	/* the program's close_range() or closefrom() must not take them */
+	fd_mark_internal(l->dev->ch->fd);
+	fd_mark_internal(l->dev->ctx->async_fd);
+	fd_mark_internal(l->dev->ctx->cmd_fd);
+	rdma_thread_start();
+}
+

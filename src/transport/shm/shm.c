@@ -1,0 +1,310 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * shm.c - the shared-memory transport's operations (transport.h).
+ *
+ * Both processes map the segment: a cursor the writer publishes is what
+ * the reader sees, so telling the other side is only waking it, and only
+ * if it asked (its bit in the ring's *_want word: a futex sleeper, or a
+ * poll/epoll sleeper on the arena's doorbell).  The kernel socket carries
+ * no application byte; a gone peer shows there as FIN or RST, and a peer
+ * that moved the connection to TCP leaves its word in the ring (rd_left)
+ * and a FAILOVER message on the socket (shm_move.c).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "shm.h"
+#include "arena.h"
+#include "../../shim/shim.h"
+#include "../../shim/real.h"
+#include "../../common/msg.h"
+
+static void shm_push(struct conn *c)
+{
+	conn_wake_word(&c->tx.ctl->rd_want, shm_of(c)->efd_peer);
+}
+
+static void shm_ack(struct conn *c)
+{
+	conn_wake_word(&c->rx.ctl->wr_want, shm_of(c)->efd_peer);
+}
+
+static int shm_peer_blocked(struct conn *c)
+{
+	return __atomic_load_n(&c->rx.ctl->wr_want, __ATOMIC_ACQUIRE) != 0;
+}
+
+int shm_sole_owner(struct conn *c)
+{
+	struct shm_conn *m = shm_of(c);
+
+	return __atomic_load_n(&arena_seg(m->arena, m->segno)->owner[c->side], __ATOMIC_SEQ_CST) == 1;
+}
+
+/* After the peer's FIN: is it gone (closed, killed) or only done sending?
+ * One byte on the kernel socket - a live peer's shim discards it, a gone
+ * peer's kernel answers with a reset, which wakes whoever watches the
+ * socket (poll.c, epoll.c) and makes the next send fail as TCP's would. */
+static void shm_probe(struct conn *c)
+{
+	int e = errno;
+
+	if (!c->peer_eof || c->peer_err || c->shut_wr || c->mv.rx || conn_moving(c))
+		return; /* (after a move the socket carries the stream: no probe byte) */
+	if (real.send(c->tcp_fd, "", 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 && errno != EAGAIN)
+		c->peer_err = errno;
+	errno = e;
+}
+
+/* The kernel socket: after acceleration it carries only liveness probes
+ * (discarded here), FIN or RST - or the peer's move. */
+static void shm_refresh(struct conn *c)
+{
+	char buf[64];
+	ssize_t r;
+
+	/* shunt's leftovers, or the peer's move (shm_move.c); after a move
+	 * the socket carries the stream and says its end itself */
+	if (!shm_settle(c))
+		return;
+	for (;;) {
+		r = real.recv(c->tcp_fd, buf, sizeof buf, MSG_DONTWAIT);
+		if (r > 0)
+			continue;
+		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+			break;
+		if (r == 0) {
+			int err = 0;
+			/* the first FIN: a killed peer's too - ask at once if it
+			 * left bytes of ours unread (a writer may be waiting for
+			 * room it will never make); after it a reset is
+			 * reported by SO_ERROR only (recv says EOF) */
+			if (!__atomic_exchange_n(&c->peer_eof, 1, __ATOMIC_ACQ_REL)) {
+				if (ring_used(&c->tx))
+					shm_probe(c);
+			} else if (!shunt_sandboxed && !c->peer_err &&
+				 !real.getsockopt(c->tcp_fd, SOL_SOCKET, SO_ERROR, &err,
+						  &(socklen_t){ sizeof err }) && err)
+				c->peer_err = err;
+		} else
+			c->peer_err = errno;
+		break;
+	}
+}
+
+/* a move's resend (shm_move.c) goes before the FIN */
+static int shm_shutdown(struct conn *c)
+{
+	if (move_pending(c))
+		move_flush_until(c, shunt_now_ns() + MOVE_FLUSH_NS);
+	return 0;
+}
+
+/* The application closed its last descriptor here (fdtab.c, before
+ * release).  If no other process holds it, this is the kernel socket's
+ * last close: what the socket holds unread (probes, a handshake word the
+ * in-band handshake left) is not the application's and would make the
+ * kernel reset; what the application left unread in the ring is, and
+ * makes TCP reset (RST: the peer's reads fail with ECONNRESET, its writes
+ * with EPIPE) - as it must here too. */
+static void shm_closing(struct conn *c)
+{
+	if (c->passed || c->broken || shunt_sandboxed || !shm_sole_owner(c))
+		return;
+	if (move_pending(c)) { /* the move's resend: the kernel would send it */
+		struct shunt_ring_ctl *t = conn_lock(c, 0);
+		if (t) {
+			move_flush_until(c, shunt_now_ns() + MOVE_FLUSH_NS);
+			shunt_unlock(&t->wlock);
+		}
+	}
+	conn_refresh(c);
+	if (ring_used(&c->rx))
+		conn_reset_on_close(c);
+}
+
+/* Free our state without dropping an owner (someone dropped it for us). */
+static void shm_discard(struct conn *c)
+{
+	struct shm_conn *m = shm_of(c);
+
+	arena_put(m->arena);
+	fd_close_internal(c->tcp_fd);
+	free(c->passed);
+	free(m);
+}
+
+/* The arena keeps the memory; the segment returns to its pool when both
+ * sides have let go. */
+static int shm_release(struct conn *c)
+{
+	struct shm_conn *m = shm_of(c);
+	int last;
+
+	/* Our duplicate goes first: if it was the last reference to the
+	 * kernel socket, the FIN leaves now; then a peer asleep on the rings
+	 * wakes and finds it. */
+	fd_close_internal(c->tcp_fd);
+	c->tcp_fd = -1;
+	shm_push(c);
+	shm_ack(c);
+	last = arena_drop_owner(m->arena, m->segno, c->side);
+	shm_discard(c);
+	return last;
+}
+
+/* Nothing in flight and this process its only holder: a give-back may
+ * move it to TCP (giveback.c). */
+static int shm_idle_here(const struct conn *cc)
+{
+	struct conn *c = (struct conn *)cc;
+
+	return !c->broken && !c->shut_wr && !c->shut_rd && !c->peer_eof && !c->peer_err &&
+	       shm_sole_owner(c);
+}
+
+/* fork() through the wrapper (core.c): the child's share of the segment
+ * is taken in the parent, before the child exists - taken in the child, a
+ * parent that closes its copy at once (a fork-per-connection server)
+ * could see itself as the last owner and end the connection under the
+ * child.  The generation tells the child which are taken. */
+static void shm_fork_hold(struct conn *c, uint64_t gen)
+{
+	struct shm_conn *m = shm_of(c);
+
+	if (m->fork_gen == gen)
+		return;
+	m->fork_gen = gen;
+	arena_hold_more(m->arena, m->segno, c->side);
+}
+
+static void shm_fork_unhold(struct conn *c, uint64_t gen)
+{
+	struct shm_conn *m = shm_of(c);
+
+	if (m->fork_gen != gen)
+		return;
+	m->fork_gen = 0;
+	arena_drop_owner(m->arena, m->segno, c->side);
+}
+
+static int shm_exec_item(struct conn *c, int fd, char *item, size_t cap, int *fds, int *nfds)
+{
+	struct shm_conn *m = shm_of(c);
+	struct arena *a = m->arena;
+	int n;
+
+	if (c->passed || c->mv.rx || conn_moving(c))
+		return 0; /* on its socket (move.c): a plain socket from here on */
+	n = snprintf(item, cap, "s%d,%d,%llx,%u,%d,%d,%d;", fd, a->memfd, (unsigned long long)a->id,
+		     m->segno, c->side, a->bell[0], a->bell[1]);
+	if (n < 0 || (size_t)n >= cap)
+		return 0;
+	fds[(*nfds)++] = a->memfd;
+	fds[(*nfds)++] = a->bell[0];
+	fds[(*nfds)++] = a->bell[1];
+	return n;
+}
+
+/* arenas holding no segment of ours: a memfd and two doorbells each */
+static int shm_drop_unused(void)
+{
+	return 3 * arena_drop_unused();
+}
+
+/* In the new image: "<fd>,<memfd>,<arena id>,<segment>,<side>,<bell 0>,<bell 1>" */
+static int shm_exec_adopt(const char *e, int *fdp, struct conn **out, int *used, int *nused)
+{
+	int fd, memfd, bell[2], side, dupfd, fds[3];
+	unsigned long long id;
+	struct arena *a;
+	unsigned seg;
+
+	if (sscanf(e, "%d,%d,%llx,%u,%d,%d,%d", &fd, &memfd, &id, &seg, &side, &bell[0], &bell[1]) != 7 ||
+	    fd < 0 || memfd < 0 || bell[0] < 0 || bell[1] < 0 || (side != 0 && side != 1) || fd == memfd ||
+	    fd == bell[0] || fd == bell[1] || memfd == bell[0] || memfd == bell[1] || bell[0] == bell[1] ||
+	    !exec_is_tcp_socket(fd) || !exec_is_shmem(memfd) || !fd_is_eventfd(bell[0]) ||
+	    !fd_is_eventfd(bell[1]))
+		return -EINVAL;
+	fds[0] = real.fcntl(memfd, F_DUPFD_CLOEXEC, 0);
+	fds[1] = real.fcntl(bell[0], F_DUPFD_CLOEXEC, 0);
+	fds[2] = real.fcntl(bell[1], F_DUPFD_CLOEXEC, 0);
+	/* Several sockets may share the arena: the first adopts it. */
+	if (arena_adopt(id, fds, side, &a))
+		return -EPROTO;
+	dupfd = fd_dup_hidden(fd);
+	if (dupfd < 0 || shm_attach(out, a, seg, side, dupfd, NULL)) {
+		fd_close_internal(dupfd);
+		arena_put(a);
+		return -EPROTO;
+	}
+	*fdp = fd;
+	used[(*nused)++] = memfd;
+	used[(*nused)++] = bell[0];
+	used[(*nused)++] = bell[1];
+	return 0;
+}
+
+const struct transport shm_transport = {
+	.name = "shm",
+	.mode = SHUNT_M_SHM,
+	.flags = TP_SHARED_RINGS,
+	.push = shm_push,
+	.ack = shm_ack,
+	.peer_blocked = shm_peer_blocked,
+	.refresh = shm_refresh,
+	.probe = shm_probe,
+	.shutdown = shm_shutdown,
+	.shut_wake = shm_push,
+	.closing = shm_closing,
+	.release = shm_release,
+	.discard = shm_discard,
+	.idle_here = shm_idle_here,
+	.move_tx = shm_move_tx,
+	.peer_left = shm_peer_left,
+	.move_progress = shm_move_progress,
+	.pass = shm_pass,
+	.fork_hold = shm_fork_hold,
+	.fork_unhold = shm_fork_unhold,
+	.fork_child = shm_fork_hold,
+	.exec_tag = 's',
+	.exec_item = shm_exec_item,
+	.exec_adopt = shm_exec_adopt,
+	.drop_unused = shm_drop_unused,
+};
+
+int shm_attach(struct conn **out, struct arena *a, unsigned seg, int side, int tcp_fd,
+	       const uint64_t *nonce)
+{
+	struct shunt_seg_hdr *h;
+	struct shm_conn *m;
+	struct conn *c;
+	uint32_t rs = a->ring_size;
+
+	if (seg >= SHUNT_ARENA_SLOTS)
+		return -EPROTO;
+	h = arena_seg(a, seg);
+	if (shunt_seg_hdr_check(h, nonce ? *nonce : h->nonce, rs))
+		return -EPROTO;
+	m = calloc(1, sizeof *m);
+	if (!m)
+		return -ENOMEM;
+	c = &m->c;
+	m->seg = h;
+	m->arena = a;
+	m->segno = seg;
+	m->efd_peer = a->bell[!side];
+	c->efd_mine = a->bell[side];  /* the arena's: not ours to close */
+	c->bell_id = (a->id << 1 | (uint64_t)side) & ~(1ull << 63); /* bell.c: RDMA's have bit 63 */
+	conn_init(c, &shm_transport, m, side, fd_hide(tcp_fd));
+	/* ring 0 carries client->server bytes, ring 1 server->client */
+	c->tx = (struct ring){ .ctl = &h->ring[side], .data = (uint8_t *)h + SHUNT_SEG_HDR_SIZE + (size_t)side * rs, .size = rs };
+	c->rx = (struct ring){ .ctl = &h->ring[!side], .data = (uint8_t *)h + SHUNT_SEG_HDR_SIZE + (size_t)!side * rs, .size = rs };
+	*out = c;
+	return 0;
+}
