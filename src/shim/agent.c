@@ -14,7 +14,7 @@
 #include <errno.h>
 #include <string.h>
 #include "shim.h"
-#include "real.h"
+#include "../base/real.h"
 #include "../common/agent.h"
 
 static _Atomic int logged; /* "agent: present/absent" once per process */

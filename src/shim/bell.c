@@ -29,7 +29,7 @@
 #include <stdlib.h>
 #include <sys/epoll.h>
 #include "shim.h"
-#include "real.h"
+#include "../base/real.h"
 
 #define WATCH_CACHE 64 /* doorbells a thread remembers having added */
 

@@ -1,15 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * conn.c - I/O on an accelerated connection.
+ * conn.c - I/O on an accelerated connection, whatever carries it.
  *
- * Data goes through the rings; the kernel TCP socket carries no application
- * byte after acceleration and is watched only for FIN and RST: it is how a
- * peer's death (or close) reaches us even when the peer never touches the
- * segment again.  A blocking call sleeps on the ring's *_want word as a futex
- * (checking the TCP socket between 100 ms slices); poll/epoll waiters sleep
- * on our side's doorbell, an eventfd of the arena (bell.c).  The peer wakes
- * either only if we set the matching bit (see wire.h), so a busy connection
- * makes no system call per message.
+ * Data goes through the connection's two rings (ring.h); its transport
+ * (c->tp, src/transport/transport.h) tells the other end that cursors
+ * moved and reads what the kernel TCP socket says.  The socket carries no
+ * application byte after acceleration and is watched only for FIN and RST
+ * (or a move to it, move.c): it is how a peer's death (or close) reaches
+ * us even when the peer never touches the rings again.  A blocking call
+ * sleeps on the ring's *_want word as a futex (checking the TCP socket
+ * between 100 ms slices); poll/epoll waiters sleep on our doorbell, an
+ * eventfd (bell.c).  The other end wakes either only if we set the
+ * matching bit (see wire.h), so a busy connection makes no system call
+ * per message.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -26,7 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "shim.h"
-#include "real.h"
+#include "../base/real.h"
 #include "../common/msg.h"
 
 #define PROBE_INTERVAL_NS 100000000ull /* writer blocked on a gone peer: probe */

@@ -1,129 +1,27 @@
 /* SPDX-License-Identifier: MIT */
-/* core.c - library start-up, configuration, logging, fork hooks. */
+/*
+ * core.c - the library's start-up and the process's state: configuration,
+ * the rendezvous directory, fork hooks, a seccomp sandbox or an io_uring
+ * seen.  (The helpers under everything are src/base; who may spin is
+ * spin.c.)
+ */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 #include "shim.h"
-#include "real.h"
+#include "../base/real.h"
 #include "../common/rdvdir.h"
-#include "../common/loadavg.h"
 
 extern char **environ;
 struct shunt_config shunt_cfg;
 int shunt_active;
 static uint64_t netns_ino;
 static uint64_t proc_id;
-static pid_t my_pid;
-static _Atomic unsigned rand_epoch = 1;
-static __thread uint64_t rand_state;
-static __thread unsigned rand_seen;
-
-/* getpid() without a system call; refreshed in the fork hook. */
-pid_t shunt_pid(void)
-{
-	return my_pid;
-}
-
-/* A fast per-thread generator for nonces and probe orders (reseeded from
- * the kernel per thread and after fork, so no two processes share it). */
-uint64_t shunt_fast_random(void)
-{
-	unsigned e = __atomic_load_n(&rand_epoch, __ATOMIC_RELAXED);
-
-	if (rand_seen != e || !rand_state) {
-		rand_state = shunt_random64() | 1;
-		rand_seen = e;
-	}
-	rand_state ^= rand_state << 13;
-	rand_state ^= rand_state >> 7;
-	rand_state ^= rand_state << 17;
-	return rand_state * 0x2545F4914F6CDD1Dull;
-}
-/* Spinning instead of sleeping pays only while the thread that will end
- * the wait has a CPU of its own.  With more threads waiting than CPUs, a
- * spinner takes the CPU that thread needs: 8 threads a side setting up
- * connections on 2 CPUs spent a third of their CPU time spinning (issue
- * #13, item 10).  So nobody spins while threads wait for a CPU, and at
- * most half the CPUs (at least one) spin for a process at once; its other
- * waiters sleep at once.  A turn is a deadline, not a count: a thread
- * that never gives its turn back (a signal handler that jumped out of a
- * wait, a fork) loses it when its budget is over. */
-#define SPIN_TURNS 64
-static _Atomic uint64_t spin_turn[SPIN_TURNS];
-
-/* How many threads are runnable now, host-wide: /proc/loadavg's fourth
- * field (the kernel's nr_running, spinners included).  Looked at by one
- * thread at most every CROWD_CHECK_NS; 0 until known. */
-#define CROWD_CHECK_NS 10000000ull
-static _Atomic uint64_t crowd_checked;
-static _Atomic long running_now;
-
-static long cpus_running(uint64_t now)
-{
-	uint64_t last = __atomic_load_n(&crowd_checked, __ATOMIC_RELAXED);
-	char buf[128];
-	long running;
-	ssize_t n;
-	int fd, e;
-
-	if (now - last < CROWD_CHECK_NS || shunt_sandboxed ||
-	    !__atomic_compare_exchange_n(&crowd_checked, &last, now, 0, __ATOMIC_RELAXED,
-					 __ATOMIC_RELAXED))
-		return __atomic_load_n(&running_now, __ATOMIC_RELAXED);
-	e = errno;
-	fd = real.open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
-	n = fd < 0 ? -1 : real.read(fd, buf, sizeof buf - 1);
-	if (fd >= 0)
-		real.close(fd);
-	errno = e;
-	running = n > 0 ? shunt_loadavg_running(buf, (size_t)n) : -1;
-	if (running >= 0)
-		__atomic_store_n(&running_now, running, __ATOMIC_RELAXED);
-	return __atomic_load_n(&running_now, __ATOMIC_RELAXED);
-}
-
-int shunt_cpus_crowded(uint64_t now)
-{
-	return cpus_running(now) > shunt_ncpus;
-}
-
-int shunt_cpus_overloaded(uint64_t now)
-{
-	return cpus_running(now) >= 2 * (long)shunt_ncpus;
-}
-
-int shunt_spin_begin(uint64_t budget_ns, uint64_t now)
-{
-	int cap = shunt_ncpus / 2 > 1 ? shunt_ncpus / 2 : 1;
-
-	if (shunt_cfg.spin_ns < 0) /* SHUNT_SPIN_US=-1: the user chose to busy-poll */
-		return SPIN_TURNS + 1;
-	if (shunt_cpus_crowded(now))
-		return 0;
-	if (cap > SPIN_TURNS)
-		cap = SPIN_TURNS;
-	for (int i = 0; i < cap; i++) {
-		uint64_t d = __atomic_load_n(&spin_turn[i], __ATOMIC_RELAXED);
-		if (d <= now && __atomic_compare_exchange_n(&spin_turn[i], &d, now + budget_ns, 0,
-							    __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
-			return i + 1;
-	}
-	return 0;
-}
-
-void shunt_spin_end(int turn)
-{
-	if (turn > 0 && turn <= SPIN_TURNS)
-		__atomic_store_n(&spin_turn[turn - 1], 0, __ATOMIC_RELEASE);
-}
 
 static mode_t file_mode = 0600;
 int shunt_dirfd = -1;
@@ -185,61 +83,9 @@ uint64_t shunt_proc_id(void)
 	return proc_id;
 }
 
-uint64_t shunt_now_ns(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
-
-uint64_t shunt_random64(void)
-{
-	uint64_t v;
-
-	if (getrandom(&v, sizeof v, GRND_NONBLOCK) != sizeof v)
-		v = shunt_now_ns() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)&v;
-	return v;
-}
-
 uint64_t shunt_netns_ino(void)
 {
 	return netns_ino;
-}
-
-static void vlog(const char *fmt, va_list ap)
-{
-	char buf[512];
-	int n, e = errno;
-
-	n = snprintf(buf, sizeof buf, "shunt[%d]: ", (int)getpid());
-	n += vsnprintf(buf + n, sizeof buf - (size_t)n, fmt, ap);
-	if (n > (int)sizeof buf - 2)
-		n = (int)sizeof buf - 2;
-	buf[n++] = '\n';
-	(void)!real.write(2, buf, (size_t)n);
-	errno = e;
-}
-
-void shunt_log(const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!shunt_cfg.log)
-		return;
-	va_start(ap, fmt);
-	vlog(fmt, ap);
-	va_end(ap);
-}
-
-/* What the user must see even without SHUNT_LOG: a refused setting. */
-void shunt_warn(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vlog(fmt, ap);
-	va_end(ap);
 }
 
 static void read_netns(void)
@@ -367,14 +213,13 @@ static void atfork_child(void)
 {
 	uint64_t gen = fork_gen_pre;
 
-	my_pid = getpid();
+	base_atfork_child();
 	shunt_lock_forget_self();
 	fork_gen_pre = 0;
 	/* sandboxed: no getrandom, no stat (the clock is the vDSO's) */
 	if (!gen)
-		gen = shunt_sandboxed ? (shunt_now_ns() << 1 ^ (uint64_t)my_pid << 40) | 1
+		gen = shunt_sandboxed ? (shunt_now_ns() << 1 ^ (uint64_t)shunt_pid() << 40) | 1
 				      : shunt_random64() | 1;
-	__atomic_add_fetch(&rand_epoch, 1, __ATOMIC_RELAXED);
 	fdtab_each(hold_inherited, &gen);
 	if (!shunt_sandboxed) {
 		read_netns();
@@ -391,7 +236,7 @@ __attribute__((constructor)) static void shunt_init(void)
 	const char *bad = NULL;
 	int e = errno;
 
-	my_pid = getpid();
+	base_atfork_child();
 	real_init();
 	if (!real_ready()) {
 		errno = e;
@@ -399,6 +244,7 @@ __attribute__((constructor)) static void shunt_init(void)
 	}
 	if (shunt_config_parse(&shunt_cfg, environ, &bad))
 		shunt_warn("invalid %s: its safe default applies (docs/configuration.md)", bad);
+	shunt_log_on = shunt_cfg.log;
 	read_netns();
 	proc_id = shunt_random64();
 	shunt_ncpus = (int)sysconf(_SC_NPROCESSORS_ONLN);

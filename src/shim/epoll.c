@@ -26,7 +26,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "epoll_int.h"
-#include "real.h"
+#include "../base/real.h"
 
 #define FD_BITS 24
 #define TOK_BITS (FD_BITS + 2)

@@ -26,7 +26,7 @@
 #include <sys/stat.h>
 #include <netinet/in.h>
 #include "shim.h"
-#include "real.h"
+#include "../base/real.h"
 
 extern char **environ;
 

@@ -75,7 +75,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "shim.h"
-#include "real.h"
+#include "../base/real.h"
 #include "../transport/shm/arena.h"
 #include "../transport/shm/shm.h"
 

@@ -21,7 +21,7 @@
 #include <unistd.h>
 #include "shim.h"
 #include "epoll_int.h"
-#include "real.h"
+#include "../base/real.h"
 
 #define CHUNK_BITS 12
 #define CHUNK (1u << CHUNK_BITS)

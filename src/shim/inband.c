@@ -41,7 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "shim.h"
-#include "real.h"
+#include "../base/real.h"
 #include "../common/agent.h"
 #include "../common/handshake.h"
 #include "../common/synopt.h"
@@ -91,11 +91,7 @@ static uint64_t two_rtt_ns(int fd)
 
 static int wait_for(int fd, short ev, uint64_t deadline)
 {
-	struct pollfd p = { .fd = fd, .events = ev };
-	uint64_t now = shunt_now_ns();
-	int ms = now >= deadline ? 0 : (int)((deadline - now) / 1000000) + 1;
-
-	return real.poll(&p, 1, ms) == 1 ? 0 : -ETIMEDOUT;
+	return fd_wait(fd, ev, deadline, 0) > 0 ? 0 : -ETIMEDOUT;
 }
 
 /* Peek until n bytes are queued; never consumes. */

@@ -27,7 +27,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #include "shim.h"
-#include "real.h"
+#include "../base/real.h"
 #include "shunt/shunt.h"
 
 

@@ -21,7 +21,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 #include "shim.h"
-#include "real.h"
+#include "../base/real.h"
 
 static int v4mapped(const struct shunt_addr *a)
 {

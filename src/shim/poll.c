@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "shim.h"
-#include "real.h"
+#include "../base/real.h"
 
 static unsigned accel_revents(struct sk *s, short events)
 {

@@ -48,7 +48,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "shim.h"
-#include "real.h"
+#include "../base/real.h"
 #include "../common/msg.h"
 #include "../transport/shm/arena.h"
 #include "../transport/shm/shm.h"
@@ -702,18 +702,15 @@ static int slot_cas(struct shunt_slot *sl, uint32_t from, uint32_t to)
  * the socket's pending error (SO_ERROR belongs to the application). */
 static int wait_established(int fd, int ms)
 {
-	struct pollfd p = { .fd = fd, .events = POLLOUT };
-	int r = real.poll(&p, 1, ms);
+	int r = fd_wait(fd, POLLOUT, shunt_now_ns() + (uint64_t)ms * 1000000ull, 0);
 
-	return r == 1 && !(p.revents & (POLLERR | POLLHUP)) && (p.revents & POLLOUT);
+	return r > 0 && !(r & (POLLERR | POLLHUP)) && (r & POLLOUT);
 }
 
 /* The server is plain if it wrote or closed before claiming. */
 static int tcp_has_input(int fd)
 {
-	struct pollfd p = { .fd = fd, .events = POLLIN | POLLRDHUP };
-
-	return real.poll(&p, 1, 0) == 1;
+	return fd_wait(fd, POLLIN | POLLRDHUP, 0, 0) > 0;
 }
 
 /* The server's answer in the slot: the segment of an arena we map
@@ -1443,10 +1440,9 @@ int rdv_inband_attach(struct sk *s, int fd, uint64_t nonce, uint64_t deadline)
 	struct got_msg got;
 
 	while (!stash_take(nonce, &got)) {
-		struct pollfd p = { .fd = csock, .events = POLLIN };
 		if (shunt_now_ns() >= deadline)
 			return SHUNT_R_HANDSHAKE;
-		real.poll(&p, 1, 1);
+		fd_wait(csock, POLLIN, deadline, 1);
 	}
 	return client_attach(s, fd, nonce, &got);
 }

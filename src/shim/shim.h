@@ -21,6 +21,7 @@
 #include <sys/uio.h>
 #include "shunt/wire.h"
 #include "../common/config.h"
+#include "../base/base.h"
 #include "../transport/transport.h"
 
 enum sk_kind {
@@ -83,14 +84,8 @@ int shunt_dir_shared(void);   /* a configured directory other users write too */
  * of process `id`'s socket ('c') or stats file ('s'). */
 #define SHUNT_DIR_NAME_MAX 24
 void shunt_dir_name(char name[SHUNT_DIR_NAME_MAX], char kind, uint64_t id);
-void shunt_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-void shunt_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-uint64_t shunt_now_ns(void);
-uint64_t shunt_random64(void);
 uint64_t shunt_netns_ino(void);
 uint64_t shunt_proc_id(void);
-pid_t shunt_pid(void);
-uint64_t shunt_fast_random(void);
 mode_t shunt_file_mode(void);
 
 /* fdtab.c */

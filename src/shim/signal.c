@@ -18,7 +18,7 @@
 #include <signal.h>
 #include <string.h>
 #include "shim.h"
-#include "real.h"
+#include "../base/real.h"
 
 
 static int (*real_sigaction)(int, const struct sigaction *, struct sigaction *);

@@ -21,7 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "shim.h"
-#include "real.h"
+#include "../base/real.h"
 
 #define CHUNK 65536
 

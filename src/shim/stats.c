@@ -23,7 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "shim.h"
-#include "real.h"
+#include "../base/real.h"
 
 static struct shunt_stats_file *sf;
 static int sf_fd = -1;

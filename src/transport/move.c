@@ -27,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "../shim/shim.h"
-#include "../shim/real.h"
+#include "../base/real.h"
 
 /* ---- the moved halves' I/O, for any transport ---- */
 
@@ -94,11 +94,9 @@ int move_flush_until(struct conn *c, uint64_t deadline)
 {
 	for (;;) {
 		int r = move_flush(c, MSG_NOSIGNAL | MSG_DONTWAIT);
-		struct pollfd p = { .fd = c->tcp_fd, .events = POLLOUT };
-		uint64_t now = shunt_now_ns();
-		if ((r != -EAGAIN && r != -EINTR) || now >= deadline)
+		if ((r != -EAGAIN && r != -EINTR) || shunt_now_ns() >= deadline)
 			return r;
-		real.poll(&p, 1, deadline - now > 1000000000ull ? 1000 : (int)((deadline - now) / 1000000) + 1);
+		fd_wait(c->tcp_fd, POLLOUT, deadline, 1000);
 	}
 }
 
@@ -110,9 +108,9 @@ int move_pending(const struct conn *c)
 /* Readiness once a half moved: the ring's bytes first, then the socket. */
 unsigned conn_moved_events(struct conn *c, unsigned ring_ev)
 {
-	struct pollfd p = { .fd = c->tcp_fd, .events = POLLIN | POLLOUT | POLLRDHUP };
 	int rx = __atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE), tx = conn_moving(c);
-	unsigned ev = ring_ev;
+	unsigned ev = ring_ev, rev;
+	int r;
 
 	if (!rx && !tx)
 		return ring_ev;
@@ -122,18 +120,18 @@ unsigned conn_moved_events(struct conn *c, unsigned ring_ev)
 		conn_refresh(c);
 		rx = __atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE);
 	}
-	if (real.poll(&p, 1, 0) < 0)
-		p.revents = 0;
+	r = fd_wait(c->tcp_fd, POLLIN | POLLOUT | POLLRDHUP, 0, 0);
+	rev = r > 0 ? (unsigned)r : 0;
 	if (tx) {
 		ev &= ~(unsigned)(POLLOUT | POLLWRNORM);
-		if (p.revents & (POLLOUT | POLLERR | POLLHUP))
-			ev |= p.revents & (POLLOUT | POLLWRNORM | POLLERR | POLLHUP);
+		if (rev & (POLLOUT | POLLERR | POLLHUP))
+			ev |= rev & (POLLOUT | POLLWRNORM | POLLERR | POLLHUP);
 		if (c->shut_wr)
 			ev |= POLLOUT | POLLWRNORM;
 	}
 	if (rx == 2 && !ring_used(&c->rx)) {
 		ev &= ~(unsigned)(POLLIN | POLLRDNORM | POLLRDHUP);
-		ev |= p.revents & (POLLIN | POLLRDNORM | POLLRDHUP | POLLERR | POLLHUP);
+		ev |= rev & (POLLIN | POLLRDNORM | POLLRDHUP | POLLERR | POLLHUP);
 		if (c->shut_rd)
 			ev |= POLLIN | POLLRDNORM;
 	} else if (rx == 1 && !ring_used(&c->rx)) {
@@ -179,11 +177,10 @@ ssize_t move_send_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int f
 	if (r)
 		return r;
 	for (;;) {
-		struct pollfd p = { .fd = c->tcp_fd, .events = POLLOUT };
 		r = move_flush(c, fl | MSG_DONTWAIT);
 		if (r != -EAGAIN || nonblock)
 			break;
-		if (real.poll(&p, 1, -1) < 0 && errno == EINTR)
+		if (fd_wait(c->tcp_fd, POLLOUT, UINT64_MAX, 0) == -EINTR)
 			return -EINTR;
 	}
 	if (r) /* EPIPE raised SIGPIPE unless the caller said MSG_NOSIGNAL, as the kernel does */
@@ -198,13 +195,12 @@ ssize_t move_recv_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int f
 	ssize_t n;
 
 	while (__atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) != 2) {
-		struct pollfd p = { .fd = c->tcp_fd, .events = POLLIN };
 		conn_refresh(c);
 		if (__atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) == 2)
 			break;
 		if (nonblock)
 			return -EAGAIN;
-		if (real.poll(&p, 1, -1) < 0 && errno == EINTR)
+		if (fd_wait(c->tcp_fd, POLLIN, UINT64_MAX, 0) == -EINTR)
 			return -EINTR;
 	}
 	if (c->peer_err == EPROTO)
@@ -232,9 +228,9 @@ ssize_t move_recv_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int f
 /* The peer's FIN or RST is there (no wait). */
 int sock_hung_up(int fd)
 {
-	struct pollfd p = { .fd = fd, .events = POLLRDHUP };
+	int r = fd_wait(fd, POLLRDHUP, 0, 0);
 
-	return real.poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+	return r > 0 && (r & (POLLRDHUP | POLLHUP | POLLERR));
 }
 
 /* ---- the passing side ---- */

@@ -21,7 +21,7 @@
 #include <unistd.h>
 #include "rdma.h"
 #include "../../shim/shim.h"
-#include "../../shim/real.h"
+#include "../../base/real.h"
 #include "../../common/handshake.h"
 #include "../../common/failover.h"
 
@@ -125,7 +125,6 @@ static void *orphan_run(void *arg)
 	struct orphan *o = arg;
 
 	while (o->off < o->len) {
-		struct pollfd p = { .fd = o->fd, .events = POLLOUT };
 		ssize_t n = real.send(o->fd, o->buf + o->off, o->len - o->off, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (n > 0) {
 			o->off += (size_t)n;
@@ -133,7 +132,7 @@ static void *orphan_run(void *arg)
 		}
 		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
 			break; /* the peer is gone: so are the bytes, as with TCP */
-		real.poll(&p, 1, 1000);
+		fd_wait(o->fd, POLLOUT, UINT64_MAX, 1000);
 	}
 	if (o->fin) /* the application's shutdown, owed until now */
 		real.shutdown(o->fd, SHUT_WR);

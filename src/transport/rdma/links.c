@@ -21,7 +21,7 @@
 #include <unistd.h>
 #include "rdma.h"
 #include "../../shim/shim.h"
-#include "../../shim/real.h"
+#include "../../base/real.h"
 #include "../../common/handshake.h"
 #include "../../common/failover.h"
 

@@ -18,7 +18,7 @@
 #include <unistd.h>
 #include "rdma.h"
 #include "../../shim/shim.h"
-#include "../../shim/real.h"
+#include "../../base/real.h"
 #include "../../common/handshake.h"
 #include "../../common/failover.h"
 
@@ -76,7 +76,6 @@ static int move_tx(struct conn *c, uint64_t deadline, int reason)
 static int move_rx(struct conn *c, uint64_t deadline)
 {
 	while (__atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) != 2) {
-		struct pollfd p = { .fd = c->tcp_fd, .events = POLLIN };
 		uint64_t t0 = shunt_now_ns();
 		rdma_conn_refresh(c);
 		if (__atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) == 2)
@@ -93,7 +92,7 @@ static int move_rx(struct conn *c, uint64_t deadline)
 		}
 		if (!ms_left(deadline))
 			return -ETIMEDOUT;
-		real.poll(&p, 1, 20);
+		fd_wait(c->tcp_fd, POLLIN, deadline, 20);
 		if (shunt_now_ns() - t0 < 1000000) /* a message still partial */
 			nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
 	}

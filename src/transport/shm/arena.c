@@ -24,7 +24,7 @@
 #include <unistd.h>
 #include "arena.h"
 #include "../../shim/shim.h"
-#include "../../shim/real.h"
+#include "../../base/real.h"
 #include "../../common/msg.h"
 
 static struct arena *arenas;

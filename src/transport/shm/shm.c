@@ -21,7 +21,7 @@
 #include "shm.h"
 #include "arena.h"
 #include "../../shim/shim.h"
-#include "../../shim/real.h"
+#include "../../base/real.h"
 #include "../../common/msg.h"
 
 static void shm_push(struct conn *c)

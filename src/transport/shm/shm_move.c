@@ -23,7 +23,7 @@
 #include <string.h>
 #include "shm.h"
 #include "../../shim/shim.h"
-#include "../../shim/real.h"
+#include "../../base/real.h"
 #include "../../common/failover.h"
 
 /* Set once the peer left our sending half's ring (shared memory, rd_left):

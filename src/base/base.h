@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * base.h - the bottom layer: what the shim and the transports use and that
+ * knows neither (the libc table is real.h).
+ */
+#ifndef SHUNT_BASE_H
+#define SHUNT_BASE_H
+#include <stdint.h>
+#include <sys/types.h>
+
+/* log.c */
+extern int shunt_log_on;     /* SHUNT_LOG: shunt_log writes */
+void shunt_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void shunt_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* proc.c */
+pid_t shunt_pid(void);                /* getpid() without a system call */
+uint64_t shunt_random64(void);        /* the kernel's */
+uint64_t shunt_fast_random(void);     /* a per-thread generator seeded by it */
+void base_atfork_child(void);         /* at start and in a forked child */
+
+/* wait.c */
+uint64_t shunt_now_ns(void);          /* CLOCK_MONOTONIC */
+int fd_wait(int fd, short events, uint64_t deadline, int slice_ms);
+#endif

@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * proc.c - the process: its pid without a system call, random numbers.
+ */
+#define _GNU_SOURCE
+#include <stdint.h>
+#include <sys/random.h>
+#include <unistd.h>
+#include "base.h"
+
+static pid_t my_pid;
+static _Atomic unsigned rand_epoch = 1;
+static __thread uint64_t rand_state;
+static __thread unsigned rand_seen;
+
+/* At start and in a forked child: the pid, and a new seed per thread. */
+void base_atfork_child(void)
+{
+	my_pid = getpid();
+	__atomic_add_fetch(&rand_epoch, 1, __ATOMIC_RELAXED);
+}
+
+/* getpid() without a system call; refreshed in the fork hook. */
+pid_t shunt_pid(void)
+{
+	return my_pid;
+}
+
+/* A fast per-thread generator for nonces and probe orders (reseeded from
+ * the kernel per thread and after fork, so no two processes share it). */
+uint64_t shunt_fast_random(void)
+{
+	unsigned e = __atomic_load_n(&rand_epoch, __ATOMIC_RELAXED);
+
+	if (rand_seen != e || !rand_state) {
+		rand_state = shunt_random64() | 1;
+		rand_seen = e;
+	}
+	rand_state ^= rand_state << 13;
+	rand_state ^= rand_state >> 7;
+	rand_state ^= rand_state << 17;
+	return rand_state * 0x2545F4914F6CDD1Dull;
+}
+
+uint64_t shunt_random64(void)
+{
+	uint64_t v;
+
+	if (getrandom(&v, sizeof v, GRND_NONBLOCK) != sizeof v)
+		v = shunt_now_ns() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)&v;
+	return v;
+}
