@@ -13,7 +13,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <string.h>
-#include "shim.h"
+#include "../shim/shim.h"
 #include "../base/real.h"
 #include "../common/agent.h"
 

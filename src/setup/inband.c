@@ -40,7 +40,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include "shim.h"
+#include "../shim/shim.h"
 #include "../base/real.h"
 #include "../common/agent.h"
 #include "../common/handshake.h"

@@ -20,7 +20,7 @@
 #include <linux/sock_diag.h>
 #include <sys/socket.h>
 #include <unistd.h>
-#include "shim.h"
+#include "../shim/shim.h"
 #include "../base/real.h"
 
 static int v4mapped(const struct shunt_addr *a)

@@ -1,0 +1,461 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * client.c - connect(): offer in a slot, wait for the answer, attach; and
+ * which short-lived connections stay plain under load.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <netinet/in.h>
+#include <time.h>
+#include <unistd.h>
+#include "rdv.h"
+#include "../base/real.h"
+#include "../common/msg.h"
+#include "../transport/shm/arena.h"
+#include "../transport/shm/shm.h"
+#include "../common/agent.h"
+
+static _Atomic int connects_in_setup; /* threads in connect_offer (busy_short) */
+
+void rdv_client_atfork_child(void)
+{
+	connects_in_setup = 0; /* the threads counted are the parent's */
+}
+
+/* ---- client side ---- */
+
+/* Wait for the TCP handshake of a non-blocking connect, without consuming
+ * the socket's pending error (SO_ERROR belongs to the application). */
+static int wait_established(int fd, int ms)
+{
+	int r = fd_wait(fd, POLLOUT, shunt_now_ns() + (uint64_t)ms * 1000000ull, 0);
+
+	return r > 0 && !(r & (POLLERR | POLLHUP)) && (r & POLLOUT);
+}
+
+/* The server is plain if it wrote or closed before claiming. */
+int rdv_tcp_has_input(int fd)
+{
+	return fd_wait(fd, POLLIN | POLLRDHUP, 0, 0) > 0;
+}
+
+/* The server's answer in the slot: the segment of an arena we map
+ * already.  Only our own user can write a private directory's registry;
+ * in a shared one the answer must come as a message (its sender's uid is
+ * the kernel's word), so a slot answer there is refused. */
+static int slot_answer(struct shunt_slot *sl, uint64_t nonce, struct got_msg *got)
+{
+	uint32_t seg = sl->answer_seg;
+
+	if (seg == SHUNT_SLOT_BY_MSG) /* queued before the state changed */
+		return rdv_stash_take(nonce, got) ? 0 : SHUNT_R_HANDSHAKE;
+	if (shunt_dir_shared())
+		return SHUNT_R_HANDSHAKE;
+	memset(got, 0, sizeof *got);
+	got->m.nonce = nonce;
+	got->m.arena = sl->answer_arena;
+	got->m.seg = seg; /* checked by shm_attach */
+	got->m.slot = SHUNT_MSG_NO_SLOT;
+	got->fds[0] = got->fds[1] = got->fds[2] = -1;
+	got->in_slot = 1;
+	return 0;
+}
+
+/* Wait for the server's answer.  Each state the client may leave is left
+ * by one CAS against the server's; any other value (a member of a shared
+ * directory may write the registry) ends the wait, plain. */
+static int client_wait_answer(struct shunt_slot *sl, uint64_t nonce, int tcp_fd, struct got_msg *got,
+			      uint64_t start, uint64_t wait_ns, uint64_t spin_ns)
+{
+	for (;;) {
+		uint32_t st = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE);
+		uint64_t el = shunt_now_ns() - start;
+
+		if (st == SLOT_ANSWERED)
+			return slot_answer(sl, nonce, got);
+		if (st == SLOT_FAILED)
+			return SHUNT_R_HANDSHAKE;
+		if (st == SLOT_DECLINED)
+			return SHUNT_R_DESCRIPTORS;
+		if (st != SLOT_OFFERED && st != SLOT_CLAIMED && st != SLOT_NEED_ARENA)
+			return SHUNT_R_HANDSHAKE;
+		/* The server is usually microseconds away: spin on the slot
+		 * first, then sleep on it in short steps, looking at the TCP
+		 * socket between them (a plain server may write first). */
+		if (el < spin_ns) {
+			__builtin_ia32_pause();
+			continue;
+		}
+		if (st == SLOT_OFFERED && (el >= wait_ns || rdv_tcp_has_input(tcp_fd)) &&
+		    rdv_slot_cas(sl, SLOT_OFFERED, SLOT_ABANDONED))
+			return el >= wait_ns ? SHUNT_R_TIMEOUT : SHUNT_R_PEER_NOT_SHUNT;
+		if (st != SLOT_OFFERED && (el >= CLAIMED_WAIT_NS || rdv_tcp_has_input(tcp_fd)) &&
+		    rdv_slot_cas(sl, st, SLOT_FAILED))
+			return SHUNT_R_HANDSHAKE;
+		/* the flag first: a server answering now either sees it or
+		 * changes the state before the futex looks */
+		__atomic_store_n(&sl->client_waiting, 1, __ATOMIC_SEQ_CST);
+		shunt_futex_wait(&sl->state, st, 1000000);
+	}
+}
+
+/* The wait for the answer, with this process's turn to spin (core.c)
+ * taken for its spin and given back however it ends. */
+static int client_wait_msg(struct shunt_slot *sl, uint64_t nonce, int tcp_fd, struct got_msg *got)
+{
+	uint64_t start = shunt_now_ns(), wait_ns = (uint64_t)shunt_cfg.accept_wait_ms * 1000000ull;
+	/* with more connects in set-up than CPUs a spinning client takes the
+	 * CPU its server needs */
+	uint64_t spin_ns = __atomic_load_n(&connects_in_setup, __ATOMIC_RELAXED) <= shunt_ncpus
+				   ? SPIN_MSG_NS : 0;
+	int turn = spin_ns ? shunt_spin_begin(spin_ns, start) : 0, r;
+
+	if (!turn)
+		spin_ns = 0;
+	r = client_wait_answer(sl, nonce, tcp_fd, got, start, wait_ns, spin_ns);
+	shunt_spin_end(turn);
+	return r;
+}
+
+/* The slot answer names an arena we do not map: one we dropped when our
+ * descriptors ran out (giveback.c), while the server still counts on it.
+ * Ask again: the server sends the arena with the answer, by message. */
+static int client_need_arena(struct shunt_slot *sl, uint64_t nonce, int tcp_fd, struct got_msg *got)
+{
+	int r;
+
+	if (!rdv_slot_cas(sl, SLOT_ANSWERED, SLOT_NEED_ARENA))
+		return SHUNT_R_HANDSHAKE;
+	r = client_wait_answer(sl, nonce, tcp_fd, got, shunt_now_ns(),
+			       (uint64_t)shunt_cfg.accept_wait_ms * 1000000ull, 0);
+	return !r && got->in_slot ? SHUNT_R_HANDSHAKE : r; /* it must come with its descriptors */
+}
+
+/* Is the sender of an accept message the server of this connection?  Our
+ * own user always is (only it can reach our socket in a private directory);
+ * another user of a shared directory must own the server's end of the TCP
+ * connection (the accepting process's user: peercred.c) - else a member
+ * could take our connections to a plain server (and answer for it). */
+static int sender_is_server(int fd, const struct got_msg *g)
+{
+	struct shunt_addr local, remote;
+	uint32_t owner;
+
+	if (g->in_slot)
+		return 1;
+	if (!g->has_uid)
+		return 0;
+	if (g->uid == (uint32_t)geteuid())
+		return 1;
+	return shunt_dir_shared() && !rdv_sock_tuple(fd, &local, &remote) &&
+	       !tcp_owner_uid(&remote, &local, &owner) && owner == g->uid;
+}
+
+/* The client's decision in the segment's confirm word (1 attached, 2
+ * declined), once, against the server's time-out; a server asleep on the
+ * word (confirm_waiter, set before it sleeps) is woken.  0 if the word was
+ * decided already. */
+static int confirm_decide(struct shunt_seg_hdr *h, uint32_t v)
+{
+	uint32_t pending = 0;
+
+	if (!__atomic_compare_exchange_n(&h->confirm, &pending, v, 0, __ATOMIC_SEQ_CST,
+					 __ATOMIC_ACQUIRE))
+		return 0;
+	if (__atomic_load_n(&h->confirm_waiter, __ATOMIC_SEQ_CST))
+		shunt_futex_wake(&h->confirm, 1);
+	return 1;
+}
+
+/* Our duplicate of a new connection's socket: if the program's
+ * descriptors ran out, ours go back first (giveback.c) - this one too
+ * will be given back when the program needs it. */
+int rdv_dup_or_give_back(int fd)
+{
+	int d = fd_dup_hidden(fd);
+
+	AGAIN_IF_EMFILE(d, fd_dup_hidden(fd));
+	return d;
+}
+
+/* Attach the segment the accept message names.  If we cannot, decline
+ * through the segment's confirm word when we can reach it (the server then
+ * falls back at once), else the server times out to TCP. */
+int rdv_client_attach(struct sk *s, int fd, uint64_t nonce, struct got_msg *g)
+{
+	int has_arena = !!(g->m.flags & SHUNT_MSG_F_ARENA);
+	struct arena *a;
+	struct conn *c;
+	int dupfd;
+
+	if (!sender_is_server(fd, g)) {
+		shunt_warn("accept message from uid %d, who does not own this connection's server: refused",
+			   g->has_uid ? (int)g->uid : -1);
+		rdv_close_fds(g->fds, has_arena ? 3 : 0);
+		return SHUNT_R_HANDSHAKE;
+	}
+	/* An answer without the arena names one we confirmed a connection in
+	 * (every answer before that carries it): if it is not mapped here we
+	 * dropped it since - the server declines once our TCP bytes or its
+	 * time-out tell it, and sends the arena with its next answer. */
+	if (arena_client_get(g->m.arena, has_arena ? g->fds : NULL, &a))
+		return SHUNT_R_HANDSHAKE;
+	dupfd = rdv_dup_or_give_back(fd);
+	if (dupfd < 0 || shm_attach(&c, a, g->m.seg, 0, dupfd, &nonce)) {
+		if (g->m.seg < SHUNT_ARENA_SLOTS && arena_seg(a, g->m.seg)->nonce == nonce)
+			confirm_decide(arena_seg(a, g->m.seg), 2);
+		fd_close_internal(dupfd);
+		arena_put(a); /* the server drops our owner when it sees the decline */
+		return SHUNT_R_RESOURCE;
+	}
+	if (!confirm_decide(shm_of(c)->seg, 1)) {
+		conn_discard(c); /* the server timed out first and dropped our owner */
+		return SHUNT_R_HANDSHAKE;
+	}
+	s->conn = c;
+	s->kind = SK_CONN;
+	s->reason = SHUNT_R_NONE;
+	return 0;
+}
+
+/* ---- short-lived connections under load ----
+ *
+ * Setting a connection up takes two processes scheduled in turn: a slot,
+ * the server's answer, the client's confirmation.  With a CPU free each
+ * side spins through its turn and the set-up is faster than TCP's (one
+ * thread: 1.2-1.7x); with more threads than CPUs each turn is a sleep and
+ * a wake-up, and a burst of short connections queued on them: connect +
+ * one byte + close ran at a third of TCP's rate (issue #13, item 10).
+ * Linux SMC learned the same ("skipped under load": 247 -> 34,488 short
+ * connections a second).  So each port's registry keeps a score of its
+ * connections' lifetimes: one that ended within SHUNT_SHORT_MS adds 1 (up
+ * to 255), a longer one halves it (under load a short one's end may be
+ * late now and then).  While it is SHORT_RUN_MIN or more, a new
+ * connection stays plain (reason busy-short) - its set-up is TCP's - when
+ * this process has as many other connects in their set-up as CPUs, or any
+ * while the CPUs are crowded (threads wait for one: core.c), or when they
+ * are overloaded (as many threads wait as there are CPUs): then nobody
+ * spins and even a lone connecting thread sleeps through the turns.  8
+ * threads a side on 2 CPUs, every connection offered ran at 0.66x TCP's
+ * rate, shunt's interposition alone at 0.99x, with this rule 0.96x
+ * (docs/benchmarks.md).  A lone thread on CPUs that are merely busy is
+ * accelerated: it is the case spinning serves (1.4x TCP's rate).  Plain
+ * ones report their lifetimes too, so the port is accelerated again once
+ * its connections live longer, or when the burst is over.
+ * SHUNT_BUSY_SHORT=0 turns the rule off (tests of other behaviour, which
+ * expect every connection accelerated on a host other jobs may load). */
+#define SHORT_RUN_MIN 16
+
+static int busy_short(const struct portreg *p)
+{
+	int others = __atomic_load_n(&connects_in_setup, __ATOMIC_RELAXED);
+	uint64_t now = shunt_now_ns();
+
+	return shunt_cfg.busy_short && __atomic_load_n(&p->r->short_run, __ATOMIC_RELAXED) >= SHORT_RUN_MIN &&
+	       (others >= shunt_ncpus || (others > 0 && shunt_cpus_crowded(now)) ||
+		shunt_cpus_overloaded(now));
+}
+
+/* The last close of a client's connection that took part. */
+void rdv_note_end(struct sk *s)
+{
+	struct portreg *p = rdv_reg_peek(s->short_port);
+	uint32_t v;
+
+	if (!p)
+		return;
+	/* racy read-modify-writes: a lost update between two closers does
+	 * not matter, and the value is advice */
+	v = __atomic_load_n(&p->r->short_run, __ATOMIC_RELAXED);
+	if (shunt_now_ns() - s->born_ns >= SHUNT_SHORT_MS * 1000000ull) {
+		if (v)
+			__atomic_store_n(&p->r->short_run, v / 2, __ATOMIC_RELAXED);
+	} else if (v < 255) {
+		__atomic_store_n(&p->r->short_run, v + 1, __ATOMIC_RELAXED);
+	}
+}
+
+/* Something a server waiting for its offer must look at was published
+ * (an offer, a plain connection's tuple): the futex word moves, and the
+ * servers asleep on it - counted before they sleep (await_offer) - wake. */
+static void offers_changed(struct portreg *p)
+{
+	__atomic_add_fetch(&p->r->offers, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&p->r->offer_waiters, __ATOMIC_SEQ_CST))
+		shunt_futex_wake(&p->r->offers, INT32_MAX);
+}
+
+/* A busy-short connection's tuple, once its connect returned (0 or
+ * EINPROGRESS: the port is bound either way): a server that accepts it
+ * while other clients' offers are in CONNECTING finds it here instead of
+ * waiting for them (issue #13, item 10: 64 threads a side waited 75-110
+ * us on average for each plain connection, some for milliseconds).  Advice
+ * only, like the score: a member of a shared directory who writes records
+ * can only make connections plain. */
+#define PLAIN_FRESH_NS 100000000ull
+
+static void plain_announce(struct portreg *p, int fd, const struct shunt_addr *dst,
+			   const struct sockaddr *addr, struct sk *s)
+{
+	struct shunt_tuple tu;
+	struct shunt_plain_rec *r;
+	uint32_t seq;
+
+	if (rdv_is_any(dst) || rdv_sock_tuple_known(fd, &tu.client, &tu.server, addr))
+		return;
+	s->tuple = tu; /* `shunt ss` (stats.c) needs no look of its own */
+	s->has_tuple = 1;
+	r = &p->r->plain[__atomic_fetch_add(&p->r->plain_head, 1, __ATOMIC_RELAXED) % SHUNT_REG_PLAIN];
+	seq = __atomic_load_n(&r->seq, __ATOMIC_RELAXED);
+	if (seq & 1 || !__atomic_compare_exchange_n(&r->seq, &seq, seq + 1, 0, __ATOMIC_ACQUIRE,
+						    __ATOMIC_RELAXED))
+		return; /* another writer wraps onto it: skip, the server waits as before */
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	r->stamp_ns = shunt_now_ns();
+	r->tuple = tu;
+	__atomic_store_n(&r->seq, seq + 2, __ATOMIC_RELEASE);
+	offers_changed(p); /* a server asleep for an offer looks again */
+}
+
+/* Did this connection's client announce it plain? */
+int rdv_plain_seen(struct portreg *p, const struct shunt_tuple *t, uint64_t now)
+{
+	for (unsigned i = 0; i < SHUNT_REG_PLAIN; i++) {
+		struct shunt_plain_rec *r = &p->r->plain[i];
+		uint32_t s1 = __atomic_load_n(&r->seq, __ATOMIC_ACQUIRE), s2;
+		struct shunt_tuple tu;
+		uint64_t stamp;
+		if (s1 & 1 || !s1)
+			continue;
+		stamp = r->stamp_ns;
+		tu = r->tuple;
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		s2 = __atomic_load_n(&r->seq, __ATOMIC_RELAXED);
+		if (s1 == s2 && now - stamp < PLAIN_FRESH_NS && rdv_tuple_eq(&tu, t))
+			return 1;
+	}
+	return 0;
+}
+
+static int connect_offer(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len,
+			 struct portreg *p, const struct shunt_addr *dst);
+
+/* Called instead of the real connect() for TCP sockets.  Returns what the
+ * real connect returned (0 or -errno); the decision lands in s. */
+int rdv_connect(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len)
+{
+	struct shunt_addr dst;
+	struct portreg *p;
+	uint64_t nonce;
+	int ret, live;
+
+	s->is_client = 1;
+	if (shunt_addr_from_sockaddr(&dst, addr) || !shunt_active)
+		return rdv_sys(real.connect(fd, addr, len));
+	s->reason = shunt_off_reason ? shunt_off_reason : SHUNT_R_POLICY;
+	if (shunt_off_reason || !shunt_config_port_allowed(&shunt_cfg, dst.port))
+		return rdv_sys(real.connect(fd, addr, len));
+	if (fd_pressure()) { /* out of descriptors a moment ago (giveback.c) */
+		s->reason = SHUNT_R_DESCRIPTORS;
+		return rdv_sys(real.connect(fd, addr, len));
+	}
+	s->reason = SHUNT_R_PEER_NOT_SHUNT;
+	p = shunt_cfg.local ? rdv_reg_get(dst.port, 0, 0) : NULL;
+	if (p && busy_short(p)) {
+		s->reason = SHUNT_R_BUSY_SHORT;
+		s->short_port = dst.port;
+		s->born_ns = shunt_now_ns();
+		ret = rdv_sys(real.connect(fd, addr, len));
+		if (!ret || ret == -EINPROGRESS)
+			plain_announce(p, fd, &dst, addr, s);
+		return ret;
+	}
+	live = p && rdv_reg_live(p);
+	if (p && !live && (p = rdv_reg_get(dst.port, 0, 1))) /* its listeners gone: a new file? */
+		live = rdv_reg_live(p);
+	if (!live || !rdv_reg_may_match(p, &dst)) {
+		/* Not a local shunt server: the agent, if any, signals in the SYN. */
+		int marked = agent_mark_client(fd), st;
+		ret = rdv_sys(real.connect(fd, addr, len));
+		if (marked == -ENOENT) /* nobody to ask a peer on another host */
+			s->reason = rdv_is_other_host(fd, &dst) ? SHUNT_R_NO_AGENT : SHUNT_R_PEER_NOT_SHUNT;
+		else if (marked)
+			s->reason = SHUNT_R_RESOURCE; /* no storage for it: no option sent */
+		if (marked || (ret && ret != -EINPROGRESS) ||
+		    (ret == -EINPROGRESS && !wait_established(fd, shunt_cfg.accept_wait_ms))) {
+			/* No verdict to wait for: a shunt server that saw our
+			 * option waits for no PROPOSAL either (inband.c). */
+			if (!marked)
+				s->reason = ret == -EINPROGRESS ? SHUNT_R_CONNECT_SLOW : s->reason;
+			return ret;
+		}
+		st = agent_take(fd, &nonce);
+		s->reason = st == SHUNT_AG_CLIENT_PEER_OK ? inband_client(s, fd, nonce)
+							  : agent_reason_of(st);
+		return ret;
+	}
+	__atomic_add_fetch(&connects_in_setup, 1, __ATOMIC_RELAXED);
+	ret = connect_offer(fd, s, addr, len, p, &dst);
+	__atomic_sub_fetch(&connects_in_setup, 1, __ATOMIC_RELAXED);
+	s->short_port = dst.port;
+	s->born_ns = shunt_now_ns();
+	return ret;
+}
+
+/* A local shunt server listens on the port: offer it the connection. */
+static int connect_offer(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len,
+			 struct portreg *p, const struct shunt_addr *dst)
+{
+	struct shunt_slot *sl;
+	uint64_t nonce, sock_id;
+	struct shunt_tuple tu;
+	struct got_msg got;
+	int ret, reason;
+
+	s->reason = SHUNT_R_RESOURCE;
+	if (rdv_csock_get(&sock_id) || !(sl = rdv_slot_reserve(p, sock_id, &nonce, dst)))
+		return rdv_sys(real.connect(fd, addr, len));
+
+	ret = rdv_sys(real.connect(fd, addr, len));
+	if (ret && ret != -EINPROGRESS) {
+		rdv_slot_free(sl);
+		return ret;
+	}
+	if (ret == -EINPROGRESS && !wait_established(fd, shunt_cfg.accept_wait_ms)) {
+		s->reason = SHUNT_R_CONNECT_SLOW;
+		rdv_slot_free(sl);
+		return ret;
+	}
+	/* Build the tuple aside: a server scanning CONNECTING slots reads
+	 * tuple.server meanwhile and must never see it half rewritten. */
+	if (rdv_sock_tuple_known(fd, &tu.client, &tu.server, rdv_is_any(dst) ? NULL : addr)) {
+		s->reason = SHUNT_R_HANDSHAKE;
+		rdv_slot_free(sl);
+		return ret;
+	}
+	sl->tuple.client = tu.client;
+	if (memcmp(&sl->tuple.server, &tu.server, sizeof tu.server))
+		sl->tuple.server = tu.server;
+	s->tuple = tu;
+	s->has_tuple = 1;
+	__atomic_store_n(&sl->state, SLOT_OFFERED, __ATOMIC_RELEASE);
+	offers_changed(p);
+	reason = client_wait_msg(sl, nonce, fd, &got);
+	if (!reason && got.in_slot && !arena_client_maps(got.m.arena))
+		reason = client_need_arena(sl, nonce, fd, &got);
+	rdv_slot_free(sl);
+	if (!reason)
+		reason = rdv_client_attach(s, fd, nonce, &got);
+	s->reason = reason;
+	return ret;
+}

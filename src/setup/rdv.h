@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rdv.h - the rendezvous (between its files: registry.c, msgsock.c,
+ * client.c, server.c): deciding, without a byte on the TCP stream, that
+ * both ends of one kernel TCP connection run shunt, and handing them a
+ * shared-memory segment.  (The in-band handshake, for paths the registry
+ * cannot see, is inband.c; the agent's socket options agent.c.)
+ *
+ *   client connect()                         server accept()
+ *   ----------------                         ---------------
+ *   registry p<port> has a live listener?
+ *   reserve a slot: FREE -> CONNECTING
+ *   real connect() (SYN leaves only now)
+ *   write the 4-tuple, CONNECTING -> OFFERED  scan slots for its own 4-tuple
+ *   spin, then sleep on the slot (bounded)    (CONNECTING ones: wait <= 20 ms)
+ *                                             OFFERED -> CLAIMED (CAS)
+ *                                             take a segment, attach
+ *                                             an arena the client maps: its
+ *                                             id and segment into the slot;
+ *   <------ else accept message + 3 fds ----- a new one: sendmsg to c<id>
+ *                                             CLAIMED -> ANSWERED (CAS)
+ *   attach, segment.confirm 0 -> 1 (CAS)      wait for confirm (CAS 0->2 on
+ *   free the slot                             time-out), return
+ *
+ * Why it never guesses: the slot is reserved before the SYN exists, so when
+ * the server holds the accepted socket, a shunt client's offer is either
+ * visible or in CONNECTING.  No offer and no CONNECTING slot means the
+ * client is not shunt: plain, with no wait.  Each side commits with one CAS
+ * (OFFERED->CLAIMED against OFFERED->ABANDONED, CLAIMED->ANSWERED against
+ * CLAIMED->FAILED, then confirm 0->1 against 0->2), so exactly one outcome
+ * exists and both sides see it.  A shunt server writes nothing before it
+ * claims, so a client that sees bytes or FIN on the TCP socket while it
+ * waits knows the server is plain and stops.  Most connections between two
+ * processes that met before take no system call of the set-up beyond the
+ * duplicate of the socket: the answer is in the slot, the decision in the
+ * segment (issue #13, item 10).
+ */
+#ifndef SHUNT_RDV_H
+#define SHUNT_RDV_H
+#include "../shim/shim.h"
+
+struct arena;
+
+#define SERVER_CONNECTING_WAIT_NS 20000000ull  /* server waits for CONNECTING slots to its address */
+#define CONNECTING_FRESH_NS 50000000ull        /* older CONNECTING slots are ignored */
+#define STALE_SLOT_NS 30000000000ull           /* abandoned by a dead process: reaped */
+#define CONFIRM_WAIT_NS 1000000000ull          /* server waits for the client's attach */
+#define CLAIMED_WAIT_NS 5000000000ull          /* client waits for a claimed message */
+#define SPIN_MSG_NS 50000ull                   /* client spins this long before sleeping */
+#define SPIN_OFFER_NS 20000ull                 /* server spins this long for an offer */
+#define SEND_RETRIES 1000                      /* x 0.1 ms: an accept message into a full queue */
+
+struct portreg {
+	struct shunt_registry *r;
+	int probe_fd;     /* for the liveness probe (flock EX|NB) */
+	int lock_fd;      /* LOCK_SH held while this process listens on the port */
+	int nlisten;
+	ino_t ino;        /* the file mapped: the name may since point elsewhere */
+};
+
+
+struct got_msg {
+	struct shunt_accept_msg m;
+	int fds[SHUNT_MSG_MAX_FDS]; /* as the flags say: a new arena's memfd and doorbells */
+	uint32_t uid; /* the sender's, as the kernel says (SCM_CREDENTIALS) */
+	int has_uid;
+	int in_slot;  /* an answer in the slot of a private directory: our user's */
+};
+
+
+/* registry.c */
+int rdv_sys(long r);
+void rdv_path_of(char *buf, size_t n, char kind, uint64_t id);
+int rdv_is_loopback(const struct shunt_addr *a);
+int rdv_is_any(const struct shunt_addr *a);
+int rdv_sock_tuple_known(int fd, struct shunt_addr *local, struct shunt_addr *remote,
+			 const struct sockaddr *remote_sa);
+int rdv_sock_tuple(int fd, struct shunt_addr *local, struct shunt_addr *remote);
+int rdv_is_other_host(int fd, const struct shunt_addr *dst);
+int rdv_tuple_eq(const struct shunt_tuple *a, const struct shunt_tuple *b);
+struct portreg *rdv_reg_get(uint16_t port, int create, int fresh);
+int rdv_reg_live(struct portreg *p);
+int rdv_reg_may_match(struct portreg *p, const struct shunt_addr *dst);
+struct shunt_slot *rdv_slot_reserve(struct portreg *p, uint64_t sock_id, uint64_t *nonce,
+				    const struct shunt_addr *dst);
+void rdv_slot_free(struct shunt_slot *sl);
+int rdv_slot_cas(struct shunt_slot *sl, uint32_t from, uint32_t to);
+
+/* msgsock.c */
+int rdv_csock_get(uint64_t *id);
+void rdv_close_fds(int *fds, int n);
+int rdv_stash_take(uint64_t nonce, struct got_msg *out);
+int rdv_send_accept(uint64_t sock_id, unsigned slot, uint64_t nonce, struct arena *a,
+		    unsigned seg, int send_fds);
+
+/* client.c */
+int rdv_tcp_has_input(int fd);
+int rdv_dup_or_give_back(int fd);
+int rdv_client_attach(struct sk *s, int fd, uint64_t nonce, struct got_msg *g);
+int rdv_plain_seen(struct portreg *p, const struct shunt_tuple *t, uint64_t now);
+int rdv_msg_await(uint64_t nonce, struct got_msg *out, uint64_t deadline);
+void rdv_msgsock_exit(void);
+void rdv_msgsock_atfork_child(void);
+void rdv_client_atfork_child(void);
+struct portreg *rdv_reg_peek(uint16_t port);
+#endif

@@ -1,0 +1,523 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * registry.c - the per-port registry in the rendezvous directory: its
+ * listeners and its offer slots (p<port>, wire.h).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <netinet/in.h>
+#include <time.h>
+#include <unistd.h>
+#include "rdv.h"
+#include "../base/real.h"
+#include "../common/msg.h"
+#include "../transport/shm/arena.h"
+#include "../transport/shm/shm.h"
+#include "../common/agent.h"
+
+static struct portreg *_Atomic ports[65536];
+static int nports_listened; /* non-zero once this process listened (rdv_exit) */
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* ---- small helpers ---- */
+
+int rdv_sys(long r)
+{
+	return r < 0 ? -errno : (int)r;
+}
+
+/* A unix socket is reached by path: bind and sendto take no directory fd.
+ * The directory was checked (core.c) and nobody else may rename it or its
+ * entries (ours, or sticky), so the path names what the check saw. */
+void rdv_path_of(char *buf, size_t n, char kind, uint64_t id)
+{
+	char name[SHUNT_DIR_NAME_MAX];
+
+	/* SHUNT_DIR is at most 79 bytes (config.c), so these always fit. */
+	if (n < sizeof shunt_cfg.dir + sizeof name)
+		return;
+	shunt_dir_name(name, kind, id);
+	snprintf(buf, n, "%s/%s", shunt_cfg.dir, name);
+}
+
+/* Files are opened relative to the checked directory, never through a
+ * symlink, and must be regular files (*st: what fstat said). */
+static int reg_openat(const char *name, int flags, struct stat *st)
+{
+	int fd = real.openat(shunt_dirfd, name, flags | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, st) || !S_ISREG(st->st_mode)) {
+		real.close(fd);
+		return -EINVAL;
+	}
+	return fd;
+}
+
+int shunt_addr_from_sockaddr(struct shunt_addr *a, const struct sockaddr *sa)
+{
+	memset(a, 0, sizeof *a);
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *in = (const void *)sa;
+		a->ip[10] = a->ip[11] = 0xff;
+		memcpy(&a->ip[12], &in->sin_addr, 4);
+		a->port = ntohs(in->sin_port);
+		return 0;
+	}
+	if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const void *)sa;
+		memcpy(a->ip, &in6->sin6_addr, 16);
+		a->port = ntohs(in6->sin6_port);
+		return 0;
+	}
+	return -EAFNOSUPPORT;
+}
+
+int rdv_is_loopback(const struct shunt_addr *a)
+{
+	static const uint8_t v6lo[16] = { [15] = 1 };
+	static const uint8_t v4pfx[12] = { [10] = 0xff, [11] = 0xff };
+
+	return !memcmp(a->ip, v6lo, 16) || (!memcmp(a->ip, v4pfx, 12) && a->ip[12] == 127);
+}
+
+int rdv_is_any(const struct shunt_addr *a)
+{
+	static const uint8_t zero[16], v4any[16] = { [10] = 0xff, [11] = 0xff };
+
+	return !memcmp(a->ip, zero, 16) || !memcmp(a->ip, v4any, 16);
+}
+
+/* The 4-tuple as the kernel sees it; the remote end may be known already
+ * (remote_sa: accept's address, a connect's concrete destination), which
+ * saves a system call on the set-up's path. */
+int rdv_sock_tuple_known(int fd, struct shunt_addr *local, struct shunt_addr *remote,
+			 const struct sockaddr *remote_sa)
+{
+	struct sockaddr_storage ss;
+	socklen_t l = sizeof ss;
+
+	if (getsockname(fd, (void *)&ss, &l) || shunt_addr_from_sockaddr(local, (void *)&ss))
+		return -ENOTCONN;
+	if (remote_sa)
+		return shunt_addr_from_sockaddr(remote, remote_sa) ? -ENOTCONN : 0;
+	l = sizeof ss;
+	if (getpeername(fd, (void *)&ss, &l) || shunt_addr_from_sockaddr(remote, (void *)&ss))
+		return -ENOTCONN;
+	return 0;
+}
+
+int rdv_sock_tuple(int fd, struct shunt_addr *local, struct shunt_addr *remote)
+{
+	return rdv_sock_tuple_known(fd, local, remote, NULL);
+}
+
+/* A connection to this host's own addresses gets a source address equal to
+ * its destination (or loopback); any other source means another host. */
+int rdv_is_other_host(int fd, const struct shunt_addr *dst)
+{
+	struct shunt_addr l, r;
+	int e = errno, o = !rdv_is_loopback(dst) && !rdv_sock_tuple(fd, &l, &r) &&
+			   memcmp(l.ip, r.ip, sizeof l.ip);
+
+	errno = e;
+	return o;
+}
+
+int rdv_tuple_eq(const struct shunt_tuple *a, const struct shunt_tuple *b)
+{
+	return !memcmp(a->client.ip, b->client.ip, 16) && a->client.port == b->client.port &&
+	       !memcmp(a->server.ip, b->server.ip, 16) && a->server.port == b->server.port;
+}
+
+/* ---- the per-port registry ---- */
+
+/* Create the registry file under a private name, initialise it, then link it
+ * into place: a reader never sees a half-written header. */
+static int reg_create(const char *name, uint16_t port)
+{
+	char tmp[64];
+	struct shunt_registry *r;
+	int fd, err = 0;
+
+	snprintf(tmp, sizeof tmp, "%s.%016llx", name, (unsigned long long)shunt_random64());
+	fd = real.openat(shunt_dirfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	fchmod(fd, shunt_file_mode()); /* not subject to the umask */
+	if (ftruncate(fd, sizeof *r)) {
+		err = -errno;
+		goto out;
+	}
+	r = mmap(NULL, sizeof *r, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (r == MAP_FAILED) {
+		err = -errno;
+		goto out;
+	}
+	r->magic = SHUNT_REG_MAGIC;
+	r->version = SHUNT_WIRE_VERSION;
+	r->port = port;
+	r->nslots = SHUNT_REG_SLOTS;
+	munmap(r, sizeof *r);
+	if (linkat(shunt_dirfd, tmp, shunt_dirfd, name, 0) && errno != EEXIST)
+		err = -errno;
+out:
+	unlinkat(shunt_dirfd, tmp, 0);
+	real.close(fd);
+	return err;
+}
+
+/* A listener found the port's file unusable - another wire version's (a
+ * server of the old library killed before an upgrade: its file stayed,
+ * and the port was never accelerated again), truncated, corrupt: if no
+ * process listens through it (nobody holds its lock), it goes, and the
+ * caller opens the name again (a new file).  Else - a live listener of
+ * another version - the port's connections stay plain.  1: open again. */
+static int reg_replace(const char *name, int fd, const struct stat *st)
+{
+	struct stat now;
+	int again = 0;
+
+	if (flock(fd, LOCK_EX | LOCK_NB))
+		return 0;
+	if (fstatat(shunt_dirfd, name, &now, AT_SYMLINK_NOFOLLOW) || now.st_ino != st->st_ino) {
+		again = 1; /* another listener replaced it already */
+	} else if (!unlinkat(shunt_dirfd, name, 0)) {
+		shunt_log("registry %s was unusable and unused: replaced", name);
+		again = 1;
+	}
+	flock(fd, LOCK_UN);
+	return again;
+}
+
+static struct portreg *reg_open(uint16_t port, int create)
+{
+	char path[SHUNT_DIR_NAME_MAX];
+	struct portreg *p;
+	struct stat st;
+	void *m = MAP_FAILED;
+	int fd;
+
+	if (shunt_dirfd < 0)
+		return NULL;
+	shunt_dir_name(path, 'p', port);
+	fd = reg_openat(path, O_RDWR, &st);
+	if (fd == -ENOENT && create && !reg_create(path, port))
+		fd = reg_openat(path, O_RDWR, &st);
+	if (fd < 0)
+		return NULL;
+	if ((size_t)st.st_size >= sizeof(struct shunt_registry))
+		m = mmap(NULL, sizeof(struct shunt_registry), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (m == MAP_FAILED || shunt_registry_check(m, port)) {
+		if (m != MAP_FAILED)
+			munmap(m, sizeof(struct shunt_registry));
+		if (create == 1 && reg_replace(path, fd, &st)) {
+			real.close(fd);
+			return reg_open(port, 2); /* once: a new file, or nothing */
+		}
+		shunt_log("registry %s is unusable (another version, or corrupt): ignored", path);
+		goto fail;
+	}
+	p = calloc(1, sizeof *p);
+	if (!p) {
+		munmap(m, sizeof(struct shunt_registry));
+		goto fail;
+	}
+	p->r = m;
+	p->probe_fd = fd_hide(fd);
+	p->lock_fd = -1;
+	p->ino = st.st_ino;
+	return p;
+fail:
+	real.close(fd);
+	return NULL;
+}
+
+/* Does the port's name still lead to this registry?  The last listener of
+ * a port removes the file (rdv_unlisten), a new one makes a new file. */
+static int reg_current(const struct portreg *p, uint16_t port)
+{
+	char path[SHUNT_DIR_NAME_MAX];
+	struct stat st;
+
+	shunt_dir_name(path, 'p', port);
+	return !fstatat(shunt_dirfd, path, &st, AT_SYMLINK_NOFOLLOW) && st.st_ino == p->ino;
+}
+
+/* Registries replaced by a newer file stay mapped a while: a thread inside
+ * a connect may still read one.  The oldest of RETIRED goes when another
+ * comes (a connect lasts well under the time RETIRED re-creations take). */
+#define RETIRED 16
+static struct portreg *retired[RETIRED];
+static unsigned nretired;
+
+static void reg_retire(struct portreg *p) /* reg_lock held */
+{
+	struct portreg *old = retired[nretired % RETIRED];
+
+	retired[nretired++ % RETIRED] = p;
+	if (!old)
+		return;
+	munmap(old->r, sizeof(struct shunt_registry));
+	fd_close_internal(old->probe_fd);
+	if (old->lock_fd >= 0)
+		fd_close_internal(old->lock_fd);
+	free(old);
+}
+
+/* The port's registry, mapped once per process.  fresh: make sure it is
+ * the file the name leads to now; one that was replaced is retired and the
+ * new one used from then on. */
+struct portreg *rdv_reg_get(uint16_t port, int create, int fresh)
+{
+	struct portreg *p = __atomic_load_n(&ports[port], __ATOMIC_ACQUIRE);
+
+	if (p && (!fresh || reg_current(p, port)))
+		return p;
+	pthread_mutex_lock(&reg_lock);
+	if (ports[port] == p) {
+		struct portreg *n = reg_open(port, create);
+		if (n || !p) {
+			__atomic_store_n(&ports[port], n, __ATOMIC_RELEASE);
+			if (p && !p->nlisten)
+				reg_retire(p);
+		}
+	}
+	p = ports[port];
+	pthread_mutex_unlock(&reg_lock);
+	return p;
+}
+
+/* This process holds no listener of the port any more: its descriptor of
+ * the lock goes; if no process holds the lock then - no listener anywhere,
+ * a forked child's inherited copy counting as its parent's - the file is
+ * removed, under the exclusive lock, so a directory does not keep one file
+ * per port ever listened on (issue #13, item 9), whichever process closes
+ * last.  reg_lock held. */
+static void reg_release(struct portreg *p, uint16_t port)
+{
+	char path[SHUNT_DIR_NAME_MAX];
+
+	fd_close_internal(p->lock_fd);
+	p->lock_fd = -1;
+	if (!flock(p->probe_fd, LOCK_EX | LOCK_NB)) {
+		shunt_dir_name(path, 'p', port);
+		if (reg_current(p, port))
+			unlinkat(shunt_dirfd, path, 0);
+		flock(p->probe_fd, LOCK_UN);
+	}
+}
+
+/* Our last listener on the port closed (fdtab.c, as the socket goes). */
+void rdv_unlisten(uint16_t port)
+{
+	struct portreg *p = __atomic_load_n(&ports[port], __ATOMIC_ACQUIRE);
+
+	if (!p || shunt_sandboxed)
+		return;
+	pthread_mutex_lock(&reg_lock);
+	if (p->nlisten > 0 && --p->nlisten == 0 && p->lock_fd >= 0)
+		reg_release(p, port);
+	pthread_mutex_unlock(&reg_lock);
+}
+
+/* Is some process holding the listener lock?  flock locks die with their
+ * holder, so a crashed server never looks alive. */
+int rdv_reg_live(struct portreg *p)
+{
+	if (flock(p->probe_fd, LOCK_EX | LOCK_NB) == 0) {
+		flock(p->probe_fd, LOCK_UN);
+		return 0;
+	}
+	return 1;
+}
+
+static void reg_add_listener(struct portreg *p, const struct shunt_addr *addr)
+{
+	struct shunt_listener_rec *l = p->r->listeners, *free_rec = NULL;
+	uint64_t ns = shunt_netns_ino();
+
+	for (int i = 0; i < SHUNT_REG_LISTENERS; i++) {
+		if (l[i].used && l[i].netns == ns && !memcmp(&l[i].addr, addr, sizeof *addr)) {
+			l[i].pid = (uint32_t)getpid();
+			return;
+		}
+		if (!l[i].used && !free_rec)
+			free_rec = &l[i];
+	}
+	/* Full: overwrite a record at random; it is a hint, liveness is the lock. */
+	if (!free_rec)
+		free_rec = &l[shunt_random64() % SHUNT_REG_LISTENERS];
+	free_rec->netns = ns;
+	free_rec->addr = *addr;
+	free_rec->pid = (uint32_t)getpid();
+	__atomic_store_n(&free_rec->used, 1, __ATOMIC_RELEASE);
+}
+
+/* Could a registered listener be the one this connect() reaches?  Loopback
+ * never leaves a network namespace; other addresses may (veth, bridges). */
+int rdv_reg_may_match(struct portreg *p, const struct shunt_addr *dst)
+{
+	uint64_t ns = shunt_netns_ino();
+
+	for (int i = 0; i < SHUNT_REG_LISTENERS; i++) {
+		const struct shunt_listener_rec *l = &p->r->listeners[i];
+		if (!__atomic_load_n(&l->used, __ATOMIC_ACQUIRE))
+			continue;
+		if (l->netns == ns && (rdv_is_any(&l->addr) || !memcmp(l->addr.ip, dst->ip, 16)))
+			return 1;
+		if (l->netns != ns && !rdv_is_loopback(dst))
+			return 1;
+	}
+	return 0;
+}
+
+int rdv_listen(int fd, struct sk *s)
+{
+	struct sockaddr_storage ss;
+	socklen_t l = sizeof ss;
+	struct shunt_addr a;
+	struct portreg *p;
+	char path[SHUNT_DIR_NAME_MAX];
+	struct stat st;
+
+	s->kind = SK_LISTEN;
+	if (s->listen_port)
+		return 0; /* registered already (listen() again) */
+	if (!shunt_active || shunt_off_reason || getsockname(fd, (void *)&ss, &l) || shunt_addr_from_sockaddr(&a, (void *)&ss))
+		return 0;
+	if (!shunt_config_port_allowed(&shunt_cfg, a.port))
+		return 0;
+	for (int tries = 0; tries < 3; tries++) {
+		int lk = -1;
+		p = rdv_reg_get(a.port, 1, 1);
+		if (!p)
+			return 0;
+		pthread_mutex_lock(&reg_lock);
+		if (p->lock_fd < 0) {
+			/* the lock, then the check that the name still leads to
+			 * this file: the last listener elsewhere may have removed
+			 * it meanwhile (it removes under the exclusive lock) */
+			shunt_dir_name(path, 'p', a.port);
+			lk = reg_openat(path, O_RDONLY, &st);
+			if (lk >= 0 && (st.st_ino != p->ino || flock(lk, LOCK_SH) ||
+					!reg_current(p, a.port))) {
+				real.close(lk);
+				pthread_mutex_unlock(&reg_lock);
+				continue; /* replaced: the next turn maps the new one */
+			}
+			if (lk >= 0)
+				p->lock_fd = fd_hide(lk);
+		}
+		p->nlisten++;
+		__atomic_store_n(&nports_listened, 1, __ATOMIC_RELAXED);
+		reg_add_listener(p, &a);
+		pthread_mutex_unlock(&reg_lock);
+		s->listen_port = a.port;
+		return 0;
+	}
+	return 0;
+}
+
+/* ---- slots ---- */
+
+static void slot_reap_if_stale(struct shunt_slot *sl, uint64_t now)
+{
+	uint32_t st = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE);
+
+	if (st != SLOT_FREE && now - sl->stamp_ns > STALE_SLOT_NS)
+		__atomic_compare_exchange_n(&sl->state, &st, SLOT_FREE, 0, __ATOMIC_ACQ_REL,
+					    __ATOMIC_RELAXED);
+}
+
+struct shunt_slot *rdv_slot_reserve(struct portreg *p, uint64_t sock_id, uint64_t *nonce,
+				    const struct shunt_addr *dst)
+{
+	unsigned start = (unsigned)(shunt_fast_random() % SHUNT_REG_SLOTS);
+	uint64_t now = shunt_now_ns();
+
+	for (unsigned i = 0; i < SHUNT_REG_SLOTS; i++) {
+		struct shunt_slot *sl = &p->r->slots[(start + i) % SHUNT_REG_SLOTS];
+		uint32_t st = SLOT_FREE;
+		slot_reap_if_stale(sl, now);
+		if (!__atomic_compare_exchange_n(&sl->state, &st, SLOT_CONNECTING, 0,
+						 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			continue;
+		*nonce = shunt_fast_random();
+		sl->stamp_ns = now;
+		sl->client_pid = (uint32_t)shunt_pid();
+		sl->nonce = *nonce;
+		sl->sock_id = sock_id;
+		sl->netns = shunt_netns_ino();
+		sl->client_waiting = 0;
+		/* The destination is known before the SYN; the client's own
+		 * address and port only once connect() returns. */
+		memset(&sl->tuple.client, 0, sizeof sl->tuple.client);
+		sl->tuple.server = *dst;
+		return sl;
+	}
+	return NULL;
+}
+
+void rdv_slot_free(struct shunt_slot *sl)
+{
+	__atomic_store_n(&sl->state, SLOT_FREE, __ATOMIC_RELEASE);
+}
+
+int rdv_slot_cas(struct shunt_slot *sl, uint32_t from, uint32_t to)
+{
+	return __atomic_compare_exchange_n(&sl->state, &from, to, 0, __ATOMIC_ACQ_REL,
+					   __ATOMIC_ACQUIRE);
+}
+
+/* A clean exit removes this process's files; `shunt ss` reaps the rest. */
+void rdv_exit(void)
+{
+	if (shunt_sandboxed || shunt_dirfd < 0)
+		return;
+	rdv_msgsock_exit();
+	/* listeners the program never closed (most servers end by exit or a
+	 * signal's handler): their ports' files go as a close would take them */
+	if (!__atomic_load_n(&nports_listened, __ATOMIC_RELAXED))
+		return;
+	pthread_mutex_lock(&reg_lock);
+	for (unsigned port = 1; port < 65536; port++) {
+		struct portreg *p = ports[port];
+		if (p && p->nlisten > 0 && p->lock_fd >= 0) {
+			p->nlisten = 0;
+			reg_release(p, (uint16_t)port);
+		}
+	}
+	pthread_mutex_unlock(&reg_lock);
+}
+
+__attribute__((destructor)) static void rdv_exit_dtor(void)
+{
+	rdv_exit();
+}
+
+/* The port's registry if this process has it mapped (no reference). */
+struct portreg *rdv_reg_peek(uint16_t port)
+{
+	return __atomic_load_n(&ports[port], __ATOMIC_ACQUIRE);
+}
+
+/* A forked child: the parent's locks and set-up state are not its own. */
+void rdv_atfork_child(void)
+{
+	rdv_msgsock_atfork_child();
+	rdv_client_atfork_child();
+	arena_atfork_child();
+	pthread_mutex_init(&reg_lock, NULL);
+}

@@ -1,0 +1,396 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * server.c - accept(): find the client's offer, claim it, answer with a
+ * segment, wait for the confirmation; and the in-band handshake's shared
+ * memory (a path the registry cannot see).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <netinet/in.h>
+#include <time.h>
+#include <unistd.h>
+#include "rdv.h"
+#include "../base/real.h"
+#include "../common/msg.h"
+#include "../transport/shm/arena.h"
+#include "../transport/shm/shm.h"
+#include "../common/agent.h"
+
+/* ---- server side ---- */
+
+/* Find this connection's offer; *busy is set if a client may still be
+ * between reserving its slot and publishing its tuple. */
+static struct shunt_slot *find_offer(struct portreg *p, const struct shunt_tuple *t, int *busy,
+				     unsigned *idx)
+{
+	uint64_t now = shunt_now_ns();
+
+	*busy = 0;
+	for (unsigned i = 0; i < SHUNT_REG_SLOTS; i++) {
+		struct shunt_slot *sl = &p->r->slots[i];
+		uint32_t st = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE);
+		/* A client between reserving and publishing, dialling this very
+		 * address: it may be the one we accepted (a plain client never
+		 * reserves, so it never waits for this). */
+		if (st == SLOT_CONNECTING && now - sl->stamp_ns < CONNECTING_FRESH_NS &&
+		    sl->tuple.server.port == t->server.port &&
+		    !memcmp(sl->tuple.server.ip, t->server.ip, 16))
+			*busy = 1;
+		if (st == SLOT_OFFERED && rdv_tuple_eq(&sl->tuple, t)) {
+			*idx = i;
+			return sl;
+		}
+	}
+	return NULL;
+}
+
+/* Claim the offer; the slot may have been recycled between read and CAS. */
+static int claim(struct shunt_slot *sl, const struct shunt_tuple *t, uint64_t *nonce,
+		 uint64_t *sock_id, uint64_t *netns)
+{
+	uint64_t n = sl->nonce, id = sl->sock_id, ns = sl->netns;
+
+	if (!rdv_slot_cas(sl, SLOT_OFFERED, SLOT_CLAIMED))
+		return 0;
+	if (sl->nonce != n || !rdv_tuple_eq(&sl->tuple, t)) {
+		rdv_slot_cas(sl, SLOT_CLAIMED, SLOT_OFFERED);
+		return 0;
+	}
+	*nonce = n;
+	*sock_id = id;
+	*netns = ns;
+	return 1;
+}
+
+/* The offer a server answered, for answering again (NEED_ARENA); sl is
+ * NULL for the in-band handshake. */
+struct answered {
+	struct shunt_slot *sl;
+	unsigned idx;
+	uint64_t nonce, sock_id;
+};
+
+/* The answer is in: CLAIMED (or NEED_ARENA) -> ANSWERED (the client may
+ * have given up meanwhile, -> FAILED: then no), and the client woken if
+ * asleep. */
+static int slot_answered(struct shunt_slot *sl, uint32_t from)
+{
+	if (!rdv_slot_cas(sl, from, SLOT_ANSWERED))
+		return 0;
+	/* a wake of a slot that was freed and reused is spurious, harmless */
+	if (__atomic_load_n(&sl->client_waiting, __ATOMIC_SEQ_CST))
+		shunt_futex_wake(&sl->state, 1);
+	return 1;
+}
+
+/* The client asked for the arena again (it dropped it: giveback.c): send
+ * it with the answer, by message.  -1 if that failed (we decline). */
+static int answer_need_arena(struct conn *c, const struct answered *o)
+{
+	struct shunt_slot *sl = o ? o->sl : NULL;
+
+	if (!sl || __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE) != SLOT_NEED_ARENA || sl->nonce != o->nonce)
+		return 0;
+	__atomic_store_n(&shm_of(c)->arena->peer_maps, 0, __ATOMIC_RELEASE);
+	sl->answer_seg = SHUNT_SLOT_BY_MSG;
+	if (rdv_send_accept(o->sock_id, o->idx, o->nonce, shm_of(c)->arena, shm_of(c)->segno, 1)) {
+		rdv_slot_cas(sl, SLOT_NEED_ARENA, SLOT_FAILED);
+		return -1;
+	}
+	slot_answered(sl, SLOT_NEED_ARENA);
+	return 0;
+}
+
+/* The server's side of the segment's confirm word: decline (0 -> 2)
+ * unless the client decided first.  The word's decided value: 2 if we
+ * declined (or the client did), 1 if the client attached. */
+static uint32_t server_decline(struct conn *c)
+{
+	uint32_t v = 0;
+
+	if (__atomic_compare_exchange_n(&shm_of(c)->seg->confirm, &v, 2, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		return 2;
+	return v;
+}
+
+static int server_wait_confirm(struct conn *c, int tcp_fd, uint64_t wait_ns, const struct answered *o)
+{
+	_Atomic uint32_t *confirm = &shm_of(c)->seg->confirm;
+	uint64_t start = shunt_now_ns(), spin = (uint64_t)(shunt_cfg.spin_ns > 0 ? shunt_cfg.spin_ns : 0);
+	uint32_t v;
+	/* The client is inside connect(), a few microseconds from answering:
+	 * spin for the data path's budget if this process has a turn, then
+	 * sleep on the word (with more threads than cores the client may need
+	 * this very CPU). */
+	int turn = spin ? shunt_spin_begin(spin, start) : 0;
+
+	if (!turn)
+		spin = 0;
+	for (unsigned i = 0; !(v = __atomic_load_n(confirm, __ATOMIC_ACQUIRE)); i++) {
+		if ((i & 63) || shunt_now_ns() - start < spin) {
+			__builtin_ia32_pause();
+			continue;
+		}
+		shunt_spin_end(turn);
+		turn = 0;
+		if (shunt_now_ns() - start > wait_ns || rdv_tcp_has_input(tcp_fd) ||
+		    answer_need_arena(c, o)) {
+			v = server_decline(c);
+			if (v == 2 && o && o->sl) /* a client waiting for the arena again */
+				rdv_slot_cas(o->sl, SLOT_NEED_ARENA, SLOT_FAILED);
+			break;
+		}
+		/* asleep until the client's decision wakes us (1 ms steps:
+		 * the socket is looked at between them); the flag first, so a
+		 * client deciding now either sees it or we see its word */
+		__atomic_store_n(&shm_of(c)->seg->confirm_waiter, 1, __ATOMIC_SEQ_CST);
+		shunt_futex_wait(confirm, 0, 1000000);
+	}
+	shunt_spin_end(turn);
+	return v == 1;
+}
+
+/* Take a segment for the client process sock_id, attach our side and tell
+ * the client: through the slot sl when the client confirmed a connection
+ * in that arena (a private directory: only our user writes it), else - a new arena's
+ * descriptors, another user's client, the in-band handshake (sl NULL) - by
+ * an accept message.  0 and *out, or the fallback reason. */
+static int server_offer(int fd, uint64_t sock_id, struct shunt_slot *sl, unsigned idx,
+			uint64_t nonce, struct conn **out)
+{
+	int dupfd = -1, send_fds, by_msg;
+	struct arena *a;
+	unsigned seg;
+	struct conn *c;
+
+	if (arena_server_take(sock_id, nonce, &a, &seg, &send_fds))
+		return SHUNT_R_RESOURCE;
+	dupfd = rdv_dup_or_give_back(fd);
+	if (dupfd < 0 || shm_attach(&c, a, seg, 1, dupfd, &nonce)) {
+		fd_close_internal(dupfd);
+		arena_drop_owner(a, seg, 0);
+		arena_release(a, seg, 1);
+		return SHUNT_R_RESOURCE;
+	}
+	by_msg = !sl || send_fds || shunt_dir_shared();
+	shunt_fault_answer_stall(); /* tests only (fault.c) */
+	if (sl) {
+		sl->answer_arena = a->id;
+		sl->answer_seg = by_msg ? SHUNT_SLOT_BY_MSG : seg;
+	}
+	if ((by_msg && rdv_send_accept(sock_id, idx, nonce, a, seg, send_fds)) ||
+	    /* our CLAIMED -> ANSWERED failed: the client gave up (-> FAILED),
+	     * or - the slot reused while we stalled past the client's wait -
+	     * another server's stale answer took the slot's next offer, whose
+	     * client may then attach to our segment all the same: the confirm
+	     * word decides, as always */
+	    (sl && !slot_answered(sl, SLOT_CLAIMED) && server_decline(c) != 1)) {
+		arena_drop_owner(a, seg, 0);
+		conn_free(c);
+		return SHUNT_R_HANDSHAKE;
+	}
+	*out = c;
+	return 0;
+}
+
+/* The client's decision, through the segment's confirm word. */
+static int server_commit(struct sk *s, int fd, struct conn *c, uint64_t wait_ns, const struct answered *o)
+{
+	if (!server_wait_confirm(c, fd, wait_ns, o)) {
+		/* maybe it could not map the arena: the next answer carries it */
+		__atomic_store_n(&shm_of(c)->arena->peer_maps, 0, __ATOMIC_RELEASE);
+		arena_drop_owner(shm_of(c)->arena, shm_of(c)->segno, 0); /* the client never took its share */
+		conn_free(c);
+		return SHUNT_R_HANDSHAKE;
+	}
+	__atomic_store_n(&shm_of(c)->arena->peer_maps, 1, __ATOMIC_RELEASE);
+	s->conn = c;
+	s->kind = SK_CONN;
+	return SHUNT_R_NONE;
+}
+
+static int server_build(struct sk *s, int fd, unsigned idx, struct shunt_slot *sl,
+			uint64_t nonce, uint64_t sock_id)
+{
+	struct conn *c;
+	int r = server_offer(fd, sock_id, sl, idx, nonce, &c);
+
+	if (r) {
+		rdv_slot_cas(sl, SLOT_CLAIMED, SLOT_FAILED);
+		s->reason = r;
+		return 0;
+	}
+	s->reason = server_commit(s, fd, c, CONFIRM_WAIT_NS,
+				  &(struct answered){ .sl = sl, .idx = idx, .nonce = nonce, .sock_id = sock_id });
+	return 0;
+}
+
+/* ---- in-band shared memory ----
+ * Both ends on one host with one SHUNT_DIR, reached through a path the
+ * registry cannot see (DNAT, a container port mapping): the in-band
+ * handshake (inband.c) names the client process and the option's nonce,
+ * and the segment travels as above, with the confirm word as the one
+ * decision point. */
+uint64_t rdv_domain(void)
+{
+	static uint64_t d;
+	struct stat st;
+
+	/* 0 means unknown and matches nothing (inband.c). */
+	if (!d && shunt_dirfd >= 0 && !fstat(shunt_dirfd, &st))
+		d = (uint64_t)st.st_ino ^ ((uint64_t)st.st_dev * 0x9e3779b97f4a7c15ull);
+	return d;
+}
+
+int rdv_inband_ready(uint64_t *sock_id)
+{
+	return rdv_csock_get(sock_id);
+}
+
+int rdv_inband_offer(int fd, uint64_t sock_id, uint64_t nonce, struct conn **c)
+{
+	return server_offer(fd, sock_id, NULL, SHUNT_MSG_NO_SLOT, nonce, c);
+}
+
+int rdv_inband_commit(struct sk *s, int fd, struct conn *c, uint64_t wait_ns)
+{
+	return server_commit(s, fd, c, wait_ns, NULL);
+}
+
+/* Client: the accept message the ACCEPT announced is already queued on our
+ * socket (the server sends it first); take it and attach. */
+int rdv_inband_attach(struct sk *s, int fd, uint64_t nonce, uint64_t deadline)
+{
+	struct got_msg got;
+
+	if (rdv_msg_await(nonce, &got, deadline))
+		return SHUNT_R_HANDSHAKE;
+	return rdv_client_attach(s, fd, nonce, &got);
+}
+
+/* No local offer: if the SYN carried our option, the client's PROPOSAL is
+ * on its way and is answered here, before the application sees the socket. */
+static int server_agent_path(const struct sk *ls, int fd, struct sk *s)
+{
+	if (inband_syn_had_option(ls, fd))
+		s->reason = inband_server(s, fd);
+	return 0;
+}
+
+/* In a shared directory, an offer for this tuple could be any member's:
+ * the segment goes only to a socket of the user who owns the client's end
+ * of the TCP connection (and nobody else can replace that user's file in a
+ * sticky directory). */
+static int offer_is_client(const struct shunt_tuple *t, uint64_t sock_id)
+{
+	char name[SHUNT_DIR_NAME_MAX];
+	struct stat st;
+	uint32_t owner;
+
+	if (!shunt_dir_shared())
+		return 1;
+	shunt_dir_name(name, 'c', sock_id);
+	if (fstatat(shunt_dirfd, name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISSOCK(st.st_mode) ||
+	    tcp_owner_uid(&t->client, &t->server, &owner) || owner != (uint32_t)st.st_uid) {
+		shunt_warn("offer for %s's connection names another user's socket: refused", name);
+		return 0;
+	}
+	return 1;
+}
+
+/* The offer for this connection, claimed; NULL if there is none: no offer
+ * and no client of ours in the middle of its connect to this address. */
+static struct shunt_slot *await_offer(struct portreg *p, const struct shunt_tuple *t, unsigned *idx,
+				      uint64_t *nonce, uint64_t *sock_id, uint64_t *netns)
+{
+	uint64_t start = shunt_now_ns();
+	struct shunt_slot *sl;
+	int busy, turn = -1;
+
+	for (;;) {
+		uint32_t gen = __atomic_load_n(&p->r->offers, __ATOMIC_ACQUIRE);
+		uint64_t el = shunt_now_ns() - start;
+		sl = find_offer(p, t, &busy, idx);
+		if (sl && claim(sl, t, nonce, sock_id, netns))
+			break;
+		if (sl)
+			continue; /* the slot changed under us: look again */
+		if (!busy || el > SERVER_CONNECTING_WAIT_NS || rdv_plain_seen(p, t, start + el))
+			break;
+		/* The client publishes microseconds after its connect returned:
+		 * spin if this process has a turn, then sleep until the next
+		 * offer (its client wakes us) - not yielding: with more threads
+		 * than cores, the client that must publish needs this CPU. */
+		if (turn < 0)
+			turn = shunt_spin_begin(SPIN_OFFER_NS, start + el);
+		if (turn > 0 && el < SPIN_OFFER_NS) {
+			__builtin_ia32_pause();
+			continue;
+		}
+		shunt_spin_end(turn);
+		turn = 0;
+		/* counted first: a client that bumps the word after we read gen
+		 * makes the wait return at once, one that bumps it before sees
+		 * us counted and wakes us */
+		__atomic_add_fetch(&p->r->offer_waiters, 1, __ATOMIC_SEQ_CST);
+		shunt_futex_wait(&p->r->offers, gen, 1000000);
+		__atomic_sub_fetch(&p->r->offer_waiters, 1, __ATOMIC_SEQ_CST);
+	}
+	shunt_spin_end(turn);
+	return sl;
+}
+
+int rdv_accept(const struct sk *ls, int fd, struct sk *s, const struct sockaddr *peer)
+{
+	struct shunt_tuple t;
+	struct portreg *p;
+	struct shunt_slot *sl;
+	uint64_t nonce, sock_id, netns;
+	unsigned idx = 0;
+
+	s->is_client = 0;
+	s->reason = shunt_off_reason ? shunt_off_reason : SHUNT_R_POLICY;
+	if (!shunt_active || shunt_off_reason)
+		return 0;
+	s->reason = SHUNT_R_PEER_NOT_SHUNT;
+	if (rdv_sock_tuple_known(fd, &t.server, &t.client, peer))
+		return 0;
+	s->tuple = t;
+	s->has_tuple = 1;
+	if (!shunt_config_port_allowed(&shunt_cfg, t.server.port)) {
+		s->reason = SHUNT_R_POLICY;
+		return 0;
+	}
+	p = shunt_cfg.local ? rdv_reg_get(t.server.port, 1, 0) : NULL;
+	if (!p)
+		return server_agent_path(ls, fd, s);
+	sl = await_offer(p, &t, &idx, &nonce, &sock_id, &netns);
+	if (!sl)
+		return server_agent_path(ls, fd, s); /* a shunt client from another host? */
+	if (rdv_is_loopback(&t.server) && netns != shunt_netns_ino()) {
+		rdv_slot_cas(sl, SLOT_CLAIMED, SLOT_FAILED);
+		s->reason = SHUNT_R_NETNS;
+		return 0;
+	}
+	if (fd_pressure()) { /* out of descriptors a moment ago (giveback.c) */
+		rdv_slot_cas(sl, SLOT_CLAIMED, SLOT_DECLINED);
+		s->reason = SHUNT_R_DESCRIPTORS;
+		return 0;
+	}
+	if (!offer_is_client(&t, sock_id)) {
+		rdv_slot_cas(sl, SLOT_CLAIMED, SLOT_FAILED);
+		s->reason = SHUNT_R_HANDSHAKE;
+		return 0;
+	}
+	return server_build(s, fd, idx, sl, nonce, sock_id);
+}
