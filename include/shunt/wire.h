@@ -2,18 +2,23 @@
 /*
  * wire.h - every byte layout shunt shares between processes, in one place.
  *
- * Three things cross a process boundary:
- *   1. the per-port registry file  ($SHUNT_DIR/p<port>), mmap'd by every shunt
- *      process that listens on or connects to that port;
- *   2. the per-connection segment (a memfd), holding one ring per direction;
- *   3. the accept message, one datagram from the server's shim to the client's
- *      shim carrying the segment and the two wake-up eventfds (SCM_RIGHTS);
- *   4. the per-process stats file ($SHUNT_DIR/s<pid>-<id>) read by `shunt ss`.
+ * What crosses a process or host boundary:
+ *   1. the per-port registry file ($SHUNT_DIR/p<port>), mapped by every shunt
+ *      process that listens on or connects to that port, with its offer slots;
+ *   2. the arena (a memfd per process pair) and its segments, one ring per
+ *      direction each, and the segment moved before fork or exec;
+ *   3. the accept message, one datagram from the server's shim to the
+ *      client's, carrying a new arena and its two doorbells (SCM_RIGHTS);
+ *   4. the per-process stats file ($SHUNT_DIR/s<id>) read by `shunt ss`;
+ *   5. the in-band handshake on the TCP stream, RDMA's cursor messages and
+ *      the failover message (between hosts: network order);
+ *   6. the TCP option in the SYN (the agent's BPF program).
  *
- * All peers run on one host, so integers are host-endian; every structure has
- * a magic and a version and its size is checked by _Static_assert.  Nothing
- * received from another process is trusted: see src/shim/rendezvous.c for the
- * validation of each field.
+ * Within a host integers are host-endian; every structure has a magic and a
+ * version and its size is checked by _Static_assert.  Nothing received from
+ * another process is trusted: src/common/msg.c, handshake.c, failover.c and
+ * synopt.c validate each field (each fuzzed, tests/fuzz), and the readers
+ * of shared rings check every cursor (ring.c).
  */
 #ifndef SHUNT_WIRE_H
 #define SHUNT_WIRE_H
@@ -72,7 +77,7 @@ enum shunt_mode {
 #define SHUNT_REG_SLOTS 256
 #define SHUNT_REG_LISTENERS 16
 
-/* Offer slot states.  The transitions are CAS-only; see rendezvous.c. */
+/* Offer slot states.  The transitions are CAS-only; see src/setup/rdv.h. */
 enum shunt_slot_state {
 	SLOT_FREE = 0,       /* unused */
 	SLOT_CONNECTING = 1, /* client reserved it and is inside connect() */
@@ -130,7 +135,7 @@ _Static_assert(sizeof(struct shunt_listener_rec) == 40, "listener layout");
 /* A connection its client made plain without an offer (busy-short,
  * reason 25), announced once its connect returned: a server that accepted
  * it while other clients' offers were in CONNECTING need not wait for them
- * (rendezvous.c).  A seqlock: seq is odd while the record is written. */
+ * (src/setup/client.c).  A seqlock: seq is odd while the record is written. */
 #define SHUNT_REG_PLAIN 64
 struct shunt_plain_rec {
 	_Atomic uint32_t seq;
@@ -206,7 +211,7 @@ struct shunt_ring_ctl {
 	_Atomic uint32_t rd_want;   /* reader sleeps until data arrives */
 	_Atomic uint32_t rd_left;   /* the reader left the ring for the TCP socket (a
 				       reason, SHUNT_R_FD_PASSED): the writer resends
-				       from cons there and writes there (src/shim/move.c) */
+				       from cons there and writes there (src/transport/shm/shm_move.c) */
 	/* line 4: the mirror for the reader */
 	_Alignas(SHUNT_CACHELINE) _Atomic uint32_t rlock; /* serialises readers */
 	_Atomic uint32_t wr_want;   /* writer sleeps until space frees */
@@ -373,7 +378,7 @@ _Static_assert(sizeof(struct shunt_cdc) == 32, "cdc layout");
  * A shared-memory connection passed to another process (issue #13) uses
  * it too, with start = end = the passing side's last byte in its ring
  * (nothing is resent: the peer reads the ring up to it); after the probes
- * and any handshake message the in-band handshake left (src/shim/move.c).
+ * and any handshake message the in-band handshake left (src/transport/shm/shm_move.c).
  * The passing side's other half is asked back through ring ctl rd_left. */
 #define SHUNT_FO_KIND 0xfau
 #define SHUNT_FO_VERSION 1u

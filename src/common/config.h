@@ -19,7 +19,7 @@ struct shunt_config {
 	int transport;             /* SHUNT_TRANSPORT: 0 auto, 1 shm (never RDMA), 2 rdma (RDMA
 				      even on one host: the registry is skipped, shm not offered) */
 	int rdma_fork_keep;        /* SHUNT_RDMA_FORK=keep: RDMA connections stay the parent's at
-				      fork (a child using one gets EIO); default move (rdma.c) */
+				      fork (a child using one gets EIO); default move (src/transport/rdma/share.c) */
 	int rdma_ack_timeout;      /* SHUNT_RDMA_ACK_TIMEOUT=N: a queue pair's ACK timeout per try,
 				      4.096 us * 2^N (6 tries), 1..31; default 14 (67 ms) */
 	uint16_t ports[16];        /* SHUNT_PORTS=a,b,c: only these ports (empty = all) */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * loadavg.h - the number of runnable threads in /proc/loadavg's text
- * ("0.52 0.58 0.59 3/456 12345": 3), for core.c's "are the CPUs
+ * ("0.52 0.58 0.59 3/456 12345": 3), for spin.c's "are the CPUs
  * crowded?".  A pure function on a byte buffer (it may run inside a
  * signal handler's recv: no stdio, no locale).
  */

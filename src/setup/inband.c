@@ -14,7 +14,7 @@
  *
  * Shared memory is chosen when both ends share the host and the SHUNT_DIR
  * (a connection the registry could not match: DNAT, a port mapping); the
- * segment then travels as in rendezvous.c, whose confirm word is the one
+ * segment then travels as in server.c, whose confirm word is the one
  * decision point.  Between hosts nothing is offered yet (RDMA: issue #4):
  * DECLINE no-common-transport.
  *

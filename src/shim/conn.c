@@ -31,9 +31,9 @@
 #include "shim.h"
 #include "../base/real.h"
 #include "../common/msg.h"
+#include "conn_int.h"
 
 #define PROBE_INTERVAL_NS 100000000ull /* writer blocked on a gone peer: probe */
-#define REFRESH_INTERVAL_NS 1000000ull /* non-blocking reader: look for FIN */
 
 static void efd_signal(int efd)
 {
@@ -42,18 +42,6 @@ static void efd_signal(int efd)
 
 	(void)!real.write(efd, &one, sizeof one);
 	errno = e;
-}
-
-/* The "wake me" words hold who sleeps: a poll/epoll sleeper on our
- * doorbell, or a blocking call on the word itself (a futex: one system
- * call to sleep, one to wake). */
-#define WANT_EFD 1u
-#define WANT_FUTEX 2u
-#define SLEEP_SLICE_MS 100 /* a futex sleeper looks at the TCP socket this often */
-
-static long futex(_Atomic uint32_t *w, int op, uint32_t val, const struct timespec *ts)
-{
-	return syscall(SYS_futex, w, op, val, ts, NULL, 0);
 }
 
 /* Take the flag and wake whoever set it.  The exchange is a full barrier (a
@@ -90,11 +78,6 @@ void conn_wake_all(struct conn *c)
 	c->tp->push(c);
 	c->tp->ack(c);
 	conn_wake_local(c, POLLIN | POLLOUT);
-}
-
-static _Atomic uint32_t *want_word(struct conn *c, unsigned want)
-{
-	return want & POLLIN ? &c->rx.ctl->rd_want : &c->tx.ctl->wr_want;
 }
 
 /* Ask the peer to ring our doorbell (poll, epoll, a non-blocking EAGAIN). */
@@ -188,14 +171,6 @@ void conn_refresh(struct conn *c)
 	errno = e;
 }
 
-/* After the peer's FIN, a writer asks: is it gone (closed, killed) or
- * only done sending? */
-static void probe_gone(struct conn *c)
-{
-	if (c->tp->probe)
-		c->tp->probe(c);
-}
-
 /* The peer broke the ring's rules (impossible cursors, a lock word it held
  * for ever): this connection ends as a reset would end it, here and, through
  * the kernel socket, at the peer; every other connection goes on. */
@@ -214,7 +189,7 @@ void conn_break(struct conn *c, const char *what)
 
 /* The writer's (rx: the reader's) lock, of the rings the connection has
  * once it is held: a move before fork replaces an RDMA connection's rings
- * (rdma.c), and a thread that waited for the old lock must not use the new
+ * (rdma/share.c), and a thread that waited for the old lock must not use the new
  * rings unlocked.  Unlock the control block returned.  A shared-memory
  * connection's lock word is in the peer's reach: a wait beyond the bound
  * breaks the connection (NULL), it never hangs the caller. */
@@ -279,226 +254,6 @@ size_t conn_nread(struct conn *c)
 	return n;
 }
 
-static int ready_for(struct conn *c, unsigned want)
-{
-	return (conn_events(c) & (want | POLLERR | POLLHUP)) != 0;
-}
-
-static int timeval_ms(int64_t sec, int64_t usec)
-{
-	if (sec < 0 || usec < 0 || (!sec && !usec))
-		return -1;
-	return sec > INT_MAX / 1000 - 1 ? INT_MAX : (int)(sec * 1000 + (usec + 999) / 1000);
-}
-
-static int sock_timeout_ms(int fd, int opt)
-{
-	struct timeval tv;
-	socklen_t l = sizeof tv;
-	int e = errno;
-
-	if (real.getsockopt(fd, SOL_SOCKET, opt, &tv, &l)) {
-		errno = e;
-		return -1;
-	}
-	return timeval_ms(tv.tv_sec, tv.tv_usec);
-}
-
-/* The socket's timeouts, read once when the connection is attached (they
- * may have been set before connect(), or on the listener); the setsockopt
- * wrapper keeps them from then on.  Asking at every sleep made a system
- * call the program never made: a sandbox (seccomp) kills for that. */
-int conn_timeouts_maybe; /* a socket here may carry a timeout (interpose.c, exec.c) */
-
-void conn_load_timeouts(struct conn *c)
-{
-	if (!__atomic_load_n(&conn_timeouts_maybe, __ATOMIC_RELAXED)) {
-		c->timeo_ms[0] = c->timeo_ms[1] = -1; /* none was ever set: ask nothing */
-		return;
-	}
-	c->timeo_ms[0] = sock_timeout_ms(c->tcp_fd, SO_RCVTIMEO);
-	c->timeo_ms[1] = sock_timeout_ms(c->tcp_fd, SO_SNDTIMEO);
-}
-
-/* After the kernel took SO_{RCV,SND}TIMEO{,_OLD,_NEW}: a struct timeval
- * or struct __kernel_sock_timeval, two 64-bit fields on 64-bit Linux. */
-void conn_set_timeout(struct conn *c, int name, const void *val, socklen_t len)
-{
-	int64_t v[2];
-
-	if (len < sizeof v)
-		return;
-	memcpy(v, val, sizeof v);
-	__atomic_store_n(&c->timeo_ms[name == SO_SNDTIMEO_OLD || name == SO_SNDTIMEO_NEW],
-			 timeval_ms(v[0], v[1]), __ATOMIC_RELAXED);
-}
-
-/* Would every installed handler be restarted by the kernel (SA_RESTART)?
- * The fallback when the interrupting signal is not known (its handler was
- * installed behind the shim's back, e.g. by a raw system call). */
-static int signals_restart(void)
-{
-	struct sigaction sa;
-
-	for (int sig = 1; sig < NSIG; sig++) {
-		/* Faults are synchronous: they never interrupt a sleep (and
-		 * sanitizers install handlers for them without SA_RESTART). */
-		if (sig == SIGKILL || sig == SIGSTOP || sig == SIGSEGV || sig == SIGBUS ||
-		    sig == SIGILL || sig == SIGFPE || sig == SIGTRAP || sig == SIGSYS ||
-		    sigaction(sig, NULL, &sa))
-			continue;
-		if (sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN &&
-		    !(sa.sa_flags & SA_RESTART))
-			return 0;
-	}
-	return 1;
-}
-
-/* Spin longer when spinning pays (the data came while we spun, or soon
- * after we went to sleep), shorter when it does not (long idle gaps). */
-static void adapt_spin(struct conn *c, int hit)
-{
-	int64_t max = shunt_cfg.spin_ns, b = c->spin_ns;
-
-	if (max <= 0)
-		return;
-	/* never below an eighth: at zero no spin could ever hit again, and a
-	 * connection that missed a few times while its peer was descheduled
-	 * slept on every call for good (a 64 B round trip stuck at ~75 us on
-	 * this machine, one run in two) */
-	b = hit ? (b * 2 + 1000 < max ? b * 2 + 1000 : max) : (b / 2 > max / 8 ? b / 2 : max / 8);
-	c->spin_ns = b;
-}
-
-static int write_deadlock(struct conn *c);
-
-/* The common "it happened" of a spin: data (or EOF) arrived, space freed. */
-static inline int quick_ready(struct conn *c, unsigned want)
-{
-	if (want & POLLIN)
-		return __atomic_load_n(&c->rx.ctl->prod, __ATOMIC_ACQUIRE) !=
-		       __atomic_load_n(&c->rx.ctl->cons, __ATOMIC_RELAXED) ||
-		       __atomic_load_n(&c->rx.ctl->wr_done, __ATOMIC_RELAXED);
-	return ring_space(&c->tx) != 0;
-}
-
-/* The spin before a sleep, from start: 1 ready, 0 spun out, -EINTR. */
-static int spin_wait(struct conn *c, unsigned want, int64_t budget, uint64_t sig0, uint64_t start)
-{
-	uint64_t now;
-
-	while ((now = shunt_now_ns()) - start < (uint64_t)budget) {
-		/* Poll the one cache line the peer will write; look at the
-		 * clock and the rest of the state only every 64 turns. */
-		for (int i = 0; i < 64; i++) {
-			if (quick_ready(c, want))
-				return 1;
-			__builtin_ia32_pause();
-		}
-		if (ready_for(c, want))
-			return 1;
-		/* A handler ran while we spun: the kernel would have failed
-		 * (or restarted) the call, not kept waiting. */
-		if (shunt_signals_seen() != sig0)
-			return -EINTR;
-		if (now - c->last_probe_ns > REFRESH_INTERVAL_NS * 10)
-			conn_refresh(c);
-		if (c->tp->progress)
-			c->tp->progress(c); /* e.g. RDMA: no need to wait for its progress thread */
-	}
-	return 0;
-}
-
-/* Spin, then sleep until want (POLLIN/POLLOUT) may be satisfied.
- * Returns 0 to re-check, -EAGAIN on SO_*TIMEO expiry, -EINTR on a signal,
- * -EDEADLK when short_ok and the peer is blocked writing to us too. */
-static int conn_wait(struct conn *c, unsigned want, int *deadline_ms, int short_ok, uint64_t sig0)
-{
-	uint64_t now, el;
-	int64_t budget = shunt_cfg.spin_ns < 0 ? INT64_MAX : c->spin_ns;
-	_Atomic uint32_t *w;
-	struct timespec ts;
-	uint32_t v;
-	int r, tmo, err, turn;
-
-	/* no turn to spin (core.c): sleep at once, and learn nothing from
-	 * it - a budget halved for spins never tried would stay at its floor
-	 * once both ends sleep (each reply then comes later than any spin) */
-	now = budget > 0 ? shunt_now_ns() : 0;
-	turn = budget > 0 ? shunt_spin_begin((uint64_t)budget, now) : 0;
-	if (turn) {
-		r = spin_wait(c, want, budget, sig0, now);
-		shunt_spin_end(turn);
-	} else {
-		r = 0;
-	}
-	if (r > 0)
-		adapt_spin(c, 1);
-	if (r)
-		return r > 0 ? 0 : r;
-	w = want_word(c, want);
-	v = __atomic_or_fetch(w, WANT_FUTEX, __ATOMIC_SEQ_CST);
-	if (ready_for(c, want))
-		return 0;
-	/* A closing peer sends its FIN, then wakes us if our flag was set:
-	 * set after its look, the flag missed that wake-up, but the FIN is
-	 * on the socket by now - look there too, or a clean close reached a
-	 * reader only at the end of its 100 ms slice (issue #13, item 10: a
-	 * client waiting for EOF after a one-byte exchange took 43 ms). */
-	conn_refresh(c);
-	if (ready_for(c, want))
-		return 0;
-	if (c->tp->tx_blocked && (want & POLLOUT))
-		c->tp->tx_blocked(c); /* e.g. RDMA: the peer must answer every read now */
-	if (shunt_signals_seen() != sig0)
-		return -EINTR;
-	/* Checked after arming: of two writers arming at once, at least one
-	 * sees the other's flag (both are seq_cst), so they never both sleep. */
-	if (short_ok && (want & POLLOUT) && write_deadlock(c))
-		return -EDEADLK;
-	if (turn)
-		adapt_spin(c, 0);
-	/* SO_RCVTIMEO/SO_SNDTIMEO matter only to a sleeper */
-	if (*deadline_ms == -2)
-		*deadline_ms = __atomic_load_n(&c->timeo_ms[!(want & POLLIN)], __ATOMIC_RELAXED);
-	tmo = *deadline_ms < 0 || *deadline_ms > SLEEP_SLICE_MS ? SLEEP_SLICE_MS : *deadline_ms;
-	if (conn_moving(c) && tmo > 10)
-		tmo = 10; /* the peer's failover message comes on the socket */
-	ts = (struct timespec){ tmo / 1000, (long)(tmo % 1000) * 1000000L };
-	now = shunt_now_ns();
-	r = (int)futex(w, FUTEX_WAIT, v, &ts);
-	err = r ? errno : 0;
-	el = shunt_now_ns() - now;
-	/* Woken sooner than the spin limit: spinning would have caught it. */
-	if (!r && el < (uint64_t)(shunt_cfg.spin_ns > 0 ? shunt_cfg.spin_ns : 0))
-		adapt_spin(c, 1);
-	if (*deadline_ms >= 0) {
-		*deadline_ms -= (int)(el / 1000000);
-		if (*deadline_ms <= 0 && err == ETIMEDOUT && !ready_for(c, want))
-			return -EAGAIN;
-		if (*deadline_ms < 0)
-			*deadline_ms = 0;
-	}
-	if (err == EINTR)
-		return -EINTR;
-	/* Nothing for us after a wake-up or a slice: FIN or RST?  (A closing
-	 * peer wakes us after its FIN left; a killed one does not: the slice.) */
-	if (!ready_for(c, want))
-		conn_refresh(c);
-	/* A writer facing a peer that half-closed must learn whether it is
-	 * gone: probe the TCP socket (a gone peer answers RST). */
-	if ((want & POLLOUT) && err == ETIMEDOUT && !conn_moving(c))
-		probe_gone(c);
-	return 0;
-}
-
-/* Both ends blocked writing into full rings would deadlock; TCP's larger
- * buffers rarely do.  SMC's lesson: return the short write instead. */
-static int write_deadlock(struct conn *c)
-{
-	return ring_space(&c->rx) == 0 && c->tp->peer_blocked(c);
-}
-
 /* Advance a private copy of an iovec array by n bytes. */
 static void iov_skip(struct iovec **iov, int *cnt, size_t n)
 {
@@ -511,24 +266,6 @@ static void iov_skip(struct iovec **iov, int *cnt, size_t n)
 		(*iov)->iov_base = (char *)(*iov)->iov_base + n;
 		(*iov)->iov_len -= n;
 	}
-}
-
-/* EINTR as the kernel decides it for recv/send: restarted when nothing
- * moved yet, no timeout is set and the handler asked for SA_RESTART. */
-static int wait_or_fail(struct sk *s, unsigned want, int *deadline, size_t done, uint64_t *sig0)
-{
-	int r = conn_wait(s->conn, want, deadline, done > 0, *sig0), rs;
-
-	if (r != -EINTR)
-		return r;
-	rs = shunt_signal_restarts();
-	if (rs < 0)
-		rs = signals_restart();
-	if (!done && *deadline < 0 && rs) {
-		*sig0 = shunt_signals_seen();
-		return 0;
-	}
-	return r;
 }
 
 /* Let the kernel produce EPIPE/ECONNRESET and SIGPIPE exactly as TCP does. */
@@ -635,7 +372,7 @@ ssize_t conn_send(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 		 * made by the progress thread (fo_sweep) or by this writer
 		 * when it has the lock again. */
 		shunt_unlock(&locked->wlock);
-		r = wait_or_fail(s, POLLOUT, &deadline, total, &sig0);
+		r = conn_wait_for(s, POLLOUT, &deadline, total, &sig0);
 		if (!(locked = conn_lock(c, 0)))
 			return total ? (ssize_t)total : -c->broken;
 		if (c->shut_wr) { /* another thread's shutdown(SHUT_WR) came first */
@@ -667,7 +404,7 @@ ssize_t conn_send(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 		 * the poll or epoll this caller sleeps in next) */
 		if (c->peer_eof && shunt_now_ns() - c->last_gone_probe_ns > PROBE_INTERVAL_NS) {
 			c->last_gone_probe_ns = shunt_now_ns();
-			probe_gone(c);
+			conn_probe_gone(c);
 		}
 		return -EAGAIN;
 	}
@@ -776,7 +513,7 @@ ssize_t conn_recv(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 			break;
 		}
 		shunt_unlock(&locked->rlock); /* sleep without it, as conn_send */
-		r = wait_or_fail(s, POLLIN, &deadline, total, &sig0);
+		r = conn_wait_for(s, POLLIN, &deadline, total, &sig0);
 		if (!(locked = conn_lock(c, 1)))
 			return total ? (ssize_t)total : -c->broken;
 		if (r)

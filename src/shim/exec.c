@@ -10,7 +10,7 @@
  * loads the shim; its constructor re-attaches.  If exec fails, nothing
  * changed.  Sockets marked close-on-exec are not handed over.
  *
- * RDMA connections move to TCP first (rdma.c: the new image has no link)
+ * RDMA connections move to TCP first (src/transport/rdma/share.c: the new image has no link)
  * and hand over the region with their unread bytes: "m fd,memfd,side,reason;".
  */
 #define _GNU_SOURCE

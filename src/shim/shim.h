@@ -171,7 +171,7 @@ int sock_hung_up(int fd);                        /* the peer's FIN or RST is the
 int move_pending(const struct conn *c);          /* ... is not all on the socket yet */
 int move_pass(struct sk *s, int why);            /* before SCM_RIGHTS carries it away (why: reason) */
 
-/* rendezvous.c */
+/* src/setup: the rendezvous (registry.c, client.c, server.c, msgsock.c) */
 int rdv_listen(int fd, struct sk *s);
 int rdv_connect(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len);
 int rdv_accept(const struct sk *ls, int fd, struct sk *s, const struct sockaddr *peer);

@@ -143,7 +143,7 @@ unsigned conn_moved_events(struct conn *c, unsigned ring_ev)
 /* The system call a plain socket would have taken for this one: write,
  * writev or sendto, sendmsg only when nothing else carries it (and
  * likewise for reads) - a seccomp sandbox allows what the program uses,
- * and kills for the rest (a moved RDMA connection in one: rdma.c). */
+ * and kills for the rest (a moved RDMA connection in one: rdma/share.c). */
 static ssize_t sock_send(int fd, const struct iovec *iov, int iovcnt, int flags)
 {
 	struct msghdr mh = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt };

@@ -3,10 +3,17 @@
 # guest (tests/vm/run.sh): every behaviour program, the peers and the
 # fallbacks over real verbs on rxe.  Skipped (77) only where QEMU or a guest
 # kernel is missing; `make test-rdma` runs the same suite with its output.
-# Time limit: 1500
+# Time limit: 2400
 . "$(dirname "$0")/lib.sh"
-out=$("$ROOT/tests/vm/run.sh" -t 1500 -- env BUILD="$BUILD" bash tests/rdma/run.sh 2>&1)
-rc=$?
+# A guest kernel that soft-locks (rxe's bug, tests/vm/run.sh: 126) is not
+# shunt's outcome: a fresh guest runs the suite once more, and it is said.
+for attempt in 1 2; do
+	out=$("$ROOT/tests/vm/run.sh" -t 1200 -- env BUILD="$BUILD" bash tests/rdma/run.sh 2>&1)
+	rc=$?
+	[ $rc = 126 ] && [ $attempt = 1 ] || break
+	echo "rdma: the guest kernel soft-locked (rxe) in this run; a fresh guest runs the suite again:"
+	echo "$out" | grep -v '^      |' | tail -5
+done
 echo "$out" | tail -40
 [ $rc = 77 ] && exit 77
 echo "$out" | grep -Eq '^[0-9]+ passed, 0 failed' || die "the RDMA suite failed (rc $rc)"

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * offer.c - the in-band handshake's RDMA half (src/shim/inband.c).
+ * offer.c - the in-band handshake's RDMA half (src/setup/inband.c).
  *
  * Client and server each offer a slot on a link (its GID, queue pair,
  * key and ring) in the handshake's messages; the connection attaches to

@@ -1,0 +1,397 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * interpose_io.c - the wrappers that move data: read, write, send, recv and
+ * their vectors, sendfile, splice, sendmmsg, recvmmsg.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <linux/seccomp.h>
+#include <sys/select.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include "interpose.h"
+#include "../base/real.h"
+#include "shunt/shunt.h"
+
+
+
+/* ---- data ---- */
+
+/* A plain socket whose handshake ended by a timeout may have a late
+ * handshake message at the head of its stream (inband.c): settled before
+ * the application's call, whose error (a blocking wait interrupted, or
+ * timed out) it returns. */
+static ssize_t settle(struct sk *s, int fd, int writing, int flags, int *handled)
+{
+	ssize_t r = 0;
+
+	if (__atomic_load_n(&s->hs, __ATOMIC_RELAXED))
+		r = inband_settle(s, fd, writing, s->nonblock || (flags & MSG_DONTWAIT));
+	sk_put(s);
+	*handled = r < 0;
+	return edge(r);
+}
+
+static ssize_t accel_send(int fd, const struct iovec *iov, int cnt, int flags, int *handled)
+{
+	struct sk *s = fdtab_get(fd);
+	ssize_t r;
+
+	*handled = 0;
+	if (!s)
+		return 0;
+	if (s->kind != SK_CONN)
+		return settle(s, fd, 1, flags, handled);
+	*handled = 1;
+	r = conn_send(s, iov, cnt, flags);
+	sk_put(s);
+	return edge(r);
+}
+
+static ssize_t accel_recv(int fd, const struct iovec *iov, int cnt, int flags, int *handled)
+{
+	struct sk *s = fdtab_get(fd);
+	ssize_t r;
+
+	*handled = 0;
+	if (!s)
+		return 0;
+	if (s->kind != SK_CONN)
+		return settle(s, fd, 0, flags, handled);
+	*handled = 1;
+	r = conn_recv(s, iov, cnt, flags);
+	sk_put(s);
+	return edge(r);
+}
+
+EXPORT ssize_t read(int fd, void *buf, size_t n)
+{
+	struct iovec iov = { buf, n };
+	int h;
+	ssize_t r = accel_recv(fd, &iov, 1, 0, &h);
+
+	return h ? r : R(read)(fd, buf, n);
+}
+
+EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
+{
+	if (n > buflen)
+		abort(); /* what glibc's checked variant does */
+	return read(fd, buf, n);
+}
+
+EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
+{
+	int h;
+	ssize_t r = accel_recv(fd, iov, cnt, 0, &h);
+
+	return h ? r : R(readv)(fd, iov, cnt);
+}
+
+EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
+{
+	struct iovec iov = { buf, n };
+	int h;
+	ssize_t r = accel_recv(fd, &iov, 1, flags, &h);
+
+	return h ? r : R(recv)(fd, buf, n, flags);
+}
+
+EXPORT ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags)
+{
+	if (n > buflen)
+		abort();
+	return recv(fd, buf, n, flags);
+}
+
+EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *a, socklen_t *al)
+{
+	struct iovec iov = { buf, n };
+	int h;
+	ssize_t r = accel_recv(fd, &iov, 1, flags, &h);
+
+	if (!h)
+		return R(recvfrom)(fd, buf, n, flags, a, al);
+	if (r >= 0 && a && al)
+		*al = 0; /* TCP reports no source address */
+	return r;
+}
+
+EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags,
+			      struct sockaddr *a, socklen_t *al)
+{
+	if (n > buflen)
+		abort();
+	return recvfrom(fd, buf, n, flags, a, al);
+}
+
+EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
+{
+	int h;
+	ssize_t r = accel_recv(fd, m->msg_iov, (int)m->msg_iovlen, flags, &h);
+
+	if (!h)
+		return R(recvmsg)(fd, m, flags);
+	if (r >= 0) {
+		m->msg_namelen = 0;
+		m->msg_controllen = 0;
+		m->msg_flags = 0;
+	}
+	return r;
+}
+
+EXPORT ssize_t write(int fd, const void *buf, size_t n)
+{
+	struct iovec iov = { (void *)buf, n };
+	int h;
+	ssize_t r = accel_send(fd, &iov, 1, 0, &h);
+
+	return h ? r : R(write)(fd, buf, n);
+}
+
+EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
+{
+	int h;
+	ssize_t r = accel_send(fd, iov, cnt, 0, &h);
+
+	return h ? r : R(writev)(fd, iov, cnt);
+}
+
+EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
+{
+	struct iovec iov = { (void *)buf, n };
+	int h;
+	ssize_t r = accel_send(fd, &iov, 1, flags, &h);
+
+	return h ? r : R(send)(fd, buf, n, flags);
+}
+
+EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct sockaddr *a,
+		      socklen_t al)
+{
+	struct iovec iov = { (void *)buf, n };
+	int h;
+	ssize_t r = accel_send(fd, &iov, 1, flags, &h);
+
+	/* A connected TCP socket ignores the address, as the kernel does. */
+	return h ? r : R(sendto)(fd, buf, n, flags, a, al);
+}
+
+/* An accelerated connection passed to another process (SCM_RIGHTS) must
+ * arrive there as a plain TCP socket whose stream goes on at the exact
+ * byte: both halves move to the socket first (move.c).  One that cannot
+ * move (shared with another process, over RDMA, a peer that half-closed
+ * with bytes we have not read) is named in a warning. */
+static void pass_moves(const struct msghdr *m)
+{
+	static int warned;
+
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR((struct msghdr *)m, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
+			int pfd, r;
+			struct sk *s;
+			memcpy(&pfd, CMSG_DATA(c) + i * sizeof(int), sizeof pfd);
+			if (!(s = get_kind(pfd, SK_CONN)))
+				continue;
+			r = move_pass(s, SHUNT_R_FD_PASSED);
+			sk_put(s);
+			if (r && !warned) {
+				warned = 1;
+				shunt_warn("fd %d, an accelerated connection, is passed to another process "
+					   "(SCM_RIGHTS) but could not move to TCP first (%s): the receiver "
+					   "will not see its data; keep this service plain (SHUNT_PORTS, "
+					   "SHUNT_DISABLE: docs/architecture.md)", pfd, strerror(-r));
+			}
+		}
+	}
+}
+
+EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
+{
+	int h;
+	ssize_t r = accel_send(fd, m->msg_iov, (int)m->msg_iovlen, flags, &h);
+
+	if (h)
+		return r;
+	if (m->msg_controllen && m->msg_control)
+		pass_moves(m);
+	return R(sendmsg)(fd, m, flags);
+}
+
+/* sendfile to an accelerated socket: read the file, write the ring. */
+static ssize_t accel_sendfile(struct sk *s, int in, off_t *off, size_t count)
+{
+	char buf[65536];
+	size_t total = 0;
+	off_t pos = off ? *off : 0;
+
+	while (total < count) {
+		size_t want = count - total < sizeof buf ? count - total : sizeof buf;
+		ssize_t n = off ? pread(in, buf, want, pos) : R(read)(in, buf, want);
+		struct iovec iov = { buf, 0 };
+		ssize_t w;
+		if (n <= 0) {
+			if (n < 0 && !total)
+				return -errno;
+			break;
+		}
+		iov.iov_len = (size_t)n;
+		w = conn_send(s, &iov, 1, 0);
+		if (w < 0 && !total)
+			return w;
+		if (w <= 0)
+			w = 0;
+		/* Give back what the ring did not take. */
+		if (!off && w < n)
+			lseek(in, w - n, SEEK_CUR);
+		total += (size_t)w;
+		pos += w;
+		if (w < n)
+			break;
+	}
+	if (off)
+		*off = pos;
+	return (ssize_t)total;
+}
+
+EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t count)
+{
+	struct sk *s = fdtab_get(out);
+	ssize_t r;
+	int h;
+
+	if (s && s->kind != SK_CONN) {
+		r = settle(s, out, 1, 0, &h);
+		s = NULL;
+		if (h)
+			return r;
+	}
+	if (!s)
+		return R(sendfile)(out, in, off, count);
+	r = accel_sendfile(s, in, off, count);
+	sk_put(s);
+	return edge(r);
+}
+
+EXPORT ssize_t sendfile64(int out, int in, off_t *off, size_t count)
+{
+	return sendfile(out, in, off, count);
+}
+
+/* A plain socket's late handshake message is settled first, as for send
+ * and recv (settle() puts the reference); 1 if that call's error is the
+ * answer (in *r). */
+static int settled_plain(int fd, int writing, int flags, ssize_t *r)
+{
+	struct sk *s = fdtab_get(fd);
+	int h = 0;
+
+	if (s && s->kind != SK_CONN)
+		*r = settle(s, fd, writing, flags, &h);
+	else if (s)
+		sk_put(s);
+	return h;
+}
+
+/* splice() moving bytes to or from an accelerated socket: splice.c */
+EXPORT ssize_t splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t len,
+		      unsigned int flags)
+{
+	int h;
+	ssize_t r = shim_splice(in, off_in, out, off_out, len, flags, &h);
+
+	if (h)
+		return edge(r);
+	if (settled_plain(in, 0, 0, &r) || settled_plain(out, 1, 0, &r))
+		return r;
+	return R(splice)(in, off_in, out, off_out, len, flags);
+}
+
+/* sendmmsg/recvmmsg on an accelerated socket: one sendmsg/recvmsg per
+ * message, as the kernel loops; the count of messages done, or the first
+ * one's error. */
+EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
+{
+	struct sk *s = get_kind(fd, SK_CONN);
+	unsigned i;
+	ssize_t r0;
+
+	if (!s) {
+		if (settled_plain(fd, 1, flags, &r0))
+			return (int)r0;
+		for (i = 0; i < n && i < UIO_MAXIOV; i++)
+			if (v[i].msg_hdr.msg_controllen && v[i].msg_hdr.msg_control)
+				pass_moves(&v[i].msg_hdr);
+		return R(sendmmsg)(fd, v, n, flags);
+	}
+	for (i = 0; i < n && i < UIO_MAXIOV; i++) {
+		struct msghdr *m = &v[i].msg_hdr;
+		ssize_t r = conn_send(s, m->msg_iov, (int)m->msg_iovlen, flags);
+		if (r < 0) {
+			if (!i) {
+				sk_put(s);
+				return (int)edge(r);
+			}
+			break;
+		}
+		v[i].msg_len = (unsigned)r;
+		if ((size_t)r < iov_total(m->msg_iov, (int)m->msg_iovlen)) {
+			i++; /* short: the next would wait or fail */
+			break;
+		}
+	}
+	sk_put(s);
+	return (int)i;
+}
+
+EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags, struct timespec *tmo)
+{
+	struct sk *s = get_kind(fd, SK_CONN);
+	uint64_t end = tmo ? shunt_now_ns() + (uint64_t)tmo->tv_sec * 1000000000ull + (uint64_t)tmo->tv_nsec : 0;
+	unsigned i;
+	ssize_t r0;
+
+	if (!s)
+		return settled_plain(fd, 0, flags, &r0) ? (int)r0 : R(recvmmsg)(fd, v, n, flags, tmo);
+	for (i = 0; i < n && i < UIO_MAXIOV; i++) {
+		struct msghdr *m = &v[i].msg_hdr;
+		int f = flags & ~MSG_WAITFORONE;
+		ssize_t r;
+		if (i && (flags & MSG_WAITFORONE))
+			f |= MSG_DONTWAIT;
+		r = conn_recv(s, m->msg_iov, (int)m->msg_iovlen, f);
+		if (r < 0) {
+			if (!i) {
+				sk_put(s);
+				return (int)edge(r);
+			}
+			break; /* the kernel keeps this error for the next call; so does the ring */
+		}
+		v[i].msg_len = (unsigned)r;
+		m->msg_namelen = 0;
+		m->msg_controllen = 0;
+		m->msg_flags = 0;
+		if (tmo && shunt_now_ns() >= end) {
+			i++;
+			break;
+		}
+	}
+	sk_put(s);
+	return (int)i;
+}

@@ -1,0 +1,150 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * interpose_proc.c - the process around the sockets: fork, _exit, and what a
+ * program may do behind the wrappers (prctl, syscall, io_uring set-up).
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <linux/seccomp.h>
+#include <sys/select.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include "interpose.h"
+#include "../base/real.h"
+#include "shunt/shunt.h"
+
+
+
+/* ---- processes ---- */
+
+/* vfork's child shares our stack and may not return through a wrapper:
+ * fork instead (the child only execs or exits; copy-on-write is cheap). */
+EXPORT pid_t fork(void)
+{
+	pid_t p;
+	int e;
+
+	shunt_fork_before();
+	p = R(fork)();
+	e = errno;
+	if (p) /* the parent (the child's hook is core.c's atfork_child) */
+		shunt_fork_after(p);
+	errno = e;
+	return p;
+}
+
+EXPORT pid_t vfork(void)
+{
+	return fork();
+}
+
+/* The process ends without exit()'s destructors: what write() accepted
+ * over RDMA must still reach the peer before the kernel's FIN. */
+EXPORT void _exit(int status)
+{
+	transports_exit_flush();
+	conn_exit_all(); /* what exit()'s destructors would do */
+	rdv_exit();
+	stats_exit();
+	for (;;)
+		syscall(SYS_exit_group, status);
+}
+
+EXPORT void _Exit(int status)
+{
+	_exit(status);
+}
+
+/* ---- prctl and syscall: what a program may do behind the wrappers ---- */
+
+EXPORT int prctl(int option, ...)
+{
+	unsigned long a[4];
+	va_list ap;
+
+	va_start(ap, option);
+	for (int i = 0; i < 4; i++)
+		a[i] = va_arg(ap, unsigned long);
+	va_end(ap);
+	if (option == PR_SET_SECCOMP)
+		shunt_sandbox_enter(); /* before: other threads may be filtered too (TSYNC) */
+	return R(prctl)(option, a[0], a[1], a[2], a[3]);
+}
+
+/* libc's syscall(): the calls that bypass every wrapper above.  The
+ * arguments are read as six longs whatever the call, as musl's and glibc's
+ * own syscall() do. */
+EXPORT long syscall(long nr, ...)
+{
+	long a[6];
+	va_list ap;
+
+	va_start(ap, nr);
+	for (int i = 0; i < 6; i++)
+		a[i] = va_arg(ap, long);
+	va_end(ap);
+	switch (nr) {
+	case SYS_close:
+		return close((int)a[0]);
+	case SYS_close_range:
+		return close_range((unsigned)a[0], (unsigned)a[1], (int)a[2]); /* the wrapper's */
+	case SYS_seccomp:
+		if (a[0] == SECCOMP_SET_MODE_STRICT || a[0] == SECCOMP_SET_MODE_FILTER)
+			shunt_sandbox_enter();
+		break;
+	case SYS_prctl:
+		if (a[0] == PR_SET_SECCOMP)
+			shunt_sandbox_enter();
+		break;
+	case SYS_io_uring_setup:
+		shunt_uring_seen();
+		break;
+	}
+	return R(syscall)(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
+}
+
+/* liburing's set-up functions (liburing makes its system calls itself, so
+ * these exported names are where a program using it can be seen; one
+ * linked statically cannot).  Each is the next library's, called after. */
+#define URING_NEXT(name, ...)                                               \
+	do {                                                                \
+		int (*next)() = (int (*)())dlsym(RTLD_NEXT, name);          \
+		shunt_uring_seen();                                         \
+		if (!next)                                                  \
+			return -ENOSYS;                                     \
+		return next(__VA_ARGS__);                                   \
+	} while (0)
+
+EXPORT int io_uring_queue_init(unsigned entries, void *ring, unsigned flags)
+{
+	URING_NEXT("io_uring_queue_init", entries, ring, flags);
+}
+
+EXPORT int io_uring_queue_init_params(unsigned entries, void *ring, void *p)
+{
+	URING_NEXT("io_uring_queue_init_params", entries, ring, p);
+}
+
+EXPORT int io_uring_queue_init_mem(unsigned entries, void *ring, void *p, void *buf, size_t size)
+{
+	URING_NEXT("io_uring_queue_init_mem", entries, ring, p, buf, size);
+}
+
+EXPORT int io_uring_setup(unsigned entries, void *p)
+{
+	URING_NEXT("io_uring_setup", entries, p);
+}
