@@ -4,14 +4,15 @@
  *
  * exec wipes the shim's memory but not the descriptors, so the kernel TCP
  * socket would survive while the rings it depends on were forgotten: the new
- * program would read a TCP socket that carries nothing.  Before exec we hand
- * the state over in SHUNT_INHERIT ("fd,memfd,arena,segment,side,doorbell0,doorbell1;...")
- * with the arena and its doorbells made inheritable, and make sure the new image
- * loads the shim; its constructor re-attaches.  If exec fails, nothing
- * changed.  Sockets marked close-on-exec are not handed over.
- *
- * RDMA connections move to TCP first (src/transport/rdma/share.c: the new image has no link)
- * and hand over the region with their unread bytes: "m fd,memfd,side,reason;".
+ * program would read a TCP socket that carries nothing.  Before exec each
+ * connection's transport writes an entry into SHUNT_INHERIT (its exec_tag
+ * first, then what it needs: shared memory "s fd,memfd,arena,segment,side,
+ * doorbell0,doorbell1;", RDMA - moved to TCP first, the new image has no
+ * link - "m fd,memfd,side,reason;" with the region of its unread bytes),
+ * the descriptors it names are made inheritable, and the new image loads
+ * the shim; its constructor has each transport adopt its entries.  If exec
+ * fails, nothing changed.  Sockets marked close-on-exec are not handed
+ * over.
  */
 #define _GNU_SOURCE
 #include <alloca.h>

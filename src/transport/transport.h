@@ -22,7 +22,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include "shunt/wire.h"
-#include "shm/ring.h"
+#include "ring.h"
 
 struct conn;
 struct sk;

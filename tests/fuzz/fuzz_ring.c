@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "../../src/transport/shm/ring.h"
+#include "../../src/transport/ring.h"
 #include "../../src/common/msg.h"
 
 #define RS 4096u

@@ -14,7 +14,7 @@ CC=(clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -
 "${CC[@]}" -o "$OUT/fuzz_parsers" "$ROOT/tests/fuzz/fuzz_parsers.c" "$ROOT/src/common/msg.c" "$ROOT/src/common/config.c" "$ROOT/src/common/handshake.c" "$ROOT/src/common/synopt.c" "$ROOT/src/common/failover.c" "$ROOT/src/common/loadavg.c"
 # clang refuses GCC's __atomic builtins on _Atomic objects; the harness is
 # single-threaded, so plain integers are the same layout and behaviour.
-"${CC[@]}" -D_Atomic= -o "$OUT/fuzz_ring" "$ROOT/tests/fuzz/fuzz_ring.c" "$ROOT/src/transport/shm/ring.c" "$ROOT/src/common/msg.c"
+"${CC[@]}" -D_Atomic= -o "$OUT/fuzz_ring" "$ROOT/tests/fuzz/fuzz_ring.c" "$ROOT/src/transport/ring.c" "$ROOT/src/common/msg.c"
 echo "== fuzz_parsers"
 "$OUT/fuzz_parsers" -max_total_time="${FUZZ_SECONDS:-60}" -max_len=512 "$OUT/corpus" 2>&1 | tail -5
 echo "== fuzz_ring"
