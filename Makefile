@@ -55,7 +55,7 @@ $(BUILD)/shunt: $(TOOL_SRC) $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -o $@ $(TOOL_SRC) -lm
 
-COMMON_SRC := src/transport/ring.c src/common/config.c src/common/msg.c src/common/reason.c src/common/handshake.c src/common/synopt.c src/common/failover.c src/common/loadavg.c
+COMMON_SRC := src/transport/ring.c src/base/lock.c src/common/config.c src/common/msg.c src/common/reason.c src/common/handshake.c src/common/synopt.c src/common/failover.c src/common/loadavg.c
 $(BUILD)/tests/unit/%: tests/unit/%.c $(COMMON_SRC) $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $(SAN) -o $@ $< $(COMMON_SRC) -lpthread

@@ -19,6 +19,16 @@ uint64_t shunt_random64(void);        /* the kernel's */
 uint64_t shunt_fast_random(void);     /* a per-thread generator seeded by it */
 void base_atfork_child(void);         /* at start and in a forked child */
 
+/* hidefd.c: shunt's own descriptors, out of the application's way and
+ * protected from its close() */
+int fd_hide(int fd);                  /* moved up and marked (the same fd on failure) */
+void fd_mark_internal(int fd);        /* marked where it is (a library's) */
+int fd_dup_hidden(int fd);            /* a close-on-exec duplicate, marked */
+int fdtab_is_internal(int fd);
+unsigned fd_next_internal(unsigned from, unsigned last); /* UINT_MAX: none */
+void fd_close_internal(int fd);
+int fd_is_eventfd(int fd);            /* an eventfd, as a doorbell must be */
+
 /* wait.c */
 uint64_t shunt_now_ns(void);          /* CLOCK_MONOTONIC */
 int fd_wait(int fd, short events, uint64_t deadline, int slice_ms);

@@ -13,6 +13,7 @@
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
@@ -170,105 +171,6 @@ void sk_put(struct sk *s)
 	pthread_mutex_unlock(&lock);
 }
 
-/* ---- shunt's own descriptors ---- */
-
-#define INTERNAL_MAX (1u << 20)
-static _Atomic uint64_t internal[INTERNAL_MAX / 64];
-static int hide_base = -1;
-
-static void mark(int fd, int on)
-{
-	uint64_t bit = 1ull << ((unsigned)fd % 64);
-
-	if (fd < 0 || (unsigned)fd >= INTERNAL_MAX)
-		return;
-	if (on)
-		__atomic_fetch_or(&internal[(unsigned)fd / 64], bit, __ATOMIC_RELAXED);
-	else
-		__atomic_fetch_and(&internal[(unsigned)fd / 64], ~bit, __ATOMIC_RELAXED);
-}
-
-int fdtab_is_internal(int fd)
-{
-	if (fd < 0 || (unsigned)fd >= INTERNAL_MAX)
-		return 0;
-	return !!(__atomic_load_n(&internal[(unsigned)fd / 64], __ATOMIC_RELAXED) &
-		  (1ull << ((unsigned)fd % 64)));
-}
-
-static int base(void)
-{
-	struct rlimit rl;
-
-	if (hide_base < 0)
-		hide_base = !getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur >= 2048 &&
-				    rl.rlim_cur != RLIM_INFINITY ? (int)(rl.rlim_cur / 2) : 0;
-	return hide_base;
-}
-
-/* A close-on-exec duplicate of fd among shunt's own descriptors, in one call. */
-int fd_dup_hidden(int fd)
-{
-	int n = real.fcntl(fd, F_DUPFD_CLOEXEC, base());
-
-	if (n < 0 && base())
-		n = real.fcntl(fd, F_DUPFD_CLOEXEC, 0);
-	if (n >= 0)
-		mark(n, 1);
-	return n;
-}
-
-int fd_hide(int fd)
-{
-	int n;
-
-	if (fd < 0)
-		return fd;
-	if (base() && fd < hide_base) {
-		n = real.fcntl(fd, F_DUPFD_CLOEXEC, hide_base);
-		if (n >= 0) {
-			real.close(fd);
-			fd = n;
-		}
-	}
-	mark(fd, 1);
-	return fd;
-}
-
-/* A descriptor a library opened for shunt (libibverbs' device and
- * channel): its number stays, close() and close_range() leave it alone. */
-void fd_mark_internal(int fd)
-{
-	mark(fd, 1);
-}
-
-void fd_close_internal(int fd)
-{
-	if (fd < 0)
-		return;
-	mark(fd, 0);
-	real.close(fd);
-}
-
-/* An eventfd: what a doorbell must be (a peer, or whoever wrote
- * SHUNT_INHERIT, may hand us anything). */
-int fd_is_eventfd(int fd)
-{
-	char path[32], target[32];
-	struct stat st;
-	ssize_t n;
-
-	snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-	n = readlink(path, target, sizeof target - 1);
-	if (n > 0) {
-		target[n] = 0;
-		return !strcmp(target, "anon_inode:[eventfd]");
-	}
-	/* no /proc (a chroot, a sandbox): at least an anonymous inode, never
-	 * a terminal, pipe, file or socket the program itself uses */
-	return !fstat(fd, &st) && (st.st_mode & S_IFMT) == 0;
-}
-
 /* ---- close_range() and closefrom() ---- */
 
 struct taken {
@@ -311,7 +213,7 @@ long fd_close_range(unsigned first, unsigned last, unsigned flags,
 		    long (*sys_close_range)(unsigned, unsigned, unsigned))
 {
 	struct taken t = { .first = first, .last = last };
-	unsigned lo = first, end;
+	unsigned lo = first;
 	long r = 0;
 
 	/* what the kernel refuses (or only marks) is its to answer, with
@@ -320,15 +222,7 @@ long fd_close_range(unsigned first, unsigned last, unsigned flags,
 	    (flags & CLOSE_RANGE_CLOEXEC))
 		return sys_close_range(first, last, flags);
 	fdtab_each(take_in_range, &t);
-	end = last < INTERNAL_MAX ? last : INTERNAL_MAX - 1;
-	for (unsigned fd = first; fd <= end && r >= 0; fd++) {
-		uint64_t w = __atomic_load_n(&internal[fd / 64], __ATOMIC_RELAXED) >> (fd % 64);
-		if (!w) { /* none in the rest of this word */
-			fd |= 63;
-			continue;
-		}
-		if (!(w & 1))
-			continue;
+	for (unsigned fd = first; r >= 0 && (fd = fd_next_internal(fd, last)) != UINT_MAX; fd++) {
 		if (fd > lo) {
 			r = sys_close_range(lo, fd - 1, flags);
 			flags &= ~(unsigned)CLOSE_RANGE_UNSHARE;

@@ -98,14 +98,7 @@ static inline struct sk *sk_ref(struct sk *s) { __atomic_add_fetch(&s->refs, 1, 
 void fdtab_each(void (*fn)(int fd, struct sk *s, void *arg), void *arg);
 long fd_close_range(unsigned first, unsigned last, unsigned flags,
 		    long (*sys_close_range)(unsigned, unsigned, unsigned));
-/* shunt's own descriptors: moved out of the application's low numbers and
- * protected from the application's close() (daemons close "all" fds). */
-int fd_hide(int fd);
-void fd_mark_internal(int fd);
-int fd_dup_hidden(int fd);
-int fdtab_is_internal(int fd);
-void fd_close_internal(int fd);
-int fd_is_eventfd(int fd);
+/* shunt's own descriptors: src/base/hidefd.c */
 
 /* conn.c: the accelerated data path */
 int conn_free(struct conn *c); /* 1: this side's last owner, in any process */

@@ -1,0 +1,131 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * hidefd.c - shunt's own descriptors: moved out of the application's low
+ * numbers (when RLIMIT_NOFILE leaves room: above half of it) and marked,
+ * so that the application's close(), close_range() and closefrom() - daemons
+ * close "all" descriptors - leave them alone (the shim's wrappers ask
+ * fdtab_is_internal).
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "base.h"
+#include "real.h"
+
+#define INTERNAL_MAX (1u << 20)
+static _Atomic uint64_t internal[INTERNAL_MAX / 64];
+static int hide_base = -1;
+
+static void mark(int fd, int on)
+{
+	uint64_t bit = 1ull << ((unsigned)fd % 64);
+
+	if (fd < 0 || (unsigned)fd >= INTERNAL_MAX)
+		return;
+	if (on)
+		__atomic_fetch_or(&internal[(unsigned)fd / 64], bit, __ATOMIC_RELAXED);
+	else
+		__atomic_fetch_and(&internal[(unsigned)fd / 64], ~bit, __ATOMIC_RELAXED);
+}
+
+int fdtab_is_internal(int fd)
+{
+	if (fd < 0 || (unsigned)fd >= INTERNAL_MAX)
+		return 0;
+	return !!(__atomic_load_n(&internal[(unsigned)fd / 64], __ATOMIC_RELAXED) &
+		  (1ull << ((unsigned)fd % 64)));
+}
+
+static int base(void)
+{
+	struct rlimit rl;
+
+	if (hide_base < 0)
+		hide_base = !getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur >= 2048 &&
+				    rl.rlim_cur != RLIM_INFINITY ? (int)(rl.rlim_cur / 2) : 0;
+	return hide_base;
+}
+
+/* A close-on-exec duplicate of fd among shunt's own descriptors, in one call. */
+int fd_dup_hidden(int fd)
+{
+	int n = real.fcntl(fd, F_DUPFD_CLOEXEC, base());
+
+	if (n < 0 && base())
+		n = real.fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (n >= 0)
+		mark(n, 1);
+	return n;
+}
+
+int fd_hide(int fd)
+{
+	int n;
+
+	if (fd < 0)
+		return fd;
+	if (base() && fd < hide_base) {
+		n = real.fcntl(fd, F_DUPFD_CLOEXEC, hide_base);
+		if (n >= 0) {
+			real.close(fd);
+			fd = n;
+		}
+	}
+	mark(fd, 1);
+	return fd;
+}
+
+/* A descriptor a library opened for shunt (libibverbs' device and
+ * channel): its number stays, close() and close_range() leave it alone. */
+void fd_mark_internal(int fd)
+{
+	mark(fd, 1);
+}
+
+void fd_close_internal(int fd)
+{
+	if (fd < 0)
+		return;
+	mark(fd, 0);
+	real.close(fd);
+}
+
+/* An eventfd: what a doorbell must be (a peer, or whoever wrote
+ * SHUNT_INHERIT, may hand us anything). */
+int fd_is_eventfd(int fd)
+{
+	char path[32], target[32];
+	struct stat st;
+	ssize_t n;
+
+	snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+	n = readlink(path, target, sizeof target - 1);
+	if (n > 0) {
+		target[n] = 0;
+		return !strcmp(target, "anon_inode:[eventfd]");
+	}
+	/* no /proc (a chroot, a sandbox): at least an anonymous inode, never
+	 * a terminal, pipe, file or socket the program itself uses */
+	return !fstat(fd, &st) && (st.st_mode & S_IFMT) == 0;
+}
+
+/* The first of shunt's descriptors in [from, last], or UINT_MAX: a word of
+ * the marks at a time. */
+unsigned fd_next_internal(unsigned from, unsigned last)
+{
+	unsigned end = last < INTERNAL_MAX ? last : INTERNAL_MAX - 1;
+
+	for (unsigned fd = from; fd <= end; fd = (fd | 63) + 1) {
+		uint64_t w = __atomic_load_n(&internal[fd / 64], __ATOMIC_RELAXED) >> (fd % 64);
+		if (w) {
+			fd += (unsigned)__builtin_ctzll(w);
+			return fd <= end ? fd : UINT_MAX;
+		}
+	}
+	return UINT_MAX;
+}
