@@ -68,8 +68,9 @@ struct transport {
 						  our sending half moves too (NULL: never) */
 	void (*move_progress)(struct conn *c); /* what a move owes, from any call (NULL: none) */
 	/* Both halves to the socket before SCM_RIGHTS carries the descriptor
-	 * away (reader lock rx held): 1 moved, *t the writer lock now held;
-	 * else -errno. */
+	 * away, or a give-back (reader lock rx held; why: the reason).  *t:
+	 * the writer's lock if it was taken (the caller unlocks it).  1:
+	 * moved; 0: nothing to move (a reset); else -errno. */
 	int (*pass)(struct conn *c, struct shunt_ring_ctl *rx, struct shunt_ring_ctl **t, int why);
 
 	/* ---- fork and exec (core.c, exec.c) ---- */
@@ -185,5 +186,4 @@ void conn_wake_all(struct conn *c);                  /* the peer's sleepers and 
 struct shunt_ring_ctl *conn_lock(struct conn *c, int rx); /* writer's or reader's lock; NULL: broken */
 void conn_break(struct conn *c, const char *what);   /* the peer broke the ring: reset */
 void conn_init(struct conn *c, const struct transport *tp, void *tpd, int side, int tcp_fd);
-void conn_free_common(struct conn *c);               /* what conn_init made */
 #endif
