@@ -40,5 +40,5 @@ int fd_wait(int fd, short events, uint64_t deadline, int slice_ms)
 	r = real.poll(&p, 1, ms);
 	if (r < 0)
 		return -errno;
-	return r ? (p.revents ? p.revents : events) : 0;
+	return r ? p.revents : 0;
 }

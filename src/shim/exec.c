@@ -55,7 +55,7 @@ static void collect(int fd, struct sk *s, void *arg)
 	int n, f, nfds;
 
 	if (s->kind != SK_CONN || !c->tp->exec_item ||
-	    h->nfds + 3 > (int)(sizeof h->fds / sizeof h->fds[0]))
+	    h->nfds + EXEC_FDS_MAX > (int)(sizeof h->fds / sizeof h->fds[0]))
 		return;
 	f = R(fcntl)(fd, F_GETFD);
 	if (f < 0 || (f & FD_CLOEXEC))
@@ -250,7 +250,7 @@ EXPORT int execle(const char *path, const char *arg, ...)
 /* ---- in the new image ---- */
 
 /* The adopted connection becomes fd's. */
-static int install(int fd, struct conn *c, int side)
+static int install(int fd, struct conn *c)
 {
 	struct sk *s = sk_new(SK_CONN, AF_INET);
 
@@ -260,7 +260,7 @@ static int install(int fd, struct conn *c, int side)
 	}
 	s->conn = c;
 	s->reason = SHUNT_R_NONE;
-	s->is_client = !side;
+	s->is_client = !c->side;
 	s->nonblock = !!(R(fcntl)(fd, F_GETFL) & O_NONBLOCK);
 	stats_update(s, fd);
 	fdtab_set(fd, s);
@@ -295,7 +295,7 @@ static int adopt(const char *item, int *used, int *nused)
 		if (!(*t)->exec_adopt || item[0] != (*t)->exec_tag)
 			continue;
 		r = (*t)->exec_adopt(item + 1, &fd, &c, used, nused);
-		return r ? r : install(fd, c, c->side);
+		return r ? r : install(fd, c);
 	}
 	return -EINVAL;
 }

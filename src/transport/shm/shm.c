@@ -39,7 +39,7 @@ static int shm_peer_blocked(struct conn *c)
 	return __atomic_load_n(&c->rx.ctl->wr_want, __ATOMIC_ACQUIRE) != 0;
 }
 
-int shm_sole_owner(struct conn *c)
+int shm_sole_owner(const struct conn *c)
 {
 	struct shm_conn *m = shm_of(c);
 
@@ -160,10 +160,8 @@ static int shm_release(struct conn *c)
 
 /* Nothing in flight and this process its only holder: a give-back may
  * move it to TCP (giveback.c). */
-static int shm_idle_here(const struct conn *cc)
+static int shm_idle_here(const struct conn *c)
 {
-	struct conn *c = (struct conn *)cc;
-
 	return !c->broken && !c->shut_wr && !c->shut_rd && !c->peer_eof && !c->peer_err &&
 	       shm_sole_owner(c);
 }

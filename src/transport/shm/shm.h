@@ -19,7 +19,7 @@ struct shm_conn {
 	uint64_t fork_gen;        /* de-duplicates dup'd fds in the fork hooks */
 };
 
-static inline struct shm_conn *shm_of(struct conn *c)
+static inline struct shm_conn *shm_of(const struct conn *c)
 {
 	return (struct shm_conn *)c->tpd;
 }
@@ -29,7 +29,7 @@ static inline struct shm_conn *shm_of(struct conn *c)
 int shm_attach(struct conn **out, struct arena *a, unsigned seg, int side, int tcp_fd,
 	       const uint64_t *nonce);
 /* This process holds the connection alone (the segment's owner count). */
-int shm_sole_owner(struct conn *c);
+int shm_sole_owner(const struct conn *c);
 
 /* shm_move.c: moving a shared-memory connection to its TCP socket */
 int shm_peer_left(struct conn *c);      /* the peer left our ring (rd_left): we move too */
