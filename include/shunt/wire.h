@@ -354,7 +354,10 @@ struct shunt_hs_trailer {
 #define SHUNT_CDC_F_FAILOVER 8u /* the sender moved to the TCP socket (struct shunt_fo there) */
 #define SHUNT_CDC_F_RESET 16u   /* with CLOSED: it closed with our bytes unread - a reset, not an
 				    end (TCP's RST: reads ECONNRESET, then writes EPIPE) */
-#define SHUNT_CDC_F_ALL 31u
+#define SHUNT_CDC_F_RELEASED 32u /* after a move (FAILOVER|CLOSED both ways): the sender's
+				    application let go of it; a slot is reused only once both
+				    sides did, or a server's free slot could face a client's full one */
+#define SHUNT_CDC_F_ALL 63u
 struct shunt_cdc {
 	uint64_t ring;   /* receiver's ring address (its handshake addr) */
 	uint64_t prod;   /* bytes the sender has written into that ring, ever */

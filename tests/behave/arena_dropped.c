@@ -6,7 +6,8 @@
  * connection fell back to TCP (reason handshake) after 100 ms; now the
  * client asks again and the server sends it (issue #13, item 9; wire
  * version 4).  On TCP: the same calls, every one succeeds.
- * NOT_OVER_RDMA: RDMA connections are not given back (docs/rdma.md). */
+ * NOT_OVER_RDMA: it is about shared memory's arenas (over RDMA a closed
+ * connection holds no descriptor: nothing is given back). */
 #include "common.h"
 #include <sys/resource.h>
 

@@ -32,9 +32,14 @@ int rdma_attach(struct sk *s, int fd, struct rdma_conn *rc, uint64_t raddr, uint
 {
 	struct rdma_link *l = rc->link;
 	struct rconn *x = calloc(1, sizeof *x);
-	int dupfd = fd_dup_hidden(fd), efd = real.eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	int dupfd = fd_dup_hidden(fd), efd;
 	uint32_t rs = l->ring_size;
 	struct conn *c;
+
+	/* out of descriptors: idle connections give theirs back (giveback.c) */
+	AGAIN_IF_EMFILE(dupfd, fd_dup_hidden(fd));
+	efd = real.eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	AGAIN_IF_EMFILE(efd, real.eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
 
 	if (!x || dupfd < 0 || efd < 0) {
 		free(x);
@@ -79,6 +84,12 @@ static void release(struct rdma_conn *rc)
 	rdma_rc_free(rc);
 }
 
+/* Both sides said CLOSED; after a move, both applications let go too. */
+static int may_release(const struct rdma_conn *rc)
+{
+	return rc->closed_rcvd && rc->closed_sent && (!rc->fo_closed || rc->peer_released);
+}
+
 
 /* Called with the link's completion lock held. */
 static void on_cdc(struct rdma_link *l, unsigned slot, const struct shunt_cdc *m)
@@ -92,12 +103,19 @@ static void on_cdc(struct rdma_link *l, unsigned slot, const struct shunt_cdc *m
 		return;
 	if (m->flags & SHUNT_CDC_F_CLOSED)
 		rc->closed_rcvd = 1;
+	if ((m->flags & (SHUNT_CDC_F_FAILOVER | SHUNT_CDC_F_CLOSED)) ==
+	    (SHUNT_CDC_F_FAILOVER | SHUNT_CDC_F_CLOSED))
+		rc->fo_closed = 1;
+	if (m->flags & SHUNT_CDC_F_RELEASED)
+		rc->peer_released = 1;
 	st = __atomic_load_n(&rc->state, __ATOMIC_ACQUIRE);
 	if (st == RC_CLOSED) {
-		if (rc->closed_rcvd && rc->closed_sent)
+		if (may_release(rc))
 			release(rc);
 		return;
 	}
+	if (m->flags & SHUNT_CDC_F_RELEASED)
+		return; /* the peer let go of a moved connection: nothing else in it */
 	c = st == RC_OPEN ? rc->c : NULL;
 	if (m->flags & SHUNT_CDC_F_FAILOVER) {
 		/* the peer writes here no more: its bytes follow on TCP */
@@ -343,10 +361,19 @@ void rdma_conn_free(struct conn *c)
 			real.shutdown(c->tcp_fd, SHUT_WR);
 	}
 	shunt_unlock(&locked->wlock);
+	if (rc->fo_closed && __atomic_load_n(&l->state, __ATOMIC_ACQUIRE) == LINK_UP) {
+		/* moved: the peer's slot waits for this word, ours for its */
+		struct shunt_cdc m = { .ring = rc->raddr, .prod = rc->sent, .tag = rc->tag,
+				       .cons = rc->acked, .flags = SHUNT_CDC_F_RELEASED };
+		pthread_mutex_lock(&rc->lock);
+		(void)rdma_push(l, rc->slot, rc->raddr, rc->rkey, rc->sent, rc->sent, &m, PUSH_MAY_POLL, NULL);
+		pthread_mutex_unlock(&rc->lock);
+	}
 	pthread_mutex_lock(&l->cq_lock);
 	__atomic_store_n(&rc->state, RC_CLOSED, __ATOMIC_RELEASE);
 	rc->c = NULL;
-	now = rc->closed_rcvd || __atomic_load_n(&l->state, __ATOMIC_ACQUIRE) != LINK_UP;
+	now = __atomic_load_n(&l->state, __ATOMIC_ACQUIRE) != LINK_UP ||
+	      (rc->closed_rcvd && (!rc->fo_closed || rc->peer_released));
 	if (now)
 		release(rc);
 	pthread_mutex_unlock(&l->cq_lock);

@@ -94,8 +94,10 @@ int rdma_fo_tx_begin(struct conn *c, int push_flags)
 		struct shunt_cdc m = { .ring = rc->raddr, .prod = rc->sent, .tag = rc->tag,
 				       .cons = rc->acked,
 				       .flags = SHUNT_CDC_F_FAILOVER | SHUNT_CDC_F_CLOSED };
-		if (!rdma_push(l, rc->slot, rc->raddr, rc->rkey, rc->sent, rc->sent, &m, push_flags, NULL))
+		if (!rdma_push(l, rc->slot, rc->raddr, rc->rkey, rc->sent, rc->sent, &m, push_flags, NULL)) {
+			rc->fo_closed = 1;
 			rc->closed_sent = 1;
+		}
 	}
 	__atomic_store_n(&c->mv.tx, 1, __ATOMIC_RELEASE);
 	__atomic_add_fetch(&c->mv.gen, 1, __ATOMIC_RELEASE);

@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 #include <time.h>
 #include "link.h"
+#include "../../base/base.h"
 
 #define RECV_WRID_BASE 0x100000000ull /* wr_id of receive i: base + i */
 
@@ -89,6 +90,22 @@ int rdma_dev_refused(void)
  * refuses commands from another address space): it opens its own. */
 void rdma_dev_forget(void)
 {
+	/* ... and lets go of the parent's descriptors it inherited: the
+	 * parent keeps its own references, and the child's table is the
+	 * program's (a pre-fork server's workers each hold their limit) */
+	for (struct rdma_dev *d = devs; d; d = d->next) {
+		int ctx_seen = 0, ch_seen = !d->ch;
+		for (struct rdma_dev *e = devs; e != d; e = e->next) {
+			ctx_seen |= e->ctx == d->ctx; /* one context, many addresses */
+			ch_seen |= e->ch == d->ch;
+		}
+		if (!ch_seen)
+			fd_close_internal(d->ch->fd);
+		if (!ctx_seen) {
+			fd_close_internal(d->ctx->async_fd);
+			fd_close_internal(d->ctx->cmd_fd);
+		}
+	}
 	devs = NULL;
 	devs_scanned = 0;
 	devs_refused = 0;

@@ -59,15 +59,26 @@ static int op_release(struct conn *c)
 
 static int op_pass(struct conn *c, struct shunt_ring_ctl *rx, struct shunt_ring_ctl **t, int why)
 {
-	int r = rdma_conn_pass(c); /* takes the writer's lock itself */
+	int r = rdma_conn_pass(c, why); /* takes the writer's lock itself */
 
 	(void)rx;
-	(void)why;
 	if (!r && (*t = conn_lock(c, 0))) {
-		shunt_log("move: fd passed: RDMA connection (tcp fd %d) is plain TCP", c->tcp_fd);
+		shunt_log("move: %s: RDMA connection (tcp fd %d) is plain TCP",
+			  why == SHUNT_R_DESCRIPTORS ? "descriptors given back" : "fd passed", c->tcp_fd);
 		r = 1;
 	}
 	return r;
+}
+
+/* This process's link carries it, nothing moves it already, nobody shut
+ * it: a give-back may move it to TCP and close its two descriptors (its
+ * doorbell and the socket's duplicate; giveback.c). */
+static int op_idle_here(const struct conn *c)
+{
+	const struct rconn *x = c->tpd;
+
+	return x->pid == shunt_pid() && !x->moved && !c->broken && !c->shut_wr && !c->shut_rd &&
+	       !c->peer_eof && !c->peer_err && !c->mv.rx && !c->mv.tx && !c->mv.want;
 }
 
 /* In a forked child: moved to TCP before the fork, or it stays the parent's. */
@@ -133,6 +144,7 @@ const struct transport rdma_transport = {
 	.discard = rdma_conn_free,
 	.move_tx = rdma_fo_begin,
 	.pass = op_pass,
+	.idle_here = op_idle_here,
 	.fork_child = op_fork_child,
 	.exec_tag = 'm',
 	.exec_item = op_exec_item,

@@ -42,6 +42,10 @@ struct rdma_conn {
 	int fin_sent;
 	int fin_done;             /* FIN reached the peer's device (shutdown) */
 	_Atomic int closed_sent, closed_rcvd;
+	/* CLOSED went with a move (FAILOVER|CLOSED): the applications may
+	 * hold the connection long after; the slot waits for both to let go
+	 * (SHUNT_CDC_F_RELEASED) */
+	_Atomic int fo_closed, peer_released;
 	struct conn *c;           /* NULL once the application closed it */
 };
 
@@ -123,7 +127,7 @@ void rdma_conn_closing(struct conn *c);            /* the last close: bytes unre
 /* failover: the TCP socket after the link */
 void rdma_conn_refresh(struct conn *c);            /* the kernel socket: probes, FAILOVER, FIN */
 int rdma_fo_begin(struct conn *c);                 /* the sending half moves (writer lock held) */
-int rdma_conn_pass(struct conn *c);                /* both halves on TCP before a pass (reader's lock held) */
+int rdma_conn_pass(struct conn *c, int why);       /* both halves on TCP before a pass or a give-back (reader's lock held) */
 
 /* the process: fork, exec, a sandbox, its end */
 void rdma_share_prepare(const char *why, int reason);

@@ -99,12 +99,13 @@ static int move_rx(struct conn *c, uint64_t deadline)
 	return 0;
 }
 
-/* Before the descriptor is passed to another process (move.c, reader's
- * lock held): both halves on TCP, the socket carrying the peer's bytes
- * from our application's read position on - what our ring holds unread is
+/* Before the descriptor is passed to another process, or shunt's
+ * descriptors are given back (move.c, reader's lock held; why: the
+ * reason): both halves on TCP, the socket carrying the peer's bytes from
+ * our application's read position on - what our ring holds unread is
  * resent there (the peer resends from our last consumer update; we drop
  * only what was read).  Bounded as a move before fork. */
-int rdma_conn_pass(struct conn *c)
+int rdma_conn_pass(struct conn *c, int why)
 {
 	uint64_t deadline = shunt_now_ns() + MOVE_WAIT_MS * 1000000ull;
 	int r;
@@ -114,8 +115,8 @@ int rdma_conn_pass(struct conn *c)
 	if (c->mv.rx || conn_moving(c))
 		return -EBUSY; /* moving already: our ring may hold what the socket will not */
 	c->mv.pass = 1;
-	rdma_fo_request(c, SHUNT_R_FD_PASSED);
-	r = move_tx(c, deadline, SHUNT_R_FD_PASSED);
+	rdma_fo_request(c, why);
+	r = move_tx(c, deadline, why);
 	if (!r)
 		r = move_rx(c, deadline);
 	c->mv.pass = 0;
