@@ -14,6 +14,7 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include "tool.h"
 #include "shunt/wire.h"
@@ -32,11 +33,21 @@ static void fmt_addr(char *buf, size_t n, const struct shunt_addr *a)
 	}
 }
 
-/* A dead process's files: the lock is free.  Remove them. */
+/* A dead process's files: the lock is free.  Remove them.  A file made
+ * in the last seconds is left alone: its process creates it, then takes
+ * the lock (stats.c) - reaped in between, a live process's connections
+ * went unlisted and its message socket (c<id>) with them. */
+#define YOUNG_S 2
+
 static int reap_if_dead(const char *dir, const char *name, int fd)
 {
 	char path[PATH_MAX];
+	struct stat st;
+	struct timespec now;
 
+	if (fstat(fd, &st) || clock_gettime(CLOCK_REALTIME, &now) ||
+	    now.tv_sec - st.st_ctim.tv_sec < YOUNG_S)
+		return 0;
 	if (flock(fd, LOCK_EX | LOCK_NB))
 		return 0;
 	snprintf(path, sizeof path, "%s/%s", dir, name);

@@ -40,4 +40,17 @@ socat_pid=$(pgrep -n -f "TCP-LISTEN:$P") || die "no socat"
 "$SHUNT" ss -p "$socat_pid" | grep -q "$P" || die "ss -p does not list the listener"
 [ "$("$SHUNT" ss -p 1 | wc -l)" = 1 ] || die "ss -p 1 lists another process's sockets"
 echo "  ss: --json parses, -p filters"
+
+# A process's stats file exists a moment before its lock: `shunt ss` must
+# not take it for a dead process's then (its connections went unlisted,
+# its message socket removed) - a file without a lock is reaped only once
+# it is older than that moment.
+young="$SHUNT_DIR/s00000000deadbeef"
+head -c 64 /dev/zero > "$young"; : > "$SHUNT_DIR/c00000000deadbeef"
+"$SHUNT" ss > /dev/null
+[ -e "$young" ] && [ -e "$SHUNT_DIR/c00000000deadbeef" ] || die "ss reaped a file made a moment ago"
+sleep 2.2
+"$SHUNT" ss > /dev/null
+[ ! -e "$young" ] && [ ! -e "$SHUNT_DIR/c00000000deadbeef" ] || die "ss left a dead process's files"
+echo "  ss: a dead process's files reaped, a new one's not"
 echo "tools: ok"
