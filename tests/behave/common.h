@@ -83,8 +83,10 @@ static inline FILE *split_wait_file(const char *what)
 	FILE *f;
 
 	split_path(path, sizeof path, what);
-	while (!(f = fopen(path, "r")))
+	while (!(f = fopen(path, "r"))) {
+		CHECK(errno == ENOENT); /* not there yet; anything else never ends */
 		usleep(20000);
+	}
 	return f;
 }
 
