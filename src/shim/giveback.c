@@ -4,7 +4,8 @@
  *
  * An accelerated connection holds one descriptor of shunt's (a duplicate
  * of its TCP socket, conn.c), an arena three (its memory and two
- * doorbells); TCP's connection holds none.  A program that uses all of
+ * doorbells), an RDMA connection two (the duplicate, its own doorbell);
+ * TCP's connection holds none.  A program that uses all of
  * RLIMIT_NOFILE under TCP would meet EMFILE sooner under shunt (issue #13,
  * item 9).  So when a call of the program's that makes a descriptor
  * (socket, accept, dup, fcntl F_DUPFD, epoll_create, open, openat, pipe,
@@ -18,11 +19,12 @@
  *
  * Idle means: no thread in a call on it (its references are the
  * descriptor table's and epoll sets' only), one descriptor in one
- * process, shared memory, not shut down, and either both halves on the
- * rings with all we wrote read by the peer, or both on the socket already
- * (its peer gave it back, and what the peer's ring held was read).  The
- * first condition leaves the peer nothing to read from our ring after the
- * move, so its side can be given back too, whenever it needs: a side
+ * process, not shut down (the transport's idle_here), and either both
+ * halves on the rings with all we wrote read by the peer, or both on the
+ * socket already (its peer gave it back, and what the peer's ring held
+ * was read).  The first condition leaves the peer nothing to read from
+ * our ring after the move, so its side can be given back too, whenever it
+ * needs: a side
  * whose ring still holds bytes for its program needs the ring (and its
  * descriptor) until they are read.  The program's epoll registrations of
  * it become the kernel's own (epoll.c, ep_retire).
