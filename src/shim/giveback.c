@@ -25,8 +25,8 @@
  * was read).  The first condition leaves the peer nothing to read from
  * our ring after the move, so its side can be given back too, whenever it
  * needs: a side whose ring still holds bytes for its program needs the
- * ring (and its descriptor) until they are read.  The program's epoll registrations of
- * it become the kernel's own (epoll.c, ep_retire).
+ * ring (and its descriptor) until they are read.  The program's epoll
+ * registrations of it become the kernel's own (epoll.c, ep_retire).
  */
 #define _GNU_SOURCE
 #include <errno.h>
