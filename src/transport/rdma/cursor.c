@@ -84,10 +84,24 @@ static void release(struct rdma_conn *rc)
 	rdma_rc_free(rc);
 }
 
-/* Both sides said CLOSED; after a move, both applications let go too. */
+/* After a move (CLOSED went with FAILOVER) both applications let go. */
+static int apps_let_go(const struct rdma_conn *rc)
+{
+	return !rc->fo_closed || rc->peer_released;
+}
+
+/* Both sides said CLOSED, and both applications let go. */
 static int may_release(const struct rdma_conn *rc)
 {
-	return rc->closed_rcvd && rc->closed_sent && (!rc->fo_closed || rc->peer_released);
+	return rc->closed_rcvd && rc->closed_sent && apps_let_go(rc);
+}
+
+int rdma_post_word(struct rdma_conn *rc, uint32_t flags, int push_flags)
+{
+	struct shunt_cdc m = { .ring = rc->raddr, .prod = rc->sent, .tag = rc->tag,
+			       .cons = rc->acked, .flags = flags };
+
+	return rdma_push(rc->link, rc->slot, rc->raddr, rc->rkey, rc->sent, rc->sent, &m, push_flags, NULL);
 }
 
 
@@ -363,17 +377,15 @@ void rdma_conn_free(struct conn *c)
 	shunt_unlock(&locked->wlock);
 	if (rc->fo_closed && __atomic_load_n(&l->state, __ATOMIC_ACQUIRE) == LINK_UP) {
 		/* moved: the peer's slot waits for this word, ours for its */
-		struct shunt_cdc m = { .ring = rc->raddr, .prod = rc->sent, .tag = rc->tag,
-				       .cons = rc->acked, .flags = SHUNT_CDC_F_RELEASED };
 		pthread_mutex_lock(&rc->lock);
-		(void)rdma_push(l, rc->slot, rc->raddr, rc->rkey, rc->sent, rc->sent, &m, PUSH_MAY_POLL, NULL);
+		(void)rdma_post_word(rc, SHUNT_CDC_F_RELEASED, PUSH_MAY_POLL);
 		pthread_mutex_unlock(&rc->lock);
 	}
 	pthread_mutex_lock(&l->cq_lock);
 	__atomic_store_n(&rc->state, RC_CLOSED, __ATOMIC_RELEASE);
 	rc->c = NULL;
 	now = __atomic_load_n(&l->state, __ATOMIC_ACQUIRE) != LINK_UP ||
-	      (rc->closed_rcvd && (!rc->fo_closed || rc->peer_released));
+	      (rc->closed_rcvd && apps_let_go(rc));
 	if (now)
 		release(rc);
 	pthread_mutex_unlock(&l->cq_lock);

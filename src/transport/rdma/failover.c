@@ -91,10 +91,7 @@ int rdma_fo_tx_begin(struct conn *c, int push_flags)
 	/* a live link (the peer's failed, or the peer moved): say so there too,
 	 * and that we write into its ring no more */
 	if (__atomic_load_n(&l->state, __ATOMIC_ACQUIRE) == LINK_UP && !rc->closed_sent) {
-		struct shunt_cdc m = { .ring = rc->raddr, .prod = rc->sent, .tag = rc->tag,
-				       .cons = rc->acked,
-				       .flags = SHUNT_CDC_F_FAILOVER | SHUNT_CDC_F_CLOSED };
-		if (!rdma_push(l, rc->slot, rc->raddr, rc->rkey, rc->sent, rc->sent, &m, push_flags, NULL)) {
+		if (!rdma_post_word(rc, SHUNT_CDC_F_FAILOVER | SHUNT_CDC_F_CLOSED, push_flags)) {
 			rc->fo_closed = 1;
 			rc->closed_sent = 1;
 		}

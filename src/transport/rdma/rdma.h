@@ -94,6 +94,8 @@ void rdma_rc_free(struct rdma_conn *rc);
 int rdma_attach(struct sk *s, int fd, struct rdma_conn *rc, uint64_t raddr, uint32_t rkey, int side);
 int rdma_push_and_wait(struct conn *c, uint32_t extra);
 int rdma_push_locked(struct conn *c, uint32_t extra, int flags, uint64_t *seq);
+/* A cursor message of flags only, the cursors as last sent (rc->lock held) */
+int rdma_post_word(struct rdma_conn *rc, uint32_t flags, int push_flags);
 /* failover.c */
 void rdma_fo_orphan(struct conn *c);
 void rdma_fo_request(struct conn *c, int reason);
