@@ -61,6 +61,8 @@ enum shunt_reason {
 	SHUNT_R_FD_PASSED = 23,    /* moved to TCP: the descriptor was passed to another process (SCM_RIGHTS) */
 	SHUNT_R_DESCRIPTORS = 24,  /* plain, or moved to TCP: the application ran out of descriptors (EMFILE) and shunt gave its own back */
 	SHUNT_R_BUSY_SHORT = 25,   /* plain: more connects in their set-up than CPUs, to a port whose connections are short-lived */
+	SHUNT_R_RDMA_STALLED = 26, /* was RDMA; moved to TCP: the peer's device did not acknowledge the closing
+				    * cursor message in time (a stopped peer, a congested link); the link stays */
 	SHUNT_R_MAX
 };
 

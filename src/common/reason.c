@@ -29,6 +29,7 @@ static const char *const reasons[SHUNT_R_MAX] = {
 	[SHUNT_R_FD_PASSED] = "fd-passed",
 	[SHUNT_R_DESCRIPTORS] = "descriptors",
 	[SHUNT_R_BUSY_SHORT] = "busy-short",
+	[SHUNT_R_RDMA_STALLED] = "rdma-stalled",
 };
 
 const char *shunt_reason_str(unsigned reason)

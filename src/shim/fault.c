@@ -33,6 +33,13 @@
  *                         queue pair forced into the error state, without a
  *                         post: the peer's end learns of it only by posting
  *                         (a host whose device died while idle).
+ *   SHUNT_FAULT_RDMA_STALL=N   the first N closing cursor messages
+ *                         (shutdown, the last close) this process posts
+ *                         are taken as not acknowledged in time by the
+ *                         peer's device (a stopped peer, a congested
+ *                         fabric) although they were posted and go: each
+ *                         such connection moves to TCP alone, the link
+ *                         stays for the others.
  *   SHUNT_FAULT_FO_CUT=BYTES   when a connection of this process moves its
  *                         sending half to TCP (a failover), the process
  *                         sends the failover message and BYTES of what it
@@ -216,6 +223,20 @@ int shunt_fault_rdma_die(void)
 		return 0;
 	fired = 1;
 	shunt_log("fault: every link dies now, %llu ms after the first", (unsigned long long)ms);
+	return 1;
+}
+
+int shunt_fault_rdma_stall(void)
+{
+	static uint64_t n;
+	static int armed = -1;
+	static _Atomic uint64_t fired;
+
+	if (armed < 0)
+		armed = fault_num("SHUNT_FAULT_RDMA_STALL", &n);
+	if (!armed || __atomic_fetch_add(&fired, 1, __ATOMIC_RELAXED) >= n)
+		return 0;
+	shunt_log("fault: a closing cursor message taken as not acknowledged in time");
 	return 1;
 }
 

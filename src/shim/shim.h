@@ -241,6 +241,7 @@ uint32_t shunt_fault_rdma_key(uint64_t raddr, uint32_t rkey);
 uint64_t shunt_fault_rdma_hold(uint64_t prod);
 void shunt_fault_rdma_release(void);
 int shunt_fault_rdma_die(void);
+int shunt_fault_rdma_stall(void);
 int64_t shunt_fault_fo_cut(void);
 int shunt_fault_ring(struct conn *c);
 int shunt_fault_ring_unsealed(void);
@@ -253,6 +254,7 @@ static inline uint32_t shunt_fault_rdma_key(uint64_t raddr, uint32_t rkey) { (vo
 static inline uint64_t shunt_fault_rdma_hold(uint64_t prod) { return prod; }
 static inline void shunt_fault_rdma_release(void) {}
 static inline int shunt_fault_rdma_die(void) { return 0; }
+static inline int shunt_fault_rdma_stall(void) { return 0; }
 static inline int64_t shunt_fault_fo_cut(void) { return -1; }
 static inline int shunt_fault_ring(struct conn *c) { (void)c; return 0; }
 static inline int shunt_fault_ring_unsealed(void) { return 0; }

@@ -302,6 +302,46 @@ static inline uint8_t pattern(uint64_t pos, uint32_t seed)
 	return (uint8_t)(x * 0xBF58476D1CE4E5B9ull >> 56);
 }
 
+/* A socket's mode and reason as shunt reports them (mode 99: no answer). */
+static inline struct shunt_info sock_info(int fd)
+{
+	struct shunt_info in = { .mode = 99 };
+	socklen_t l = sizeof in;
+
+	getsockopt(fd, SOL_SHUNT, SHUNT_INFO, &in, &l);
+	return in;
+}
+
+static inline const char *mode_name(unsigned mode)
+{
+	return mode == 3 ? "rdma" : mode == 0 ? "tcp" : mode == 1 ? "shm" : "none";
+}
+
+/* tests/tools' "NAME server|client ADDR PORT": the address (exit 2 on bad
+ * arguments); a server role gets a listening socket in *l and says
+ * "listening" (its script starts the client then). */
+static inline struct sockaddr_in tool_role(int argc, char **argv, const char *name, int backlog, int *l)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	int one = 1;
+
+	if (argc != 4 || inet_pton(AF_INET, argv[2], &a.sin_addr) != 1) {
+		fprintf(stderr, "usage: %s server|client ADDR PORT\n", name);
+		exit(2);
+	}
+	a.sin_port = htons((uint16_t)atoi(argv[3]));
+	alarm(120);
+	*l = -1;
+	if (!strcmp(argv[1], "server")) {
+		*l = socket(AF_INET, SOCK_STREAM, 0);
+		CHECK(*l >= 0 && !setsockopt(*l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one));
+		CHECK(!bind(*l, (void *)&a, sizeof a) && !listen(*l, backlog));
+		printf("listening\n");
+		fflush(stdout);
+	}
+	return a;
+}
+
 /* Read until EOF, checking every byte against pattern(seed); the count. */
 static inline uint64_t read_pattern_to_eof(int fd, uint32_t seed)
 {

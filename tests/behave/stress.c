@@ -1,11 +1,9 @@
 /* Description: 64 concurrent connections driven by one epoll loop each
  * side, non-blocking, random chunk sizes, checksummed streams both ways,
  * random half-closes: every byte arrives, every EOF is seen.
- * NOT_SPLIT_OVER_RDMA: split across the two guests it stalled in 3 of 7
- * runs on 2026-12-01 (a link failed on the client's side after its FIN;
- * the server's writers, on full rings, never learnt: docs/rdma.md, open
- * bug), so it is left out of that run until fixed; it runs over RDMA on
- * one guest, and on TCP and shared memory. */
+ * Split across the two guests (tests/integration/rdma2.sh) it found that a
+ * closing word late on a loaded link was announced as a failed link and
+ * broke it under every connection (docs/rdma.md, rdma-stalled). */
 #include "common.h"
 #include <sys/epoll.h>
 
@@ -37,8 +35,16 @@ static void drive(struct st *c, int n, uint32_t seed)
 		CHECK(fcntl(c[i].fd, F_SETFL, O_NONBLOCK) == 0);
 		CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, c[i].fd, &ev) == 0);
 	}
+	/* Quiet for this long fails.  Split across two guests the emulated
+	 * link loses frames under this load and Soft-RoCE's go-back-N waits
+	 * out an ACK timeout (537 ms there) per retry, several in a row now
+	 * and then: quiet seconds that are the fabric's, as TCP's would be
+	 * after repeated losses (its own retries back off to seconds too). */
+	int quiet = 0, quiet_max = split_role() ? 6 : 1;
+
 	while (open_n) {
 		int k = epoll_wait(ep, evs, 32, 10000);
+		quiet = k ? 0 : quiet + 1;
 		if (k == 0) /* ten quiet seconds: say which connections wait, and on what */
 			for (int i = 0; i < n; i++) {
 				struct st *s = &c[i];
@@ -55,7 +61,7 @@ static void drive(struct st *c, int n, uint32_t seed)
 					(unsigned long long)s->expect, s->rd_eof ? " (eof)" : "", p.revents,
 					in.mode, in.reason);
 			}
-		CHECK(k > 0);
+		CHECK(k >= 0 && quiet < quiet_max);
 		for (int e = 0; e < k; e++) {
 			struct st *s = &c[evs[e].data.u32];
 			while (!s->rd_eof) { /* read everything available */

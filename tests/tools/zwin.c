@@ -16,32 +16,18 @@
 
 static void report(const char *role, int fd)
 {
-	struct shunt_info in = { .mode = 99 };
-	socklen_t l = sizeof in;
+	struct shunt_info in = sock_info(fd);
 
-	getsockopt(fd, SOL_SHUNT, SHUNT_INFO, &in, &l);
-	printf("role=%s mode=%s reason=%u ok\n", role,
-	       in.mode == 3 ? "rdma" : in.mode == 0 ? "tcp" : in.mode == 1 ? "shm" : "none", in.reason);
+	printf("role=%s mode=%s reason=%u ok\n", role, mode_name(in.mode), in.reason);
 }
 
 int main(int argc, char **argv)
 {
 	static uint8_t buf[TOTAL + 1];
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	int fd;
+	int fd, l;
+	struct sockaddr_in a = tool_role(argc, argv, "zwin", 1, &l);
 
-	if (argc != 4 || inet_pton(AF_INET, argv[2], &a.sin_addr) != 1) {
-		fprintf(stderr, "usage: zwin server|client ADDR PORT\n");
-		return 2;
-	}
-	a.sin_port = htons((uint16_t)atoi(argv[3]));
-	alarm(120);
-	if (!strcmp(argv[1], "server")) {
-		int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-		CHECK(l >= 0 && !setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one));
-		CHECK(!bind(l, (void *)&a, sizeof a) && !listen(l, 1));
-		printf("listening\n");
-		fflush(stdout);
+	if (l >= 0) {
 		CHECK((fd = accept(l, NULL, NULL)) >= 0);
 		for (size_t i = 0; i < TOTAL; i++)
 			buf[i] = pattern(i, 5);

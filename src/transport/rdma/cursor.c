@@ -248,30 +248,121 @@ static void push(struct conn *c, uint32_t extra)
 
 /* Before the TCP socket says FIN: the cursor message that ends the stream
  * (FIN, CLOSED) must have reached the peer's device, or the peer could see
- * the kernel's FIN first and end its stream short of our last bytes. */
-int rdma_push_and_wait(struct conn *c, uint32_t extra)
+ * the kernel's FIN first and end its stream short of our last bytes.  Its
+ * completion is waited for FIN_WAIT_NS at most (a stopped peer that posts
+ * no receives, a fabric that retransmits): past that the connection moves
+ * to TCP, alone (rdma-stalled: the link works). */
+#define FIN_WAIT_NS 2000000000ull
+#define FIN_LOOK_NS 1000000ull /* shutdown(): then the progress thread waits */
+
+_Atomic int rdma_fin_waits; /* connections whose kernel FIN waits (rdma_fin_sweep) */
+
+/* Post with a completion asked for (*seq), then wait up to wait_ns for it:
+ * 0, -ETIMEDOUT or -errno.  *late: a test's fault took it for late. */
+static int push_and_wait_ns(struct conn *c, uint32_t extra, uint64_t wait_ns, uint64_t *seq, int *late)
 {
 	struct rdma_conn *rc = rcn(c)->rc;
-	uint64_t seq = 0;
 	int r;
 
+	*seq = 0;
+	*late = 0;
 	pthread_mutex_lock(&rc->lock);
-	r = rdma_push_locked(c, extra, PUSH_MAY_POLL | PUSH_SIGNAL, &seq);
+	r = rdma_push_locked(c, extra, PUSH_MAY_POLL | PUSH_SIGNAL, seq);
 	pthread_mutex_unlock(&rc->lock);
-	if (!r && seq)
-		r = rdma_link_wait(rc->link, seq, 2000000000ull);
+	if (!r && *seq)
+		r = (*late = shunt_fault_rdma_stall()) ? -ETIMEDOUT : rdma_link_wait(rc->link, *seq, wait_ns);
 	return r;
+}
+
+int rdma_push_and_wait(struct conn *c, uint32_t extra)
+{
+	uint64_t seq;
+	int late;
+
+	return push_and_wait_ns(c, extra, FIN_WAIT_NS, &seq, &late);
+}
+
+static void fin_wait_end(struct rdma_conn *rc)
+{
+	if (__atomic_exchange_n(&rc->fin_wait, 0, __ATOMIC_ACQ_REL))
+		__atomic_sub_fetch(&rdma_fin_waits, 1, __ATOMIC_RELEASE);
+}
+
+/* A kernel FIN waiting for its closing word (writer lock held): sent once
+ * the device completed the word; past FIN_WAIT_NS (or at the process's end,
+ * final) the connection moves instead - the move resends what the peer may
+ * lack, then the FIN (the sweep, or the caller).  1 while it still waits. */
+int rdma_fin_settle(struct conn *c, int final)
+{
+	struct rdma_conn *rc = rcn(c)->rc;
+
+	if (!__atomic_load_n(&rc->fin_wait, __ATOMIC_ACQUIRE))
+		return 0;
+	if (conn_moving(c)) {
+		/* moving already: its FIN follows the resent bytes (mv.fin) */
+	} else if (!rc->fin_late && __atomic_load_n(&rc->link->completed, __ATOMIC_ACQUIRE) >= rc->fin_seq) {
+		rc->fin_done = 1;
+		if (__atomic_exchange_n(&c->mv.fin, 0, __ATOMIC_ACQ_REL))
+			real.shutdown(c->tcp_fd, SHUT_WR);
+	} else if (final || shunt_now_ns() - rc->fin_since >= FIN_WAIT_NS) {
+		rdma_fo_request(c, SHUNT_R_RDMA_STALLED);
+	} else {
+		return 1;
+	}
+	fin_wait_end(rc);
+	return 0;
+}
+
+static int fin_one(struct rdma_conn *rc, void *arg)
+{
+	struct conn *c = rc->c;
+	struct shunt_ring_ctl *t = c->tx.ctl;
+
+	(void)arg;
+	if (!__atomic_load_n(&rc->fin_wait, __ATOMIC_ACQUIRE) || shunt_trylock(&t->wlock))
+		return 0; /* an application thread writes: next round */
+	if (t == c->tx.ctl) /* else moved before fork meanwhile: its FIN went with it */
+		rdma_fin_settle(c, 0);
+	shunt_unlock(&t->wlock);
+	return 0;
+}
+
+/* Progress thread, rdma_lock held: the kernel FINs whose words completed. */
+void rdma_fin_sweep(void)
+{
+	if (!__atomic_load_n(&rdma_fin_waits, __ATOMIC_ACQUIRE))
+		return;
+	for (struct rdma_link *l = rdma_links; l; l = l->next)
+		rdma_link_each_open(l, fin_one, NULL);
 }
 
 /* shutdown(SHUT_WR), writer lock held, before the kernel's FIN: every byte
  * must be at the peer first - over RDMA, or moved to TCP if that fails.
- * Like TCP's, it never waits for the peer to read: what the socket cannot
- * take yet is sent by the progress thread, and the FIN after it (1). */
-int rdma_conn_shutdown(struct conn *c)
+ * Like TCP's, it never waits for the peer: past wait_ns the kernel's FIN
+ * is the progress thread's to send once the word completed (rdma_fin_settle),
+ * and what a moved connection's socket cannot take yet is sent by it too,
+ * the FIN after it (1: the kernel's FIN comes later). */
+static int shutdown_ns(struct conn *c, uint64_t wait_ns)
 {
-	if (!conn_moving(c) && !rdma_push_and_wait(c, 0)) {
-		rcn(c)->rc->fin_done = 1;
+	struct rdma_conn *rc = rcn(c)->rc;
+	uint64_t seq = 0;
+	int late = 0, r;
+
+	if (__atomic_load_n(&rc->fin_wait, __ATOMIC_ACQUIRE))
+		return 1; /* shut already: its FIN still waits */
+	r = conn_moving(c) ? -EPIPE : push_and_wait_ns(c, 0, wait_ns, &seq, &late);
+	if (!r) {
+		rc->fin_done = 1;
 		return 0;
+	}
+	if (r == -ETIMEDOUT && wait_ns < FIN_WAIT_NS && !conn_moving(c)) {
+		rc->fin_seq = seq;
+		rc->fin_since = shunt_now_ns() - wait_ns;
+		rc->fin_late = late;
+		__atomic_store_n(&c->mv.fin, 1, __ATOMIC_RELEASE);
+		if (!__atomic_exchange_n(&rc->fin_wait, 1, __ATOMIC_ACQ_REL))
+			__atomic_add_fetch(&rdma_fin_waits, 1, __ATOMIC_RELEASE);
+		return 1;
 	}
 	rdma_fo_tx_begin(c, PUSH_MAY_POLL);
 	if (move_flush(c, MSG_NOSIGNAL | MSG_DONTWAIT) != -EAGAIN)
@@ -279,6 +370,16 @@ int rdma_conn_shutdown(struct conn *c)
 	__atomic_store_n(&c->mv.fin, 1, __ATOMIC_RELEASE);
 	__atomic_store_n(&rdma_fo_work, 1, __ATOMIC_RELEASE);
 	return 1;
+}
+
+int rdma_conn_shutdown(struct conn *c)
+{
+	return shutdown_ns(c, FIN_LOOK_NS);
+}
+
+int rdma_conn_shutdown_wait(struct conn *c)
+{
+	return shutdown_ns(c, FIN_WAIT_NS);
 }
 
 void rdma_conn_push(struct conn *c)
@@ -366,6 +467,7 @@ void rdma_conn_free(struct conn *c)
 	 * TCP (moved now if the link failed meanwhile; a flusher finishes
 	 * what the socket cannot take yet, as the kernel would after close) */
 	struct shunt_ring_ctl *locked = conn_lock(c, 0);
+	fin_wait_end(rc); /* the closing word below covers the FIN's */
 	if (conn_moving(c) || __atomic_load_n(&l->state, __ATOMIC_ACQUIRE) != LINK_UP ||
 	    rdma_push_and_wait(c, SHUNT_CDC_F_CLOSED | (rcn(c)->close_reset ? SHUNT_CDC_F_RESET : 0))) {
 		rdma_fo_tx_begin(c, PUSH_MAY_POLL);
@@ -389,6 +491,7 @@ void rdma_conn_free(struct conn *c)
 	if (now)
 		release(rc);
 	pthread_mutex_unlock(&l->cq_lock);
+	rdma_fo_linger(c);
 	moved_free(c);
 }
 

@@ -72,14 +72,26 @@ int rdma_fo_tx_begin(struct conn *c, int push_flags)
 	}
 	why = __atomic_load_n(&c->mv.want, __ATOMIC_ACQUIRE);
 	if (!why) {
-		why = SHUNT_R_LINK_FAILED;
+		/* nobody asked: the link is down, or a closing cursor message
+		 * (shutdown, close, the exit's flush) was not acknowledged in
+		 * time on a live link - this connection moves, the link stays
+		 * (said to be a failed link, the peer would break it and move
+		 * every connection on it) */
+		why = __atomic_load_n(&l->state, __ATOMIC_ACQUIRE) == LINK_UP ? SHUNT_R_RDMA_STALLED
+									       : SHUNT_R_LINK_FAILED;
 		__atomic_store_n(&c->mv.want, why, __ATOMIC_RELEASE);
+		shunt_log("rdma: connection (tcp fd %d) moves to TCP: %s", c->tcp_fd,
+			  shunt_reason_str((unsigned)why));
 	}
 	start = __atomic_load_n(&c->tx.ctl->cons, __ATOMIC_ACQUIRE);
 	end = __atomic_load_n(&c->tx.ctl->prod, __ATOMIC_ACQUIRE);
-	/* the peer only tells a pass from the rest; a sandbox's move goes as
-	 * fork-exec's, which every peer's parser knows (failover.c) */
-	shunt_fo_encode(c->mv.hdr, start, end, (uint32_t)(why == SHUNT_R_SANDBOX ? SHUNT_R_FORK : why));
+	/* the peer only tells a pass and a failed link from the rest; a
+	 * sandbox's move goes as fork-exec's, a stalled one's as a move of
+	 * ours, which every peer's parser knows (failover.c) */
+	shunt_fo_encode(c->mv.hdr, start, end,
+			(uint32_t)(why == SHUNT_R_SANDBOX	 ? SHUNT_R_FORK
+				   : why == SHUNT_R_RDMA_STALLED ? SHUNT_R_PEER_FAILOVER
+								 : why));
 	c->mv.hdr_off = 0;
 	c->mv.next = start;
 	c->mv.start = start;
@@ -162,6 +174,42 @@ void rdma_fo_orphan(struct conn *c)
 		free(o);
 		move_flush_until(c, UINT64_MAX);
 	}
+}
+
+/* The peer moved its sending half after its stream had ended over RDMA
+ * (its closing word late: rdma-stalled): its failover message and the
+ * bytes it resends - all of which we have - may still be on their way,
+ * unread.  Closed with them unread, the kernel would reset the connection
+ * and the peer could lose what we sent it last.  A thread reads them off
+ * to the peer's FIN (at most 30 s) and closes, as the kernel finishes a
+ * closed TCP socket's exchange. */
+static void *linger_run(void *arg)
+{
+	int fd = (int)(intptr_t)arg;
+	uint64_t deadline = shunt_now_ns() + 30000000000ull;
+	uint8_t buf[4096];
+
+	for (;;) {
+		ssize_t n = real.recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+		if (n > 0)
+			continue;
+		if (!n || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) ||
+		    shunt_now_ns() >= deadline)
+			break;
+		fd_wait(fd, POLLIN, deadline, 1000);
+	}
+	fd_close_internal(fd);
+	return NULL;
+}
+
+void rdma_fo_linger(struct conn *c)
+{
+	if (c->tcp_fd < 0 || !__atomic_load_n(&c->mv.want, __ATOMIC_ACQUIRE) ||
+	    __atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) == 2 || rcn(c)->close_reset ||
+	    !__atomic_load_n(&c->rx.ctl->wr_done, __ATOMIC_ACQUIRE) || ring_used(&c->rx))
+		return; /* nothing owed to us, or a reset is what TCP would do */
+	if (!rdma_spawn(linger_run, (void *)(intptr_t)c->tcp_fd))
+		c->tcp_fd = -1; /* the thread's now */
 }
 
 /* One connection for fo_sweep; *again when it must look once more. */

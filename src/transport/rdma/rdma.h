@@ -41,6 +41,11 @@ struct rdma_conn {
 	_Atomic int peer_blocked; /* the peer waits for space: tell it every read */
 	int fin_sent;
 	int fin_done;             /* FIN reached the peer's device (shutdown) */
+	/* shutdown() posted FIN; the kernel's FIN waits for its completion
+	 * (rdma_fin_settle: the progress thread, or the process's end) */
+	_Atomic int fin_wait;
+	int fin_late;             /* a test's fault: the completion counts as never come */
+	uint64_t fin_seq, fin_since;
 	_Atomic int closed_sent, closed_rcvd;
 	/* CLOSED went with a move (FAILOVER|CLOSED): the applications may
 	 * hold the connection long after; the slot waits for both to let go
@@ -93,11 +98,15 @@ void rdma_rc_free(struct rdma_conn *rc);
 /* cursor.c */
 int rdma_attach(struct sk *s, int fd, struct rdma_conn *rc, uint64_t raddr, uint32_t rkey, int side);
 int rdma_push_and_wait(struct conn *c, uint32_t extra);
+int rdma_fin_settle(struct conn *c, int final); /* writer lock held; 1: still waits */
+void rdma_fin_sweep(void);
+extern _Atomic int rdma_fin_waits;
 int rdma_push_locked(struct conn *c, uint32_t extra, int flags, uint64_t *seq);
 /* A cursor message of flags only, the cursors as last sent (rc->lock held) */
 int rdma_post_word(struct rdma_conn *rc, uint32_t flags, int push_flags);
 /* failover.c */
 void rdma_fo_orphan(struct conn *c);
+void rdma_fo_linger(struct conn *c);
 void rdma_fo_request(struct conn *c, int reason);
 void rdma_fo_sweep(void);
 int rdma_fo_tx_begin(struct conn *c, int push_flags);
@@ -124,6 +133,7 @@ int rdma_conn_peer_blocked(struct conn *c);
 void rdma_conn_poll(struct conn *c);
 void rdma_conn_free(struct conn *c);
 int rdma_conn_shutdown(struct conn *c);            /* 1: the kernel's FIN comes later */
+int rdma_conn_shutdown_wait(struct conn *c);       /* the same, waiting (the process's end) */
 void rdma_conn_closing(struct conn *c);            /* the last close: bytes unread make it a reset */
 
 /* failover: the TCP socket after the link */

@@ -322,9 +322,20 @@ void rdma_exit_flush(void)
 			/* bytes of the peer's unread: it is reset, not ended */
 			rdma_push_and_wait(c, SHUNT_CDC_F_CLOSED | SHUNT_CDC_F_RESET);
 			shunt_unlock(&c->tx.ctl->wlock);
+		} else if (__atomic_load_n(&rcn(c)->rc->fin_wait, __ATOMIC_ACQUIRE) && ms_left(deadline)) {
+			/* shutdown()'s kernel FIN still waits for its closing
+			 * word, and the progress thread ends with us: wait
+			 * here, then the FIN, or the move */
+			rdma_link_wait(rcn(c)->rc->link, rcn(c)->rc->fin_seq, ms_left(deadline) * 1000000ull);
+			if (!lock_until(&c->tx.ctl->wlock, deadline)) {
+				rdma_fin_settle(c, 1);
+				shunt_unlock(&c->tx.ctl->wlock);
+			}
+			if (conn_moving(c))
+				move_tx(c, deadline, SHUNT_R_RDMA_STALLED);
 		} else if (!c->shut_wr && ms_left(deadline) && !lock_until(&c->tx.ctl->wlock, deadline)) {
 			__atomic_store_n(&c->tx.ctl->wr_done, 1, __ATOMIC_RELEASE);
-			rdma_conn_shutdown(c);
+			rdma_conn_shutdown_wait(c);
 			shunt_unlock(&c->tx.ctl->wlock);
 		}
 		sk_put(m.v[i]);
