@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Description: shutdown() towards a stopped peer (SIGSTOP: a debugger, a
-# paused container) returns at once, as TCP's.  The client's 400 cursor
-# messages exhaust the stopped server's posted receives, so the closing
-# word waits in the send queue (RNR) until the server resumes a second
-# later; shunt sends the kernel's FIN from its progress thread once the word
-# completed.  Before, shutdown() waited for the completion (here ~1 s, up to
-# 2 s, then moved the connection to TCP).  Every byte arrives, both ends stay
-# on RDMA.
+# Description: write() and shutdown() towards a stopped peer (SIGSTOP: a
+# debugger, a paused container) return at once, as TCP's.  The client's
+# 600 non-blocking one-byte writes - 600 cursor messages - exhaust the
+# stopped server's posted receives (RNR, retried for ever) and then fill the
+# send queue; what it cannot take is posted by the progress thread once the
+# server resumes a second after the shutdown, and the kernel's FIN follows
+# the closing word's completion.  Before, the 512th write() spun until the
+# server resumed, and shutdown() waited for the completion (2 s, then moved
+# the connection to TCP).  Every byte arrives, both ends stay on RDMA.
 set -eu
 T=$BUILD/tests/tools/stopped
 GO=/tmp/stopped.go
@@ -29,8 +30,11 @@ sleep 1
 kill -CONT $sp
 wait $sp || die "server"
 wait $cp || die "client"
+wms=$(sed -n 's/^writes_ms=//p' /tmp/sp-c.out)
+[ -n "$wms" ] && [ "$wms" -lt 300 ] || die "600 non-blocking writes took ${wms:-?} ms with the peer stopped"
 ms=$(sed -n 's/^shutdown_ms=//p' /tmp/sp-c.out)
 [ -n "$ms" ] && [ "$ms" -lt 300 ] || die "shutdown() took ${ms:-?} ms with the peer stopped"
 grep -q 'role=client mode=rdma reason=0' /tmp/sp-c.out || die "client: $(grep role= /tmp/sp-c.out)"
 grep -q 'role=server mode=rdma reason=0' /tmp/sp-s.out || die "server: $(grep role= /tmp/sp-s.out)"
-echo "stopped: shutdown() towards a stopped peer took $ms ms; its FIN followed the closing word once the peer resumed; 400 bytes intact, rdma"
+echo "stopped peer: 600 non-blocking one-byte writes $wms ms, shutdown() $ms ms" >> "${RESULTS:-/dev/null}"
+echo "stopped: towards a stopped peer 600 non-blocking writes took $wms ms, shutdown() $ms ms; the rest was posted and the FIN followed once the peer resumed; 600 bytes intact, rdma"

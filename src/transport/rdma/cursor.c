@@ -200,6 +200,8 @@ static void on_down(struct rdma_link *l)
 
 const struct link_ops rdma_link_cb = { on_cdc, on_down };
 
+static _Atomic int backlog_work; /* a connection has a backlog (rdma_backlog_sweep) */
+
 /* Post what the application staged, with a cursor message; rc->lock held. */
 int rdma_push_locked(struct conn *c, uint32_t extra, int flags, uint64_t *seq)
 {
@@ -210,7 +212,7 @@ int rdma_push_locked(struct conn *c, uint32_t extra, int flags, uint64_t *seq)
 	 * overtakes data, whichever thread posts) */
 	int fin = __atomic_load_n(&c->tx.ctl->wr_done, __ATOMIC_ACQUIRE) && !rc->fin_sent;
 	uint64_t staged = __atomic_load_n(&c->tx.ctl->prod, __ATOMIC_ACQUIRE);
-	uint64_t prod = shunt_fault_rdma_hold(staged);
+	uint64_t prod = shunt_fault_rdma_hold(staged), fseq = 0;
 	int r;
 
 	if (prod != staged)
@@ -220,20 +222,35 @@ int rdma_push_locked(struct conn *c, uint32_t extra, int flags, uint64_t *seq)
 		return -EPIPE; /* the sending half is on TCP now */
 	m = (struct shunt_cdc){ .ring = rc->raddr, .prod = prod, .tag = rc->tag, .flags = extra,
 				.cons = __atomic_load_n(&c->rx.ctl->cons, __ATOMIC_ACQUIRE) };
-	if (fin)
+	if (fin) { /* its completion asked for: a kernel FIN may wait for it */
 		m.flags |= SHUNT_CDC_F_FIN;
-	if (prod == rc->sent && m.cons == rc->acked && !m.flags)
+		flags |= PUSH_SIGNAL;
+	}
+	if (prod == rc->sent && m.cons == rc->acked && !m.flags) {
+		__atomic_store_n(&rc->backlog, 0, __ATOMIC_RELEASE);
 		return 0;
+	}
+	if (__atomic_load_n(&rc->backlog, __ATOMIC_ACQUIRE))
+		flags &= ~PUSH_MAY_POLL; /* full a moment ago: no second wait, the progress thread posts */
 	r = rdma_push(rc->link, rc->slot, rc->raddr, shunt_fault_rdma_key(rc->raddr, rc->rkey),
-		      rc->sent, prod, &m, flags, seq);
+		      rc->sent, prod, &m, flags, &fseq);
+	if (seq)
+		*seq = fseq;
+	if (r == -EAGAIN) { /* the send queue is full: the progress thread posts it */
+		__atomic_store_n(&rc->backlog, 1, __ATOMIC_RELEASE);
+		__atomic_store_n(&backlog_work, 1, __ATOMIC_RELEASE);
+	}
 	if (r)
 		return r; /* a failed link reports itself through its completions */
+	__atomic_store_n(&rc->backlog, 0, __ATOMIC_RELEASE);
 	rc->sent = prod;
 	rc->acked = m.cons;
 	if (shunt_fault_rdma(prod))
 		rdma_link_break(rc->link);
-	if (m.flags & SHUNT_CDC_F_FIN)
+	if (m.flags & SHUNT_CDC_F_FIN) {
 		rc->fin_sent = 1;
+		__atomic_store_n(&rc->fin_seq, fseq, __ATOMIC_RELEASE);
+	}
 	if (m.flags & SHUNT_CDC_F_CLOSED)
 		rc->closed_sent = 1;
 	return 0;
@@ -300,7 +317,9 @@ int rdma_fin_settle(struct conn *c, int final)
 		return 0;
 	if (conn_moving(c)) {
 		/* moving already: its FIN follows the resent bytes (mv.fin) */
-	} else if (!rc->fin_late && __atomic_load_n(&rc->link->completed, __ATOMIC_ACQUIRE) >= rc->fin_seq) {
+	} else if (!rc->fin_late && __atomic_load_n(&rc->fin_seq, __ATOMIC_ACQUIRE) &&
+		   __atomic_load_n(&rc->link->completed, __ATOMIC_ACQUIRE) >=
+			   __atomic_load_n(&rc->fin_seq, __ATOMIC_ACQUIRE)) {
 		rc->fin_done = 1;
 		if (__atomic_exchange_n(&c->mv.fin, 0, __ATOMIC_ACQ_REL))
 			real.shutdown(c->tcp_fd, SHUT_WR);
@@ -325,6 +344,40 @@ static int fin_one(struct rdma_conn *rc, void *arg)
 		rdma_fin_settle(c, 0);
 	shunt_unlock(&t->wlock);
 	return 0;
+}
+
+static int backlog_one(struct rdma_conn *rc, void *arg)
+{
+	int *again = arg;
+
+	if (!__atomic_load_n(&rc->backlog, __ATOMIC_ACQUIRE))
+		return 0;
+	if (pthread_mutex_trylock(&rc->lock)) {
+		*again = 1;
+		return 0;
+	}
+	/* no completion polling here: we hold the cq lock */
+	if (rdma_push_locked(rc->c, 0, 0, NULL) == -EPIPE)
+		__atomic_store_n(&rc->backlog, 0, __ATOMIC_RELEASE); /* moving: the move resends it */
+	*again |= __atomic_load_n(&rc->backlog, __ATOMIC_ACQUIRE);
+	pthread_mutex_unlock(&rc->lock);
+	return 0;
+}
+
+/* Progress thread, rdma_lock held, after reaping completions: post what a
+ * full send queue refused (a writer never waits for the queue, as TCP's
+ * never waits for the peer while its buffer has room). */
+void rdma_backlog_sweep(void)
+{
+	int again = 0;
+
+	if (!__atomic_exchange_n(&backlog_work, 0, __ATOMIC_ACQ_REL))
+		return;
+	for (struct rdma_link *l = rdma_links; l; l = l->next)
+		if (__atomic_load_n(&l->state, __ATOMIC_ACQUIRE) == LINK_UP)
+			rdma_link_each_open(l, backlog_one, &again);
+	if (again)
+		__atomic_store_n(&backlog_work, 1, __ATOMIC_RELEASE);
 }
 
 /* Progress thread, rdma_lock held: the kernel FINs whose words completed. */
@@ -355,8 +408,9 @@ static int shutdown_ns(struct conn *c, uint64_t wait_ns)
 		rc->fin_done = 1;
 		return 0;
 	}
-	if (r == -ETIMEDOUT && wait_ns < FIN_WAIT_NS && !conn_moving(c)) {
-		rc->fin_seq = seq;
+	/* not completed yet, or not even posted (a full send queue: the
+	 * backlog posts it, and sets fin_seq) */
+	if ((r == -ETIMEDOUT || r == -EAGAIN) && wait_ns < FIN_WAIT_NS && !conn_moving(c)) {
 		rc->fin_since = shunt_now_ns() - wait_ns;
 		rc->fin_late = late;
 		__atomic_store_n(&c->mv.fin, 1, __ATOMIC_RELEASE);

@@ -357,13 +357,25 @@ void rdma_slot_put(struct rdma_link *l, unsigned slot)
 }
 
 /* Make room in the send queue: completions are asked for every LINK_SQ/4
- * posts, so at most LINK_SQ/4 * 3 are ever unaccounted. */
+ * posts, so at most LINK_SQ/4 * 3 are ever unaccounted.  Reaping is tried
+ * for SQ_POLL_NS at most: a peer that posts no receives (stopped, SIGSTOP)
+ * keeps the queue full as long as it likes - its device answers RNR,
+ * retried for ever - and no caller may wait for it (-EAGAIN: what a writer
+ * staged is posted later, cursor.c's backlog). */
+#define SQ_POLL_NS 5000000ull
+
 static int sq_room(struct rdma_link *l, unsigned need, int may_poll)
 {
+	uint64_t start = 0;
+
 	while (l->posted + need - __atomic_load_n(&l->completed, __ATOMIC_ACQUIRE) > LINK_SQ) {
 		if (__atomic_load_n(&l->state, __ATOMIC_ACQUIRE) != LINK_UP)
 			return -EPIPE;
 		if (!may_poll)
+			return -EAGAIN;
+		if (!start)
+			start = shunt_now_ns();
+		else if (shunt_now_ns() - start > SQ_POLL_NS)
 			return -EAGAIN;
 		pthread_mutex_unlock(&l->sq_lock);
 		rdma_link_poll(l);

@@ -97,8 +97,8 @@ static inline uint8_t *rdma_slot_rx(struct rdma_link *l, unsigned s) { return l-
 static inline uint8_t *rdma_slot_tx(struct rdma_link *l, unsigned s) { return l->local + (size_t)s * l->ring_size; }
 /* Copy staged bytes [from, to) of slot's ring to the peer's ring at
  * raddr (same offsets), then send the cursor message; one post each.
- * With a full send queue: reap completions (PUSH_MAY_POLL), or -EAGAIN (a
- * caller that holds the completion lock).  PUSH_SIGNAL: the message's
+ * With a full send queue: reap completions for a while (PUSH_MAY_POLL),
+ * or -EAGAIN at once (a caller that holds the completion lock).  PUSH_SIGNAL: the message's
  * completion is reported; *seq names it for rdma_link_wait. */
 #define PUSH_MAY_POLL 1
 #define PUSH_SIGNAL 2

@@ -108,6 +108,7 @@ static void progress_once(int timeout_ms)
 		for (l = rdma_links; l; l = l->next)
 			rdma_link_break(l);
 	window_probe();
+	rdma_backlog_sweep();
 	rdma_fin_sweep();
 	pthread_mutex_unlock(&rdma_lock);
 	rdma_fo_sweep();

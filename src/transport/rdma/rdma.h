@@ -39,13 +39,15 @@ struct rdma_conn {
 	uint64_t sent;            /* staged bytes posted to the peer */
 	uint64_t acked;           /* our receive consumer, as last told */
 	_Atomic int peer_blocked; /* the peer waits for space: tell it every read */
+	_Atomic int backlog;      /* staged bytes the full send queue refused (rdma_backlog_sweep) */
 	int fin_sent;
 	int fin_done;             /* FIN reached the peer's device (shutdown) */
 	/* shutdown() posted FIN; the kernel's FIN waits for its completion
 	 * (rdma_fin_settle: the progress thread, or the process's end) */
 	_Atomic int fin_wait;
 	int fin_late;             /* a test's fault: the completion counts as never come */
-	uint64_t fin_seq, fin_since;
+	uint64_t fin_seq;         /* the post that carried FIN (0: none yet), rc->lock */
+	uint64_t fin_since;
 	_Atomic int closed_sent, closed_rcvd;
 	/* CLOSED went with a move (FAILOVER|CLOSED): the applications may
 	 * hold the connection long after; the slot waits for both to let go
@@ -100,6 +102,7 @@ int rdma_attach(struct sk *s, int fd, struct rdma_conn *rc, uint64_t raddr, uint
 int rdma_push_and_wait(struct conn *c, uint32_t extra);
 int rdma_fin_settle(struct conn *c, int final); /* writer lock held; 1: still waits */
 void rdma_fin_sweep(void);
+void rdma_backlog_sweep(void);
 extern _Atomic int rdma_fin_waits;
 int rdma_push_locked(struct conn *c, uint32_t extra, int flags, uint64_t *seq);
 /* A cursor message of flags only, the cursors as last sent (rc->lock held) */

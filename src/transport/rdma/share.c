@@ -326,7 +326,8 @@ void rdma_exit_flush(void)
 			/* shutdown()'s kernel FIN still waits for its closing
 			 * word, and the progress thread ends with us: wait
 			 * here, then the FIN, or the move */
-			rdma_link_wait(rcn(c)->rc->link, rcn(c)->rc->fin_seq, ms_left(deadline) * 1000000ull);
+			rdma_link_wait(rcn(c)->rc->link, __atomic_load_n(&rcn(c)->rc->fin_seq, __ATOMIC_ACQUIRE),
+				       ms_left(deadline) * 1000000ull);
 			if (!lock_until(&c->tx.ctl->wlock, deadline)) {
 				rdma_fin_settle(c, 1);
 				shunt_unlock(&c->tx.ctl->wlock);
