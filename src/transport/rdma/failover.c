@@ -204,7 +204,12 @@ static void *linger_run(void *arg)
 
 void rdma_fo_linger(struct conn *c)
 {
-	if (c->tcp_fd < 0 || !__atomic_load_n(&c->mv.want, __ATOMIC_ACQUIRE) ||
+	int why = __atomic_load_n(&c->mv.want, __ATOMIC_ACQUIRE);
+
+	/* only a move of the link's or the peer's: after a fork, an exec or
+	 * a pass another process may read this socket still */
+	if (c->tcp_fd < 0 || rcn(c)->moved || c->passed ||
+	    (why != SHUNT_R_PEER_FAILOVER && why != SHUNT_R_LINK_FAILED && why != SHUNT_R_RDMA_STALLED) ||
 	    __atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) == 2 || rcn(c)->close_reset ||
 	    !__atomic_load_n(&c->rx.ctl->wr_done, __ATOMIC_ACQUIRE) || ring_used(&c->rx))
 		return; /* nothing owed to us, or a reset is what TCP would do */
