@@ -325,7 +325,10 @@ struct shunt_hs_offer {
 	uint32_t transports;  /* SHUNT_HS_T_* offered (PROPOSAL), chosen (ACCEPT/CONFIRM) */
 	uint32_t ring_size;   /* bytes per direction the sender proposes/accepts */
 	uint32_t features;    /* reserved, 0 */
-	uint32_t pad;         /* 0 */
+	uint32_t peer_qpn;    /* ACCEPT(RDMA): the client queue pair the server's queue pair
+				 (qpn) is connected to - the client connects that one, not
+				 whichever of its fresh ones heard first; 0 elsewhere (and
+				 from servers before it: unknown) */
 	/* RDMA (issue #4): zero unless SHUNT_HS_T_RDMA */
 	uint8_t gid[16];
 	uint32_t qpn;

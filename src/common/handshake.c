@@ -49,7 +49,7 @@ static void offer_swap(struct shunt_hs_offer *o)
 	o->transports = ntohl(o->transports);
 	o->ring_size = ntohl(o->ring_size);
 	o->features = ntohl(o->features);
-	o->pad = ntohl(o->pad);
+	o->peer_qpn = ntohl(o->peer_qpn);
 	o->qpn = ntohl(o->qpn);
 	o->rkey = ntohl(o->rkey);
 	o->addr = be64toh(o->addr);
@@ -60,7 +60,9 @@ static int offer_ok(const struct shunt_hs_offer *o, uint8_t type)
 	uint32_t known = SHUNT_HS_T_SHM | SHUNT_HS_T_RDMA;
 	uint32_t rs = o->ring_size;
 
-	if (o->pad || o->features || !o->transports || (o->transports & ~known))
+	if (o->features || !o->transports || (o->transports & ~known))
+		return 0;
+	if (o->peer_qpn && (type != SHUNT_HS_ACCEPT || o->transports != SHUNT_HS_T_RDMA))
 		return 0;
 	/* ACCEPT and CONFIRM name exactly one transport. */
 	if (type != SHUNT_HS_PROPOSAL && (o->transports & (o->transports - 1)))

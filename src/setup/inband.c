@@ -196,6 +196,7 @@ static void remote_fields(struct shunt_hs_offer *o, const struct shunt_hs_offer 
 {
 	memcpy(o->gid, r->gid, sizeof o->gid);
 	o->qpn = r->qpn;
+	o->peer_qpn = r->peer_qpn;
 	o->rkey = r->rkey;
 	o->addr = r->addr;
 }
@@ -334,8 +335,17 @@ static int server_remote(struct sk *s, int fd, const struct shunt_hs_msg *p, uin
 	}
 	rc = head(fd, &c, shunt_now_ns() + CONFIRM_WAIT_NS);
 	shunt_log("rdma handshake fd %d: client's word %d type %d", fd, rc, rc == 1 ? c.type : 0);
-	if (rc == 1 && c.type == SHUNT_HS_CONFIRM)
-		return shunt_remote->server_confirm(s, fd, st, &c, tag);
+	if (rc == 1 && c.type == SHUNT_HS_CONFIRM) {
+		rc = shunt_remote->server_confirm(s, fd, st, &c, tag);
+		/* The client writes over RDMA from its CONFIRM on: this TCP
+		 * stream cannot stand in for the link it named (a wrong one,
+		 * or our slot would not attach) - the connection ends here,
+		 * the client's application sees an error, never our bytes
+		 * read as its own or its writes lost in a link we don't use. */
+		if (rc)
+			real.shutdown(fd, SHUT_RDWR);
+		return rc;
+	}
 	if (rc == -ETIMEDOUT) {
 		shunt_remote->offer_abandon(st);
 		real.shutdown(fd, SHUT_RDWR);

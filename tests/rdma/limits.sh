@@ -5,8 +5,9 @@
 # give plain TCP with reason 3 (resource-limit) for exactly the connections
 # that could not have RDMA, never an error the program sees; every byte is
 # checked by the stream tool.
-#   1. server limited to one link's objects (a PD, 2 MRs, a CQ, a QP and a
-#      memory window per ring: 37): of 40 connections the first link
+#   1. server limited to one link's objects (a PD, 2 MRs, two CQs and two
+#      QPs - the data path's and the window binder's - and a memory
+#      window per ring: 39): of 40 connections the first link
 #      carries 32, the other 8 are TCP, reason 3, on both ends;
 #   2. client limited below one link: every connection TCP, reason 3;
 #   3. server may not open a device at all (hca_handle=0): TCP, reason 3,
@@ -39,7 +40,7 @@ run() { # who-is-limited connections
 }
 count() { grep -c "^role=$1 .*mode=$2 reason=$3 bytes=1048576 ok" /tmp/"${1:0:1}".out || true; }
 
-limit "hca_handle=max hca_object=37"
+limit "hca_handle=max hca_object=39"
 run server 40
 # What the limit decided at set-up: 32 on the link, 8 declined (reason 3).
 # A link that fails later under this emulated load (rxe: retry exceeded)
@@ -50,7 +51,7 @@ onlink() { echo $(($(count "$1" rdma 0) + $(count "$1" tcp 16) + $(count "$1" tc
 [ "$(onlink client)" = 32 ] && [ "$(count client tcp 3)" = 8 ] ||
 	die "its client: $(onlink client) on the link, $(count client tcp 3) reason 3; $(grep -Ev 'mode=(rdma reason=0|tcp reason=(3|16|17)) ' /tmp/c.out | grep -v spare | tail -8)"
 grep -q "no link on rxe0" /tmp/s.out || die "no reason logged: $(tail -3 /tmp/s.out)"
-echo "limits: one link's objects (hca_object=37): 32 connections on the link ($(count server rdma 0) still rdma at the end), 8 tcp reason 3, intact"
+echo "limits: one link's objects (hca_object=39): 32 connections on the link ($(count server rdma 0) still rdma at the end), 8 tcp reason 3, intact"
 
 limit "hca_handle=max hca_object=3"
 run client 4

@@ -2,8 +2,8 @@
  * in network byte order; peek finds the length from 8 bytes and nothing
  * more; truncation, a wrong eyecatcher (header or trailer), type, length,
  * version, unknown transports or features, two transports in an ACCEPT, a
- * bad ring size, RDMA fields without RDMA and bad decline reasons are all
- * rejected; and a byte-wise mutation sweep never crashes the parser. */
+ * bad ring size, RDMA fields without RDMA, a peer queue pair outside an
+ * RDMA ACCEPT and bad decline reasons are all rejected; and a byte-wise mutation sweep never crashes the parser. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
@@ -56,6 +56,18 @@ int main(void)
 	n = shunt_hs_encode(&bad, buf, sizeof buf);
 	CHECK(shunt_hs_parse(buf, (size_t)n, &out) == 0 && out.offer.transports == SHUNT_HS_T_SHM);
 	bad.offer.qpn = 5; /* RDMA fields without RDMA */
+	n = shunt_hs_encode(&bad, buf, sizeof buf);
+	CHECK(shunt_hs_parse(buf, (size_t)n, &out) == -EPROTO);
+
+	/* peer_qpn: only in an ACCEPT of RDMA (the client queue pair its link reaches) */
+	bad = m; bad.type = SHUNT_HS_ACCEPT; bad.offer.transports = SHUNT_HS_T_RDMA;
+	bad.offer.peer_qpn = 0x123456;
+	n = shunt_hs_encode(&bad, buf, sizeof buf);
+	CHECK(shunt_hs_parse(buf, (size_t)n, &out) == 0 && out.offer.peer_qpn == 0x123456);
+	bad.type = SHUNT_HS_CONFIRM;
+	n = shunt_hs_encode(&bad, buf, sizeof buf);
+	CHECK(shunt_hs_parse(buf, (size_t)n, &out) == -EPROTO);
+	bad = m; bad.offer.peer_qpn = 1; /* a proposal */
 	n = shunt_hs_encode(&bad, buf, sizeof buf);
 	CHECK(shunt_hs_parse(buf, (size_t)n, &out) == -EPROTO);
 

@@ -17,7 +17,7 @@ static const struct { const char *name; size_t off; } syms[] = {
 	S(get_device_name), S(query_port), S(query_gid), S(query_device), S(alloc_pd),
 	S(dealloc_pd), S(create_comp_channel), S(create_cq), S(destroy_cq), S(get_cq_event),
 	S(ack_cq_events), S(create_qp), S(modify_qp), S(destroy_qp), S(reg_mr), S(dereg_mr),
-	S(get_async_event), S(ack_async_event),
+	S(get_async_event), S(ack_async_event), S(event_type_str),
 #undef S
 };
 

@@ -37,6 +37,7 @@ struct ibv_api {
 	int (*dereg_mr)(struct ibv_mr *mr);
 	int (*get_async_event)(struct ibv_context *c, struct ibv_async_event *e);
 	void (*ack_async_event)(struct ibv_async_event *e);
+	const char *(*event_type_str)(enum ibv_event_type e);
 };
 
 extern struct ibv_api ibv;

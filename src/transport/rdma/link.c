@@ -195,42 +195,92 @@ static int windows(struct rdma_link *l)
 	return 0;
 }
 
-static int sq_room(struct rdma_link *l, unsigned need, int may_poll);
+/* Completed binds; bind_lock held.  -EIO: the binder failed. */
+static int bind_reap(struct rdma_link *l)
+{
+	struct ibv_wc wc[8];
+	int n;
 
-/* Post a bind of slot's window over its ring: a new key.  sq_lock held. */
-static int bind_locked(struct rdma_link *l, unsigned slot, int may_poll)
+	while ((n = ibv_poll_cq(l->bcq, 8, wc)) > 0)
+		for (int i = 0; i < n; i++) {
+			if (wc[i].status != IBV_WC_SUCCESS)
+				return -EIO;
+			if (wc[i].wr_id > l->bcompleted)
+				l->bcompleted = wc[i].wr_id;
+		}
+	return n < 0 ? -EIO : 0;
+}
+
+/* Post a bind of slot's window over its ring: a new key.  bind_lock held. */
+static int bind_locked(struct rdma_link *l, unsigned slot)
 {
 	struct ibv_mw_bind b = { .send_flags = IBV_SEND_SIGNALED,
 		.bind_info = { .mr = l->rx_mr, .addr = (uintptr_t)rdma_slot_rx(l, slot),
 			       .length = l->ring_size, .mw_access_flags = IBV_ACCESS_REMOTE_WRITE } };
-	int r = sq_room(l, 1, may_poll);
+	uint64_t t0 = shunt_now_ns();
 
-	if (r)
-		return r;
-	b.wr_id = l->posted + 1;
-	if (ibv_bind_mw(l->qp, l->mw[slot], &b))
+	while (l->bposted - l->bcompleted >= LINK_BINDS) /* a local operation: soon */
+		if (bind_reap(l) || shunt_now_ns() - t0 > 2000000000ull)
+			return -EPIPE;
+	b.wr_id = l->bposted + 1;
+	if (ibv_bind_mw(l->bqp, l->mw[slot], &b))
 		return -EPIPE;
-	l->mw_seq[slot] = ++l->posted;
+	l->mw_seq[slot] = ++l->bposted;
 	return 0;
 }
 
 int rdma_slot_key(struct rdma_link *l, unsigned slot, uint32_t *rkey)
 {
+	uint64_t t0 = shunt_now_ns();
 	int r = 0;
 
 	if (!l->mw[slot]) {
 		*rkey = l->rx_mr->rkey;
 		return 0;
 	}
-	pthread_mutex_lock(&l->sq_lock);
+	pthread_mutex_lock(&l->bind_lock);
 	if (!l->mw_ready[slot]) /* never bound, or the re-bind could not be posted */
-		r = bind_locked(l, slot, 1);
+		r = bind_locked(l, slot);
 	l->mw_ready[slot] = 0;
 	*rkey = l->mw[slot]->rkey;
-	pthread_mutex_unlock(&l->sq_lock);
-	/* the peer may write as soon as it has the key: bound first (a re-bind
-	 * made when the slot was given back has long completed) */
-	return r ? r : rdma_link_wait(l, l->mw_seq[slot], 2000000000ull);
+	/* the peer may write as soon as it has the key: bound first */
+	while (!r && l->bcompleted < l->mw_seq[slot]) {
+		r = bind_reap(l);
+		if (!r && shunt_now_ns() - t0 > 2000000000ull)
+			r = -ETIMEDOUT;
+	}
+	pthread_mutex_unlock(&l->bind_lock);
+	return r;
+}
+
+static int qp_init(struct ibv_qp *qp, struct rdma_dev *d)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = d->port,
+				 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE };
+
+	return ibv.modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+			     IBV_QP_ACCESS_FLAGS) ? -EIO : 0;
+}
+
+static int qp_connect(struct ibv_qp *qp, struct rdma_dev *d, const union ibv_gid *gid, uint32_t qpn,
+		      int ack_timeout);
+
+/* The binder: a queue pair in the link's protection domain, connected to
+ * itself (a window of type 1 belongs to the domain, whichever queue pair
+ * bound it), with its own completion queue. */
+static int binder_new(struct rdma_link *l)
+{
+	struct ibv_qp_init_attr qa = { .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = LINK_BINDS, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1 } };
+
+	if (!(l->bcq = ibv.create_cq(l->dev->ctx, LINK_BINDS, NULL, NULL, 0)))
+		return -ENOMEM;
+	qa.send_cq = qa.recv_cq = l->bcq;
+	if (!(l->bqp = ibv.create_qp(l->pd, &qa)))
+		return -ENOMEM;
+	if (qp_init(l->bqp, l->dev) || qp_connect(l->bqp, l->dev, &l->dev->gid, l->bqp->qp_num, 14))
+		return -EIO;
+	return 0;
 }
 
 int rdma_link_new(struct rdma_dev *d, uint32_t ring_size, const struct link_ops *ops,
@@ -240,8 +290,6 @@ int rdma_link_new(struct rdma_dev *d, uint32_t ring_size, const struct link_ops 
 	struct ibv_qp_init_attr qa = { .qp_type = IBV_QPT_RC,
 		.cap = { .max_send_wr = LINK_SQ, .max_recv_wr = LINK_RECVS, .max_send_sge = 1,
 			 .max_recv_sge = 1, .max_inline_data = sizeof(struct shunt_cdc) } };
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = d->port,
-				 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE };
 
 	if (!l)
 		return -ENOMEM;
@@ -252,6 +300,7 @@ int rdma_link_new(struct rdma_dev *d, uint32_t ring_size, const struct link_ops 
 	l->local_len = (l->rx_len + (size_t)LINK_RECVS * sizeof(struct shunt_cdc) + 4095) & ~(size_t)4095;
 	pthread_mutex_init(&l->sq_lock, NULL);
 	pthread_mutex_init(&l->cq_lock, NULL);
+	pthread_mutex_init(&l->bind_lock, NULL);
 	if (!(l->rx = region(l->rx_len)) || !(l->local = region(l->local_len)) ||
 	    !(l->pd = ibv.alloc_pd(d->ctx)) || windows(l) ||
 	    !(l->rx_mr = ibv.reg_mr(l->pd, l->rx, l->rx_len, IBV_ACCESS_LOCAL_WRITE |
@@ -260,8 +309,7 @@ int rdma_link_new(struct rdma_dev *d, uint32_t ring_size, const struct link_ops 
 	    !(l->cq = ibv.create_cq(d->ctx, LINK_SQ + LINK_RECVS, l, d->ch, 0)))
 		goto fail;
 	qa.send_cq = qa.recv_cq = l->cq;
-	if (!(l->qp = ibv.create_qp(l->pd, &qa)) ||
-	    ibv.modify_qp(l->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+	if (!(l->qp = ibv.create_qp(l->pd, &qa)) || qp_init(l->qp, d) || (l->mw[0] && binder_new(l)))
 		goto fail;
 	for (unsigned i = 0; i < LINK_RECVS; i++)
 		if (post_recv(l, i))
@@ -276,17 +324,18 @@ fail:
 }
 
 /* Both ends derive each direction's first PSN from the sender's QPN. */
-int rdma_link_connect(struct rdma_link *l, const union ibv_gid *gid, uint32_t qpn, int ack_timeout)
+static int qp_connect(struct ibv_qp *qp, struct rdma_dev *d, const union ibv_gid *gid, uint32_t qpn,
+		      int ack_timeout)
 {
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTR, .path_mtu = l->dev->mtu, .dest_qp_num = qpn,
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTR, .path_mtu = d->mtu, .dest_qp_num = qpn,
 				 .rq_psn = qpn & 0xffffff, .max_dest_rd_atomic = 1, .min_rnr_timer = 12 };
 
 	a.ah_attr.is_global = 1;
 	a.ah_attr.grh.dgid = *gid;
-	a.ah_attr.grh.sgid_index = (uint8_t)l->dev->gid_index;
+	a.ah_attr.grh.sgid_index = (uint8_t)d->gid_index;
 	a.ah_attr.grh.hop_limit = 64;
-	a.ah_attr.port_num = l->dev->port;
-	if (ibv.modify_qp(l->qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+	a.ah_attr.port_num = d->port;
+	if (ibv.modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
 			  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
 		return -EIO;
 	memset(&a, 0, sizeof a);
@@ -294,10 +343,17 @@ int rdma_link_connect(struct rdma_link *l, const union ibv_gid *gid, uint32_t qp
 	a.timeout = (uint8_t)ack_timeout; /* 4.096 us * 2^N per try (14: 67 ms) */
 	a.retry_cnt = 6;  /* not 7: rxe takes 7 as "retry for ever" */
 	a.rnr_retry = 7;
-	a.sq_psn = l->qp->qp_num & 0xffffff;
+	a.sq_psn = qp->qp_num & 0xffffff;
 	a.max_rd_atomic = 1;
-	if (ibv.modify_qp(l->qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+	if (ibv.modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
 			  IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
+		return -EIO;
+	return 0;
+}
+
+int rdma_link_connect(struct rdma_link *l, const union ibv_gid *gid, uint32_t qpn, int ack_timeout)
+{
+	if (qp_connect(l->qp, l->dev, gid, qpn, ack_timeout))
 		return -EIO;
 	l->peer_gid = *gid;
 	l->peer_qpn = qpn;
@@ -309,8 +365,12 @@ void rdma_link_free(struct rdma_link *l)
 {
 	if (l->qp)
 		ibv.destroy_qp(l->qp);
+	if (l->bqp)
+		ibv.destroy_qp(l->bqp);
 	if (l->cq)
 		ibv.destroy_cq(l->cq);
+	if (l->bcq)
+		ibv.destroy_cq(l->bcq);
 	for (unsigned i = 0; i < LINK_SLOTS && l->mw[i]; i++)
 		ibv_dealloc_mw(l->mw[i]);
 	if (l->rx_mr)
@@ -349,9 +409,9 @@ void rdma_slot_put(struct rdma_link *l, unsigned slot)
 	l->slot_ctx[slot] = NULL;
 	if (l->mw[slot] && __atomic_load_n(&l->state, __ATOMIC_ACQUIRE) == LINK_UP) {
 		/* the old key dies now, and the next connection need not wait */
-		pthread_mutex_lock(&l->sq_lock);
-		l->mw_ready[slot] = !bind_locked(l, slot, 0);
-		pthread_mutex_unlock(&l->sq_lock);
+		pthread_mutex_lock(&l->bind_lock);
+		l->mw_ready[slot] = !bind_locked(l, slot);
+		pthread_mutex_unlock(&l->bind_lock);
 	}
 	__atomic_fetch_and(&l->used, ~(1u << slot), __ATOMIC_ACQ_REL);
 }

@@ -22,6 +22,7 @@
 #define LINK_SLOTS 32
 #define LINK_RECVS 256   /* posted cursor-message buffers */
 #define LINK_SQ 512      /* send queue depth */
+#define LINK_BINDS (2 * LINK_SLOTS) /* the binder's queue: a put's bind and a key's, per slot */
 
 struct rdma_dev {
 	struct ibv_context *ctx;
@@ -56,9 +57,18 @@ struct rdma_link {
 	struct ibv_mw *mw[LINK_SLOTS];
 	/* a slot given back is re-bound at once (its old key dies then) and
 	 * the next connection takes that bind: seq of the bind, and whether
-	 * its key is still unused (under sq_lock) */
+	 * its key is still unused (under bind_lock) */
 	uint64_t mw_seq[LINK_SLOTS];
 	uint8_t mw_ready[LINK_SLOTS];
+	/* Windows are bound through a queue pair of their own (connected to
+	 * itself, it never sends): a bind posted between RDMA writes on qp
+	 * can be executed a second time when the device goes back to resend
+	 * those writes (Soft-RoCE does) - the second bind fails, and the
+	 * link with it (docs/rdma.md) */
+	struct ibv_qp *bqp;
+	struct ibv_cq *bcq;
+	pthread_mutex_t bind_lock;
+	uint64_t bposted, bcompleted;
 	uint8_t *rx, *local;      /* the two regions (local: staging rings, then receive buffers) */
 	size_t rx_len, local_len;
 	uint32_t ring_size;

@@ -91,6 +91,53 @@ void rdma_spare_refill(void)
 	pthread_mutex_unlock(&rdma_lock);
 }
 
+/* Client: the spares that offers in flight hold (each its own): the
+ * server may answer any of them with a queue pair it connected to another
+ * (wire.h, the ACCEPT's peer_qpn). */
+struct rdma_link *rdma_offered;
+
+static int unlink_from(struct rdma_link **head, struct rdma_link *l)
+{
+	for (struct rdma_link **pp = head; *pp; pp = &(*pp)->next)
+		if (*pp == l) {
+			*pp = l->next;
+			l->next = NULL;
+			return 1;
+		}
+	return 0;
+}
+
+void rdma_spare_hold(struct rdma_link *l)
+{
+	l->next = rdma_offered;
+	rdma_offered = l;
+}
+
+/* An offer lets go of its spare: back to the pool, unless an answer to
+ * another offer connected it meanwhile (it is one of rdma_links then). */
+void rdma_spare_back(struct rdma_link *l)
+{
+	if (!unlink_from(&rdma_offered, l))
+		return;
+	l->next = rdma_spares;
+	rdma_spares = l;
+}
+
+/* Client: the unconnected queue pair qpn of ours, taken out of the offers'
+ * spares or the pool to be connected now; NULL if it is none of those. */
+struct rdma_link *rdma_spare_named(uint32_t qpn, struct rdma_dev *d)
+{
+	struct rdma_link *heads[2] = { rdma_offered, rdma_spares };
+
+	for (int h = 0; h < 2; h++)
+		for (struct rdma_link *l = heads[h]; l; l = l->next)
+			if (l->dev == d && l->qp->qp_num == qpn) {
+				unlink_from(h ? &rdma_spares : &rdma_offered, l);
+				return l;
+			}
+	return NULL;
+}
+
 static int usable(struct rdma_link *l, struct rdma_dev *d)
 {
 	return l->dev == d && __atomic_load_n(&l->state, __ATOMIC_ACQUIRE) == LINK_UP &&
@@ -107,11 +154,13 @@ struct rdma_link *rdma_links_find(const uint8_t host[16], uint64_t proc, struct 
 	return NULL;
 }
 
-/* Client: the link the server answered on, if it is one of ours. */
+/* Client: the link the server answered on, if it is one of ours - full
+ * or not (a full one is no reason to connect a second queue pair to it). */
 struct rdma_link *rdma_links_named(const union ibv_gid *g, uint32_t qpn, struct rdma_dev *d)
 {
 	for (struct rdma_link *l = rdma_links; l; l = l->next)
-		if (usable(l, d) && l->peer_qpn == qpn && !memcmp(l->peer_gid.raw, g->raw, 16))
+		if (l->dev == d && __atomic_load_n(&l->state, __ATOMIC_ACQUIRE) == LINK_UP &&
+		    l->peer_qpn == qpn && !memcmp(l->peer_gid.raw, g->raw, 16))
 			return l;
 	return NULL;
 }

@@ -96,6 +96,7 @@ static void fill(struct shunt_hs_offer *o, struct rdma_link *l, int slot, uint32
 {
 	memcpy(o->gid, l->dev->gid.raw, 16);
 	o->qpn = l->qp->qp_num;
+	o->peer_qpn = 0;
 	o->rkey = rkey;
 	o->addr = (uintptr_t)rdma_slot_rx(l, (unsigned)slot);
 }
@@ -137,6 +138,8 @@ int rdma_client_offer(int fd, uint32_t tag, struct shunt_hs_offer *o, void **sta
 		rdma_link_free(x->link);
 		x->link = NULL;
 	}
+	if (x->link)
+		rdma_spare_hold(x->link);
 	pthread_mutex_unlock(&rdma_lock);
 	if (x->slot < 0) {
 		/* a device, but no queue pair or registration for us: resources */
@@ -158,10 +161,8 @@ void rdma_offer_drop(void *state)
 		return;
 	pthread_mutex_lock(&rdma_lock);
 	slot_close(x);
-	if (x->spare) { /* unused: back to the pool */
-		x->link->next = rdma_spares;
-		rdma_spares = x->link;
-	}
+	if (x->spare) /* unused: back to the pool */
+		rdma_spare_back(x->link);
 	pthread_mutex_unlock(&rdma_lock);
 	free(x);
 }
@@ -184,37 +185,50 @@ void rdma_offer_abandon(void *state)
 }
 
 
-/* Client, on ACCEPT(RDMA): use the link to that peer if we have one, else
- * connect the spare to it.  Fills *o for the CONFIRM. */
+/* Client, on ACCEPT(RDMA): the link to that queue pair if we have one,
+ * else connect the queue pair of ours the server's is connected to
+ * (peer_qpn) - this offer's spare, or another offer's when the server
+ * answered that one's PROPOSAL first and named the same link for both.
+ * Connecting whichever spare heard first made two half-links that reach
+ * nobody (tests/behave/concurrent_connect.c).  Fills *o for the CONFIRM. */
 int rdma_client_accept(struct sk *s, int fd, void *state, const struct shunt_hs_msg *a,
 		       uint32_t tag, struct shunt_hs_offer *o)
 {
 	struct rdma_offer *x = state;
-	struct rdma_link *l;
+	struct rdma_link *l, *mine = x->link;
+	uint32_t want = a->offer.peer_qpn ? a->offer.peer_qpn : mine->qp->qp_num, key;
+	int r, why = SHUNT_R_RESOURCE;
 	union ibv_gid g;
-	uint32_t key;
-	int r;
 
 	memcpy(g.raw, a->offer.gid, 16);
 	pthread_mutex_lock(&rdma_lock);
 	l = rdma_links_named(&g, a->offer.qpn, x->dev);
-	if (l) {
-		struct rdma_link *spare = x->link;
-		slot_close(x);
-		spare->next = rdma_spares;
-		rdma_spares = spare;
-		x->spare = 0;
-		slot_open(x, l, tag);
-	} else if (!rdma_link_connect(x->link, &g, a->offer.qpn, shunt_cfg.rdma_ack_timeout)) {
-		rdma_links_add(x->link, a->offer.host_id, a->offer.proc_id);
-		x->spare = 0;
-	} else {
-		slot_close(x);
+	if (l && a->offer.peer_qpn && l->qp->qp_num != want) {
+		l = NULL; /* theirs reaches another queue pair of ours: a stale link */
+	} else if (!l && (l = rdma_spare_named(want, x->dev))) {
+		if (rdma_link_connect(l, &g, a->offer.qpn, shunt_cfg.rdma_ack_timeout)) {
+			rdma_spare_hold(l); /* its offer, if any, lets go of it */
+			l = NULL;
+		} else {
+			rdma_links_add(l, a->offer.host_id, a->offer.proc_id);
+		}
 	}
+	if (!l) {
+		shunt_log("rdma: the server's queue pair %u reaches our %u, which we cannot use; "
+			  "this connection stays TCP", a->offer.qpn, want);
+		why = SHUNT_R_HS_NO_TRANSPORT;
+	}
+	if (l != mine) { /* our slot moves to that link; our spare goes back */
+		slot_close(x);
+		rdma_spare_back(mine);
+		if (l)
+			slot_open(x, l, tag);
+	}
+	x->spare = 0;
 	pthread_mutex_unlock(&rdma_lock);
 	if (x->slot < 0) {
 		rdma_offer_drop(x);
-		return SHUNT_R_RESOURCE;
+		return why;
 	}
 	if (rdma_slot_key(x->link, (unsigned)x->slot, &key)) {
 		rdma_offer_drop(x);
@@ -270,6 +284,7 @@ int rdma_server_offer(int fd, const struct shunt_hs_msg *p, uint32_t tag, struct
 		return SHUNT_R_LINK_FAILED;
 	}
 	fill(o, x->link, x->slot, key);
+	o->peer_qpn = x->link->peer_qpn; /* the client connects exactly that one */
 	*state = x;
 	return 0;
 }
@@ -280,13 +295,18 @@ int rdma_server_confirm(struct sk *s, int fd, void *state, const struct shunt_hs
 	struct rdma_offer *x = state;
 	int r;
 
+	/* After its CONFIRM the client may write into our slot: a failure
+	 * here keeps the slot reserved (abandoned) and ends the connection
+	 * (inband.c) */
 	if (c->offer.qpn != x->link->peer_qpn || c->offer.transports != SHUNT_HS_T_RDMA) {
-		rdma_offer_drop(x);
+		shunt_log("rdma: a CONFIRM named queue pair %u, our link reaches %u: refused",
+			  c->offer.qpn, x->link->peer_qpn);
+		rdma_offer_abandon(x);
 		return SHUNT_R_HS_MALFORMED;
 	}
 	r = rdma_attach(s, fd, x->rc, c->offer.addr, c->offer.rkey, 1);
 	if (r)
-		rdma_offer_drop(x);
+		rdma_offer_abandon(x);
 	else
 		free(x);
 	return r;

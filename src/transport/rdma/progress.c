@@ -48,6 +48,12 @@ static void dev_events(struct rdma_dev *d)
 
 	while (!ibv.get_async_event(d->ctx, &e)) {
 		dead |= e.event_type == IBV_EVENT_PORT_ERR || e.event_type == IBV_EVENT_DEVICE_FATAL;
+		/* a queue pair's or queue's error says why a link failed */
+		if (e.event_type == IBV_EVENT_QP_FATAL || e.event_type == IBV_EVENT_QP_REQ_ERR ||
+		    e.event_type == IBV_EVENT_QP_ACCESS_ERR || e.event_type == IBV_EVENT_CQ_ERR)
+			shunt_log("rdma: %s: %s on %s %u", d->name, ibv.event_type_str(e.event_type),
+				  e.event_type == IBV_EVENT_CQ_ERR ? "a completion queue" : "queue pair",
+				  e.event_type == IBV_EVENT_CQ_ERR ? 0 : e.element.qp->qp_num);
 		ibv.ack_async_event(&e);
 	}
 	if (!dead)

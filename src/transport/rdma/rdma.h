@@ -80,6 +80,7 @@ extern const struct transport rdma_transport;
 /* the process's links (links.c), under rdma_lock */
 extern struct rdma_link *rdma_links;     /* connected, per peer process */
 extern struct rdma_link *rdma_spares;    /* ready (INIT), one per device */
+extern struct rdma_link *rdma_offered;   /* client: spares held by offers in flight */
 extern pthread_mutex_t rdma_lock;
 extern const struct link_ops rdma_link_cb; /* cursor messages, a link down (cursor.c) */
 
@@ -95,6 +96,9 @@ struct rdma_link *rdma_links_find(const uint8_t host[16], uint64_t proc, struct 
 struct rdma_link *rdma_links_named(const union ibv_gid *g, uint32_t qpn, struct rdma_dev *d);
 void rdma_spare_refill(void);
 struct rdma_link *rdma_spare_take(struct rdma_dev *d);
+void rdma_spare_hold(struct rdma_link *l);
+void rdma_spare_back(struct rdma_link *l);
+struct rdma_link *rdma_spare_named(uint32_t qpn, struct rdma_dev *d);
 /* offer.c */
 void rdma_rc_free(struct rdma_conn *rc);
 /* cursor.c */

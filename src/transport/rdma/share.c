@@ -396,7 +396,7 @@ int rdma_conn_adopt(int fd, int memfd, int side, int reason, struct conn **out)
  * the fork are TCP (and their region) here, the others EIO (core.c). */
 void rdma_atfork_child(void)
 {
-	rdma_links = rdma_spares = NULL;
+	rdma_links = rdma_spares = rdma_offered = NULL;
 	rdma_thread_on = 0;
 	rdma_dev_forget();
 	pthread_mutex_init(&rdma_lock, NULL);
