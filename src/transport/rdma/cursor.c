@@ -274,29 +274,28 @@ static void push(struct conn *c, uint32_t extra)
 
 _Atomic int rdma_fin_waits; /* connections whose kernel FIN waits (rdma_fin_sweep) */
 
-/* Post with a completion asked for (*seq), then wait up to wait_ns for it:
- * 0, -ETIMEDOUT or -errno.  *late: a test's fault took it for late. */
-static int push_and_wait_ns(struct conn *c, uint32_t extra, uint64_t wait_ns, uint64_t *seq, int *late)
+/* Post with a completion asked for, then wait up to wait_ns for it: 0,
+ * -ETIMEDOUT or -errno.  *late: a test's fault took it for late. */
+static int push_and_wait_ns(struct conn *c, uint32_t extra, uint64_t wait_ns, int *late)
 {
 	struct rdma_conn *rc = rcn(c)->rc;
+	uint64_t seq = 0;
 	int r;
 
-	*seq = 0;
 	*late = 0;
 	pthread_mutex_lock(&rc->lock);
-	r = rdma_push_locked(c, extra, PUSH_MAY_POLL | PUSH_SIGNAL, seq);
+	r = rdma_push_locked(c, extra, PUSH_MAY_POLL | PUSH_SIGNAL, &seq);
 	pthread_mutex_unlock(&rc->lock);
-	if (!r && *seq)
-		r = (*late = shunt_fault_rdma_stall()) ? -ETIMEDOUT : rdma_link_wait(rc->link, *seq, wait_ns);
+	if (!r && seq)
+		r = (*late = shunt_fault_rdma_stall()) ? -ETIMEDOUT : rdma_link_wait(rc->link, seq, wait_ns);
 	return r;
 }
 
 int rdma_push_and_wait(struct conn *c, uint32_t extra)
 {
-	uint64_t seq;
 	int late;
 
-	return push_and_wait_ns(c, extra, FIN_WAIT_NS, &seq, &late);
+	return push_and_wait_ns(c, extra, FIN_WAIT_NS, &late);
 }
 
 static void fin_wait_end(struct rdma_conn *rc)
@@ -373,9 +372,7 @@ void rdma_backlog_sweep(void)
 
 	if (!__atomic_exchange_n(&backlog_work, 0, __ATOMIC_ACQ_REL))
 		return;
-	for (struct rdma_link *l = rdma_links; l; l = l->next)
-		if (__atomic_load_n(&l->state, __ATOMIC_ACQUIRE) == LINK_UP)
-			rdma_link_each_open(l, backlog_one, &again);
+	rdma_each_open(backlog_one, &again, 1);
 	if (again)
 		__atomic_store_n(&backlog_work, 1, __ATOMIC_RELEASE);
 }
@@ -385,8 +382,7 @@ void rdma_fin_sweep(void)
 {
 	if (!__atomic_load_n(&rdma_fin_waits, __ATOMIC_ACQUIRE))
 		return;
-	for (struct rdma_link *l = rdma_links; l; l = l->next)
-		rdma_link_each_open(l, fin_one, NULL);
+	rdma_each_open(fin_one, NULL, 0);
 }
 
 /* shutdown(SHUT_WR), writer lock held, before the kernel's FIN: every byte
@@ -398,12 +394,11 @@ void rdma_fin_sweep(void)
 static int shutdown_ns(struct conn *c, uint64_t wait_ns)
 {
 	struct rdma_conn *rc = rcn(c)->rc;
-	uint64_t seq = 0;
 	int late = 0, r;
 
 	if (__atomic_load_n(&rc->fin_wait, __ATOMIC_ACQUIRE))
 		return 1; /* shut already: its FIN still waits */
-	r = conn_moving(c) ? -EPIPE : push_and_wait_ns(c, 0, wait_ns, &seq, &late);
+	r = conn_moving(c) ? -EPIPE : push_and_wait_ns(c, 0, wait_ns, &late);
 	if (!r) {
 		rc->fin_done = 1;
 		return 0;

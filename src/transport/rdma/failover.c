@@ -257,8 +257,7 @@ void rdma_fo_sweep(void)
 	if (!__atomic_exchange_n(&rdma_fo_work, 0, __ATOMIC_ACQ_REL))
 		return;
 	pthread_mutex_lock(&rdma_lock);
-	for (struct rdma_link *l = rdma_links; l; l = l->next)
-		rdma_link_each_open(l, sweep_one, &again);
+	rdma_each_open(sweep_one, &again, 0);
 	pthread_mutex_unlock(&rdma_lock);
 	if (again)
 		__atomic_store_n(&rdma_fo_work, 1, __ATOMIC_RELEASE);

@@ -134,6 +134,15 @@ void rdma_link_each_open(struct rdma_link *l, int (*fn)(struct rdma_conn *rc, vo
 	pthread_mutex_unlock(&l->cq_lock);
 }
 
+/* fn on each open connection of every link (rdma_lock held); up: of the
+ * links that are up only. */
+void rdma_each_open(int (*fn)(struct rdma_conn *rc, void *arg), void *arg, int up)
+{
+	for (struct rdma_link *l = rdma_links; l; l = l->next)
+		if (!up || __atomic_load_n(&l->state, __ATOMIC_ACQUIRE) == LINK_UP)
+			rdma_link_each_open(l, fn, arg);
+}
+
 /* One link's probe (window_probe): 1 once a cursor message went. */
 static int probe_one(struct rdma_conn *rc, void *arg)
 {
@@ -167,9 +176,7 @@ static void window_probe(void)
 	if (now - last < 1000000000ull)
 		return;
 	last = now;
-	for (struct rdma_link *l = rdma_links; l; l = l->next)
-		if (__atomic_load_n(&l->state, __ATOMIC_ACQUIRE) == LINK_UP)
-			rdma_link_each_open(l, probe_one, NULL);
+	rdma_each_open(probe_one, NULL, 1);
 }
 
 static void *progress(void *arg)
