@@ -1,5 +1,5 @@
-/* Description: write() and shutdown() towards a stopped peer do not wait
- * for it.
+/* Description: write(), shutdown() and close() towards a stopped peer do
+ * not wait for it.
  *   stopped server ADDR PORT   accepts one connection, says "accepted",
  *                              reads every byte to EOF, reports its mode
  *   stopped client ADDR PORT GO   connects; once the file GO exists (its
@@ -12,6 +12,13 @@
  *                              sending half, prints how long the writes
  *                              and shutdown() took, waits for the
  *                              server's close and reports its mode
+ *   stopped client ADDR PORT GO close   the same writes, then close()
+ *                              instead of shutdown(), timed, and the
+ *                              process ends at once (its end waits for
+ *                              the closing word as close() no longer does)
+ *   ... closefork              the same, then a child is forked that
+ *                              lives 8 s: the server's EOF must not wait
+ *                              for it
  * The script resumes the server (SIGCONT) a second after the shutdown.
  * TCP's calls never wait for the peer while its buffer has room; shunt's
  * progress thread posts what a full send queue could not take, and sends
@@ -47,7 +54,7 @@ int main(int argc, char **argv)
 	} else {
 		struct timespec t0, t1;
 		char b;
-		CHECK(argc == 5);
+		CHECK(argc == 5 || argc == 6);
 		CHECK((fd = socket(AF_INET, SOCK_STREAM, 0)) >= 0);
 		CHECK(!connect(fd, (void *)&a, sizeof a));
 		while (access(argv[4], F_OK))
@@ -60,6 +67,28 @@ int main(int argc, char **argv)
 		}
 		clock_gettime(CLOCK_MONOTONIC, &t1);
 		printf("writes_ms=%ld\n", ms_between(&t0, &t1));
+		if (argc > 5 && (!strcmp(argv[5], "close") || !strcmp(argv[5], "closefork"))) {
+			/* close() instead, and the process ends at once after it */
+			report("client", fd);
+			clock_gettime(CLOCK_MONOTONIC, &t0);
+			CHECK(!close(fd));
+			clock_gettime(CLOCK_MONOTONIC, &t1);
+			printf("close_ms=%ld\n", ms_between(&t0, &t1));
+			fflush(stdout);
+			if (!strcmp(argv[5], "closefork")) {
+				/* a child made after the close: the socket is not
+				 * its to keep open (its peer's EOF must not wait
+				 * for this child's end) */
+				pid_t p = fork();
+				CHECK(p >= 0);
+				if (!p) {
+					sleep(8);
+					_exit(0);
+				}
+				CHECK(wait_child(p) == 0);
+			}
+			return 0;
+		}
 		clock_gettime(CLOCK_MONOTONIC, &t0);
 		CHECK(!shutdown(fd, SHUT_WR));
 		clock_gettime(CLOCK_MONOTONIC, &t1);

@@ -274,28 +274,30 @@ static void push(struct conn *c, uint32_t extra)
 
 _Atomic int rdma_fin_waits; /* connections whose kernel FIN waits (rdma_fin_sweep) */
 
-/* Post with a completion asked for, then wait up to wait_ns for it: 0,
- * -ETIMEDOUT or -errno.  *late: a test's fault took it for late. */
-static int push_and_wait_ns(struct conn *c, uint32_t extra, uint64_t wait_ns, int *late)
+/* Post with a completion asked for (*seq: its number), then wait up to
+ * wait_ns for it: 0, -ETIMEDOUT or -errno.  *late: a test's fault took it
+ * for late. */
+static int push_and_wait_ns(struct conn *c, uint32_t extra, uint64_t wait_ns, int *late, uint64_t *seq)
 {
 	struct rdma_conn *rc = rcn(c)->rc;
-	uint64_t seq = 0;
 	int r;
 
 	*late = 0;
+	*seq = 0;
 	pthread_mutex_lock(&rc->lock);
-	r = rdma_push_locked(c, extra, PUSH_MAY_POLL | PUSH_SIGNAL, &seq);
+	r = rdma_push_locked(c, extra, PUSH_MAY_POLL | PUSH_SIGNAL, seq);
 	pthread_mutex_unlock(&rc->lock);
-	if (!r && seq)
-		r = (*late = shunt_fault_rdma_stall()) ? -ETIMEDOUT : rdma_link_wait(rc->link, seq, wait_ns);
+	if (!r && *seq)
+		r = (*late = shunt_fault_rdma_stall()) ? -ETIMEDOUT : rdma_link_wait(rc->link, *seq, wait_ns);
 	return r;
 }
 
 int rdma_push_and_wait(struct conn *c, uint32_t extra)
 {
+	uint64_t seq;
 	int late;
 
-	return push_and_wait_ns(c, extra, FIN_WAIT_NS, &late);
+	return push_and_wait_ns(c, extra, FIN_WAIT_NS, &late, &seq);
 }
 
 static void fin_wait_end(struct rdma_conn *rc)
@@ -394,11 +396,12 @@ void rdma_fin_sweep(void)
 static int shutdown_ns(struct conn *c, uint64_t wait_ns)
 {
 	struct rdma_conn *rc = rcn(c)->rc;
+	uint64_t seq;
 	int late = 0, r;
 
 	if (__atomic_load_n(&rc->fin_wait, __ATOMIC_ACQUIRE))
 		return 1; /* shut already: its FIN still waits */
-	r = conn_moving(c) ? -EPIPE : push_and_wait_ns(c, 0, wait_ns, &late);
+	r = conn_moving(c) ? -EPIPE : push_and_wait_ns(c, 0, wait_ns, &late, &seq);
 	if (!r) {
 		rc->fin_done = 1;
 		return 0;
@@ -500,32 +503,25 @@ void rdma_conn_closing(struct conn *c)
 	conn_reset_on_close(c);
 }
 
-/* The application let go: tell the peer (it stops writing into our ring);
- * the slot is reused once the peer said the same. */
-void rdma_conn_free(struct conn *c)
+/* The closing word failed or never completed (writer lock held): the
+ * connection moves, and what the socket cannot take yet is a flusher's, as
+ * the kernel sends a closed socket's buffer. */
+static void close_move(struct conn *c)
+{
+	rdma_fo_tx_begin(c, PUSH_MAY_POLL);
+	if (move_flush(c, MSG_NOSIGNAL | MSG_DONTWAIT) == -EAGAIN)
+		rdma_fo_orphan(c);
+	else if (__atomic_exchange_n(&c->mv.fin, 0, __ATOMIC_ACQ_REL))
+		real.shutdown(c->tcp_fd, SHUT_WR);
+}
+
+/* After the closing word: the slot, the socket, the memory. */
+static void close_tail(struct conn *c)
 {
 	struct rdma_conn *rc = rcn(c)->rc;
 	struct rdma_link *l = rc->link;
 	int now;
 
-	if (rcn(c)->pid != shunt_pid()) { /* a forked child's or exec'd image's copy */
-		moved_free(c);
-		return;
-	}
-	/* every byte reaches the peer: over RDMA with the closing word, or on
-	 * TCP (moved now if the link failed meanwhile; a flusher finishes
-	 * what the socket cannot take yet, as the kernel would after close) */
-	struct shunt_ring_ctl *locked = conn_lock(c, 0);
-	fin_wait_end(rc); /* the closing word below covers the FIN's */
-	if (conn_moving(c) || __atomic_load_n(&l->state, __ATOMIC_ACQUIRE) != LINK_UP ||
-	    rdma_push_and_wait(c, SHUNT_CDC_F_CLOSED | (rcn(c)->close_reset ? SHUNT_CDC_F_RESET : 0))) {
-		rdma_fo_tx_begin(c, PUSH_MAY_POLL);
-		if (move_flush(c, MSG_NOSIGNAL | MSG_DONTWAIT) == -EAGAIN)
-			rdma_fo_orphan(c);
-		else if (__atomic_exchange_n(&c->mv.fin, 0, __ATOMIC_ACQ_REL))
-			real.shutdown(c->tcp_fd, SHUT_WR);
-	}
-	shunt_unlock(&locked->wlock);
 	if (rc->fo_closed && __atomic_load_n(&l->state, __ATOMIC_ACQUIRE) == LINK_UP) {
 		/* moved: the peer's slot waits for this word, ours for its */
 		pthread_mutex_lock(&rc->lock);
@@ -542,5 +538,128 @@ void rdma_conn_free(struct conn *c)
 	pthread_mutex_unlock(&l->cq_lock);
 	rdma_fo_linger(c);
 	moved_free(c);
+}
+
+/* Closes whose closing word the progress thread still awaits (close()
+ * returned): posted when the send queue has room, awaited FIN_WAIT_NS from
+ * the close at most, then the move; a forked child closes its copies of
+ * their sockets (rdma_closers_forget), or the peer's FIN would wait for
+ * that child, as after TCP's close() it does not.  Added at the head by
+ * any thread; removed only by the sweeper (close_sweep_lock). */
+_Atomic int rdma_closers;
+static struct rconn *closing;
+static pthread_mutex_t closing_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t close_sweep_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void rdma_closers_forget(void)
+{
+	for (struct rconn *x = closing; x; x = x->closing_next)
+		if (x->c.tcp_fd >= 0)
+			fd_close_internal(x->c.tcp_fd);
+	closing = NULL;
+	rdma_closers = 0;
+	pthread_mutex_init(&closing_lock, NULL);
+	pthread_mutex_init(&close_sweep_lock, NULL);
+}
+
+/* One deferred close: 1 once its word completed or it moved (the tail is
+ * the caller's), 0 while it waits. */
+static int close_step(struct conn *c)
+{
+	struct rdma_conn *rc = rcn(c)->rc;
+	struct shunt_ring_ctl *locked;
+	int r;
+
+	if (!rc->close_seq && __atomic_load_n(&rc->link->state, __ATOMIC_ACQUIRE) == LINK_UP &&
+	    !conn_moving(c) && !pthread_mutex_trylock(&rc->lock)) {
+		/* not posted yet: a full send queue, the peer stopped */
+		(void)rdma_push_locked(c, rc->close_word, PUSH_SIGNAL, &rc->close_seq);
+		pthread_mutex_unlock(&rc->lock);
+	}
+	if (rc->close_seq && __atomic_load_n(&rc->link->completed, __ATOMIC_ACQUIRE) >= rc->close_seq)
+		r = 0;
+	else if (__atomic_load_n(&rc->link->state, __ATOMIC_ACQUIRE) != LINK_UP || conn_moving(c) ||
+		 shunt_now_ns() - rc->close_since >= FIN_WAIT_NS)
+		r = -ETIMEDOUT;
+	else
+		return 0;
+	locked = conn_lock(c, 0);
+	if (r || conn_moving(c))
+		close_move(c);
+	shunt_unlock(&locked->wlock);
+	return 1;
+}
+
+/* Progress thread (and the process's end): finish the closes whose words
+ * completed, move those whose did not in time. */
+void rdma_close_sweep(void)
+{
+	struct rconn *x, *next, **pp;
+
+	if (!__atomic_load_n(&rdma_closers, __ATOMIC_ACQUIRE) || pthread_mutex_trylock(&close_sweep_lock))
+		return;
+	pthread_mutex_lock(&closing_lock);
+	x = closing;
+	pthread_mutex_unlock(&closing_lock);
+	for (; x; x = next) {
+		next = x->closing_next; /* only this sweeper changes it */
+		if (!close_step(&x->c))
+			continue;
+		pthread_mutex_lock(&closing_lock);
+		for (pp = &closing; *pp; pp = &(*pp)->closing_next)
+			if (*pp == x) {
+				*pp = next;
+				break;
+			}
+		pthread_mutex_unlock(&closing_lock);
+		close_tail(&x->c);
+		__atomic_sub_fetch(&rdma_closers, 1, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&close_sweep_lock);
+}
+
+/* The application let go: tell the peer (it stops writing into our ring);
+ * the slot is reused once the peer said the same.  Like TCP's close(), it
+ * does not wait for the peer: past FIN_LOOK_NS the closing word's
+ * completion is awaited by a thread of ours (not in a seccomp sandbox,
+ * which may forbid threads, nor in a signal handler), the kernel's FIN
+ * after it; the process's end waits for those threads (rdma_exit_flush). */
+void rdma_conn_free(struct conn *c)
+{
+	struct rdma_conn *rc = rcn(c)->rc;
+	struct rdma_link *l = rc->link;
+	int r = -EPIPE, late = 0;
+
+	if (rcn(c)->pid != shunt_pid()) { /* a forked child's or exec'd image's copy */
+		moved_free(c);
+		return;
+	}
+	/* every byte reaches the peer: over RDMA with the closing word, or on
+	 * TCP (moved now if the link failed meanwhile; a flusher finishes
+	 * what the socket cannot take yet, as the kernel would after close) */
+	struct shunt_ring_ctl *locked = conn_lock(c, 0);
+	fin_wait_end(rc); /* the closing word below covers the FIN's */
+	if (!conn_moving(c) && __atomic_load_n(&l->state, __ATOMIC_ACQUIRE) == LINK_UP) {
+		int later = !shunt_sandboxed && !shunt_in_handler();
+		rc->close_word = SHUNT_CDC_F_CLOSED | (rcn(c)->close_reset ? SHUNT_CDC_F_RESET : 0);
+		rc->close_since = shunt_now_ns();
+		r = push_and_wait_ns(c, rc->close_word, later ? FIN_LOOK_NS : FIN_WAIT_NS, &late,
+				     &rc->close_seq);
+		if (((r == -ETIMEDOUT && !late) || r == -EAGAIN) && later) {
+			/* the progress thread finishes it (rdma_close_sweep) */
+			shunt_unlock(&locked->wlock);
+			pthread_mutex_lock(&closing_lock);
+			rcn(c)->closing_next = closing;
+			closing = rcn(c);
+			__atomic_add_fetch(&rdma_closers, 1, __ATOMIC_ACQ_REL);
+			pthread_mutex_unlock(&closing_lock);
+			rdma_thread_start();
+			return;
+		}
+	}
+	if (r)
+		close_move(c);
+	shunt_unlock(&locked->wlock);
+	close_tail(c);
 }
 

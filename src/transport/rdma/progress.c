@@ -118,6 +118,7 @@ static void progress_once(int timeout_ms)
 	rdma_fin_sweep();
 	pthread_mutex_unlock(&rdma_lock);
 	rdma_fo_sweep();
+	rdma_close_sweep();
 	rdma_spare_refill();
 }
 

@@ -46,6 +46,10 @@ struct rdma_conn {
 	 * (rdma_fin_settle: the progress thread, or the process's end) */
 	_Atomic int fin_wait;
 	int fin_late;             /* a test's fault: the completion counts as never come */
+	/* close(): the closing word, its post (0: not posted yet) and when
+	 * the application closed (close_rest finishes what close() began) */
+	uint32_t close_word;
+	uint64_t close_seq, close_since;
 	uint64_t fin_seq;         /* the post that carried FIN (0: none yet), rc->lock */
 	uint64_t fin_since;
 	_Atomic int closed_sent, closed_rcvd;
@@ -68,6 +72,7 @@ struct rconn {
 	struct shunt_seg_hdr *moved;
 	size_t moved_len;
 	int moved_fd;
+	struct rconn *closing_next; /* while close_rest finishes its close (cursor.c) */
 };
 
 static inline struct rconn *rcn(struct conn *c)
@@ -109,6 +114,9 @@ int rdma_fin_settle(struct conn *c, int final); /* writer lock held; 1: still wa
 void rdma_fin_sweep(void);
 void rdma_backlog_sweep(void);
 extern _Atomic int rdma_fin_waits;
+extern _Atomic int rdma_closers;
+void rdma_closers_forget(void); /* a forked child: its copies of their sockets go */
+void rdma_close_sweep(void);
 int rdma_push_locked(struct conn *c, uint32_t extra, int flags, uint64_t *seq);
 /* A cursor message of flags only, the cursors as last sent (rc->lock held) */
 int rdma_post_word(struct rdma_conn *rc, uint32_t flags, int push_flags);

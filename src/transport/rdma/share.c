@@ -311,6 +311,17 @@ void rdma_exit_flush(void)
 		return; /* _exit() in a signal handler: the interrupted thread may
 			 * hold the locks a flush takes; the peer sees a reset */
 	shunt_fault_rdma_release();
+	/* closes whose words the progress thread still awaits (cursor.c,
+	 * rdma_close_sweep): the process's end would cut them off, the
+	 * kernel's FIN before the word - they end first, within their bound */
+	while (__atomic_load_n(&rdma_closers, __ATOMIC_ACQUIRE) && ms_left(deadline)) {
+		pthread_mutex_lock(&rdma_lock);
+		for (struct rdma_link *l = rdma_links; l; l = l->next)
+			rdma_link_poll(l);
+		pthread_mutex_unlock(&rdma_lock);
+		rdma_close_sweep();
+		usleep(1000);
+	}
 	fdtab_each(gather, &m);
 	for (int i = 0; i < m.n; i++) {
 		struct conn *c = m.v[i]->conn;
@@ -397,6 +408,7 @@ int rdma_conn_adopt(int fd, int memfd, int side, int reason, struct conn **out)
 void rdma_atfork_child(void)
 {
 	rdma_links = rdma_spares = rdma_offered = NULL;
+	rdma_closers_forget(); /* the parent's threads, not ours */
 	rdma_thread_on = 0;
 	rdma_dev_forget();
 	pthread_mutex_init(&rdma_lock, NULL);
