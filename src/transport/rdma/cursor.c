@@ -621,9 +621,9 @@ void rdma_close_sweep(void)
 /* The application let go: tell the peer (it stops writing into our ring);
  * the slot is reused once the peer said the same.  Like TCP's close(), it
  * does not wait for the peer: past FIN_LOOK_NS the closing word's
- * completion is awaited by a thread of ours (not in a seccomp sandbox,
- * which may forbid threads, nor in a signal handler), the kernel's FIN
- * after it; the process's end waits for those threads (rdma_exit_flush). */
+ * completion is awaited by the progress thread (rdma_close_sweep; not in a
+ * seccomp sandbox, nor in a signal handler: those wait here), the kernel's
+ * FIN after it; the process's end waits for them (rdma_exit_flush). */
 void rdma_conn_free(struct conn *c)
 {
 	struct rdma_conn *rc = rcn(c)->rc;
