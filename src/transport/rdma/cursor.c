@@ -274,14 +274,17 @@ static void push(struct conn *c, uint32_t extra)
 
 _Atomic int rdma_fin_waits; /* connections whose kernel FIN waits (rdma_fin_sweep) */
 
-/* Post with a completion asked for (*seq: its number), then wait up to
- * wait_ns for it: 0, -ETIMEDOUT or -errno.  *late: a test's fault took it
- * for late. */
+/* Post with a completion asked for (*seq, if not NULL: its number), then
+ * wait up to wait_ns for it: 0, -ETIMEDOUT or -errno.  *late: a test's
+ * fault took it for late. */
 static int push_and_wait_ns(struct conn *c, uint32_t extra, uint64_t wait_ns, int *late, uint64_t *seq)
 {
 	struct rdma_conn *rc = rcn(c)->rc;
+	uint64_t own;
 	int r;
 
+	if (!seq)
+		seq = &own;
 	*late = 0;
 	*seq = 0;
 	pthread_mutex_lock(&rc->lock);
@@ -294,10 +297,9 @@ static int push_and_wait_ns(struct conn *c, uint32_t extra, uint64_t wait_ns, in
 
 int rdma_push_and_wait(struct conn *c, uint32_t extra)
 {
-	uint64_t seq;
 	int late;
 
-	return push_and_wait_ns(c, extra, FIN_WAIT_NS, &late, &seq);
+	return push_and_wait_ns(c, extra, FIN_WAIT_NS, &late, NULL);
 }
 
 static void fin_wait_end(struct rdma_conn *rc)
@@ -370,13 +372,7 @@ static int backlog_one(struct rdma_conn *rc, void *arg)
  * never waits for the peer while its buffer has room). */
 void rdma_backlog_sweep(void)
 {
-	int again = 0;
-
-	if (!__atomic_exchange_n(&backlog_work, 0, __ATOMIC_ACQ_REL))
-		return;
-	rdma_each_open(backlog_one, &again, 1);
-	if (again)
-		__atomic_store_n(&backlog_work, 1, __ATOMIC_RELEASE);
+	rdma_each_open_flagged(&backlog_work, backlog_one, 1);
 }
 
 /* Progress thread, rdma_lock held: the kernel FINs whose words completed. */
@@ -396,12 +392,11 @@ void rdma_fin_sweep(void)
 static int shutdown_ns(struct conn *c, uint64_t wait_ns)
 {
 	struct rdma_conn *rc = rcn(c)->rc;
-	uint64_t seq;
 	int late = 0, r;
 
 	if (__atomic_load_n(&rc->fin_wait, __ATOMIC_ACQUIRE))
 		return 1; /* shut already: its FIN still waits */
-	r = conn_moving(c) ? -EPIPE : push_and_wait_ns(c, 0, wait_ns, &late, &seq);
+	r = conn_moving(c) ? -EPIPE : push_and_wait_ns(c, 0, wait_ns, &late, NULL);
 	if (!r) {
 		rc->fin_done = 1;
 		return 0;

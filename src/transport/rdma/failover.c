@@ -252,15 +252,11 @@ static int sweep_one(struct rdma_conn *rc, void *arg)
  * could not take, for connections no application thread is writing on. */
 void rdma_fo_sweep(void)
 {
-	int again = 0;
-
-	if (!__atomic_exchange_n(&rdma_fo_work, 0, __ATOMIC_ACQ_REL))
+	if (!__atomic_load_n(&rdma_fo_work, __ATOMIC_ACQUIRE))
 		return;
 	pthread_mutex_lock(&rdma_lock);
-	rdma_each_open(sweep_one, &again, 0);
+	rdma_each_open_flagged(&rdma_fo_work, sweep_one, 0);
 	pthread_mutex_unlock(&rdma_lock);
-	if (again)
-		__atomic_store_n(&rdma_fo_work, 1, __ATOMIC_RELEASE);
 }
 
 /* fo_lock held: consume what precedes the peer's application bytes on the

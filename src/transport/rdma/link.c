@@ -262,8 +262,33 @@ static int qp_init(struct ibv_qp *qp, struct rdma_dev *d)
 			     IBV_QP_ACCESS_FLAGS) ? -EIO : 0;
 }
 
+/* Both ends derive each direction's first PSN from the sender's QPN. */
 static int qp_connect(struct ibv_qp *qp, struct rdma_dev *d, const union ibv_gid *gid, uint32_t qpn,
-		      int ack_timeout);
+		      int ack_timeout)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTR, .path_mtu = d->mtu, .dest_qp_num = qpn,
+				 .rq_psn = qpn & 0xffffff, .max_dest_rd_atomic = 1, .min_rnr_timer = 12 };
+
+	a.ah_attr.is_global = 1;
+	a.ah_attr.grh.dgid = *gid;
+	a.ah_attr.grh.sgid_index = (uint8_t)d->gid_index;
+	a.ah_attr.grh.hop_limit = 64;
+	a.ah_attr.port_num = d->port;
+	if (ibv.modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+			  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+		return -EIO;
+	memset(&a, 0, sizeof a);
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = (uint8_t)ack_timeout; /* 4.096 us * 2^N per try (14: 67 ms) */
+	a.retry_cnt = 6;  /* not 7: rxe takes 7 as "retry for ever" */
+	a.rnr_retry = 7;
+	a.sq_psn = qp->qp_num & 0xffffff;
+	a.max_rd_atomic = 1;
+	if (ibv.modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+			  IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
+		return -EIO;
+	return 0;
+}
 
 /* The binder: a queue pair in the link's protection domain, connected to
  * itself (a window of type 1 belongs to the domain, whichever queue pair
@@ -321,34 +346,6 @@ int rdma_link_new(struct rdma_dev *d, uint32_t ring_size, const struct link_ops 
 fail:
 	rdma_link_free(l);
 	return -ENOMEM;
-}
-
-/* Both ends derive each direction's first PSN from the sender's QPN. */
-static int qp_connect(struct ibv_qp *qp, struct rdma_dev *d, const union ibv_gid *gid, uint32_t qpn,
-		      int ack_timeout)
-{
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTR, .path_mtu = d->mtu, .dest_qp_num = qpn,
-				 .rq_psn = qpn & 0xffffff, .max_dest_rd_atomic = 1, .min_rnr_timer = 12 };
-
-	a.ah_attr.is_global = 1;
-	a.ah_attr.grh.dgid = *gid;
-	a.ah_attr.grh.sgid_index = (uint8_t)d->gid_index;
-	a.ah_attr.grh.hop_limit = 64;
-	a.ah_attr.port_num = d->port;
-	if (ibv.modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-			  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-		return -EIO;
-	memset(&a, 0, sizeof a);
-	a.qp_state = IBV_QPS_RTS;
-	a.timeout = (uint8_t)ack_timeout; /* 4.096 us * 2^N per try (14: 67 ms) */
-	a.retry_cnt = 6;  /* not 7: rxe takes 7 as "retry for ever" */
-	a.rnr_retry = 7;
-	a.sq_psn = qp->qp_num & 0xffffff;
-	a.max_rd_atomic = 1;
-	if (ibv.modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-			  IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
-		return -EIO;
-	return 0;
 }
 
 int rdma_link_connect(struct rdma_link *l, const union ibv_gid *gid, uint32_t qpn, int ack_timeout)

@@ -138,10 +138,14 @@ struct rdma_link *rdma_spare_named(uint32_t qpn, struct rdma_dev *d)
 	return NULL;
 }
 
+static int up_on(struct rdma_link *l, struct rdma_dev *d)
+{
+	return l->dev == d && __atomic_load_n(&l->state, __ATOMIC_ACQUIRE) == LINK_UP;
+}
+
 static int usable(struct rdma_link *l, struct rdma_dev *d)
 {
-	return l->dev == d && __atomic_load_n(&l->state, __ATOMIC_ACQUIRE) == LINK_UP &&
-	       __atomic_load_n(&l->used, __ATOMIC_ACQUIRE) != 0xffffffffu;
+	return up_on(l, d) && __atomic_load_n(&l->used, __ATOMIC_ACQUIRE) != 0xffffffffu;
 }
 
 /* Server: a link to that client process with a free slot (a full one is
@@ -159,8 +163,7 @@ struct rdma_link *rdma_links_find(const uint8_t host[16], uint64_t proc, struct 
 struct rdma_link *rdma_links_named(const union ibv_gid *g, uint32_t qpn, struct rdma_dev *d)
 {
 	for (struct rdma_link *l = rdma_links; l; l = l->next)
-		if (l->dev == d && __atomic_load_n(&l->state, __ATOMIC_ACQUIRE) == LINK_UP &&
-		    l->peer_qpn == qpn && !memcmp(l->peer_gid.raw, g->raw, 16))
+		if (up_on(l, d) && l->peer_qpn == qpn && !memcmp(l->peer_gid.raw, g->raw, 16))
 			return l;
 	return NULL;
 }

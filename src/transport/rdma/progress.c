@@ -108,8 +108,7 @@ static void progress_once(int timeout_ms)
 	}
 	/* every link, woken or not: cheap, and nothing is missed */
 	pthread_mutex_lock(&rdma_lock);
-	for (l = rdma_links; l; l = l->next)
-		rdma_link_poll(l);
+	rdma_links_poll();
 	if (shunt_fault_rdma_die())
 		for (l = rdma_links; l; l = l->next)
 			rdma_link_break(l);
@@ -142,6 +141,26 @@ void rdma_each_open(int (*fn)(struct rdma_conn *rc, void *arg), void *arg, int u
 	for (struct rdma_link *l = rdma_links; l; l = l->next)
 		if (!up || __atomic_load_n(&l->state, __ATOMIC_ACQUIRE) == LINK_UP)
 			rdma_link_each_open(l, fn, arg);
+}
+
+/* When *work was set: fn on each open connection of every link
+ * (rdma_lock held); *work set again if fn said so (its int *arg). */
+void rdma_each_open_flagged(_Atomic int *work, int (*fn)(struct rdma_conn *rc, void *arg), int up)
+{
+	int again = 0;
+
+	if (!__atomic_exchange_n(work, 0, __ATOMIC_ACQ_REL))
+		return;
+	rdma_each_open(fn, &again, up);
+	if (again)
+		__atomic_store_n(work, 1, __ATOMIC_RELEASE);
+}
+
+/* Reap every link's completions (rdma_lock held). */
+void rdma_links_poll(void)
+{
+	for (struct rdma_link *l = rdma_links; l; l = l->next)
+		rdma_link_poll(l);
 }
 
 /* One link's probe (window_probe): 1 once a cursor message went. */

@@ -94,6 +94,8 @@ extern const struct link_ops rdma_link_cb; /* cursor messages, a link down (curs
 void rdma_fd_nonblock(int fd);
 void rdma_link_each_open(struct rdma_link *l, int (*fn)(struct rdma_conn *rc, void *arg), void *arg);
 void rdma_each_open(int (*fn)(struct rdma_conn *rc, void *arg), void *arg, int up);
+void rdma_each_open_flagged(_Atomic int *work, int (*fn)(struct rdma_conn *rc, void *arg), int up);
+void rdma_links_poll(void);
 int rdma_spawn(void *(*fn)(void *), void *arg);
 void rdma_thread_start(void);
 /* links.c */

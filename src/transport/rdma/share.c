@@ -316,8 +316,7 @@ void rdma_exit_flush(void)
 	 * kernel's FIN before the word - they end first, within their bound */
 	while (__atomic_load_n(&rdma_closers, __ATOMIC_ACQUIRE) && ms_left(deadline)) {
 		pthread_mutex_lock(&rdma_lock);
-		for (struct rdma_link *l = rdma_links; l; l = l->next)
-			rdma_link_poll(l);
+		rdma_links_poll();
 		pthread_mutex_unlock(&rdma_lock);
 		rdma_close_sweep();
 		usleep(1000);
