@@ -66,6 +66,10 @@ $(BUILD)/tests/unit/conn_test: tests/unit/conn_test.c $(SHIM_SRC) $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $(SAN) -o $@ $< $(SHIM_SRC) -ldl -lpthread
 
+$(BUILD)/tests/unit/procnet_test: tests/unit/procnet_test.c src/tools/procnet.c src/tools/procnet.h $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $(SAN) -o $@ $< src/tools/procnet.c
+
 BEHAVE_LIBS_io_uring := -luring
 $(BUILD)/tests/behave/%: tests/behave/%.c tests/behave/common.h $(HDRS)
 	@mkdir -p $(@D)

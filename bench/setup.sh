@@ -3,7 +3,8 @@
 # under concurrency (issue #13, item 10): `shunt bench-worker
 # setup-concurrent THREADS PER` (THREADS client threads, each connect, one
 # byte each way, close, in turn, against THREADS server threads in another
-# process: connections a second) for 1 x 1000, 8 x 200 and 64 x 50, on
+# process: connections a second) for 1 x 1000, 8 x 200 and 64 x 50 (or
+# $SHAPES), on
 # plain TCP, under BEFORE_CHECKOUT's library and under this checkout's,
 # alternated ROUNDS times (default 7) so all see the same machine.
 # bench/setup.sh --parts [ROUNDS] [OUT_PREFIX] instead splits this
@@ -35,11 +36,15 @@ else
 	DEFAULT_OUT=$ROOT/docs/bench/setup
 fi
 ROUNDS=${2:-7}
+# SHAPES="8 2000;64 250" for other shapes (longer runs: a steady state
+# rather than a port's first connections, which are offered until its
+# connections are known to be short)
+IFS=';' read -r -a SHAPES <<< "${SHAPES:-1 1000;8 200;64 50}"
 OUT=${3:-$DEFAULT_OUT}
 make -s -C "$ROOT" all
 W="$ROOT/build/shunt bench-worker setup-concurrent"
 for r in $(seq "$ROUNDS"); do
-	for shape in "1 1000" "8 200" "64 50"; do
+	for shape in "${SHAPES[@]}"; do
 		for i in "${!NAMES[@]}"; do
 			# shellcheck disable=SC2086 # ENVS holds words for env
 			echo "${shape/ /x} ${NAMES[$i]} $(env ${ENVS[$i]} $W $shape)" >> "$T/runs"

@@ -26,9 +26,11 @@
 #include <stdint.h>
 #include <stddef.h>
 
-#define SHUNT_WIRE_VERSION 4u /* 2: doorbells per arena, not per segment; 3: answers in the offer
+#define SHUNT_WIRE_VERSION 5u /* 2: doorbells per arena, not per segment; 3: answers in the offer
 				 slot; 4: a slot answer names only an arena the client confirmed
-				 a connection in, and the client may ask again (NEED_ARENA) */
+				 a connection in, and the client may ask again (NEED_ARENA);
+				 5: the registry counts its reserved slots, a stat record
+				 may leave its local address to `shunt ss` */
 #define SHUNT_SHORT_MS 10     /* a connection that ends sooner is short-lived (registry) */
 
 /* ---- fallback reason codes: stable, shown by `shunt ss`, never renumbered ---- */
@@ -163,6 +165,14 @@ struct shunt_registry {
 				       255), halved by a longer one.  Advice only: a
 				       member of a shared directory may write it
 				       (connections then stay plain, reason 25) */
+	_Atomic uint32_t reserved; /* slots not FREE: while 0 no connection to the
+				       port can be on offer, and an accepting server
+				       takes it plain without reading its own address
+				       or the slots.  Advice only, like short_run: a
+				       wrong 0 leaves an offer unanswered (the client
+				       falls back at its deadline), a wrong non-zero
+				       costs the scan */
+	uint32_t reserved_pad;
 	struct shunt_listener_rec listeners[SHUNT_REG_LISTENERS];
 	struct shunt_slot slots[SHUNT_REG_SLOTS];
 	_Atomic uint32_t plain_head; /* next record of plain[] to write */
@@ -268,13 +278,17 @@ struct shunt_stat_rec {
 	uint8_t mode;            /* enum shunt_mode */
 	uint8_t reason;          /* enum shunt_reason */
 	uint8_t is_client;
-	uint8_t pad;
+	uint8_t flags;           /* SHUNT_STAT_LOCAL_UNKNOWN */
 	uint32_t pad2;
 	struct shunt_tuple tuple;/* client = local for clients, remote for servers */
 	_Atomic uint64_t tx;     /* bytes the application sent */
 	_Atomic uint64_t rx;     /* bytes the application received */
 };
 _Static_assert(sizeof(struct shunt_stat_rec) == 72, "stat record layout");
+/* The process did not ask the kernel for its own end's address (a plain
+ * connection made under load: two system calls saved on a 9-call set-up);
+ * `shunt ss` reads it from /proc when it lists the record. */
+#define SHUNT_STAT_LOCAL_UNKNOWN 1u
 
 struct shunt_stats_file {
 	uint32_t magic;

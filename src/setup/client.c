@@ -266,10 +266,19 @@ static int busy_short(const struct portreg *p)
 		shunt_cpus_overloaded(now));
 }
 
+/* While threads wait for a CPU, a short connection's life is stretched by
+ * its turns in the queue (128 threads on 2 CPUs: a connect-request-close
+ * often takes over 10 ms), and halving the score for each such one kept
+ * 4-5% of a burst offered - at 2.5 times a plain set-up's cost.  Then only
+ * a life ten times the mark counts as long; a keep-alive pool's
+ * connections live far longer than that. */
+#define CROWDED_LONG 10
+
 /* The last close of a client's connection that took part. */
 void rdv_note_end(struct sk *s)
 {
 	struct portreg *p = rdv_reg_peek(s->short_port);
+	uint64_t now, life;
 	uint32_t v;
 
 	if (!p)
@@ -277,11 +286,14 @@ void rdv_note_end(struct sk *s)
 	/* racy read-modify-writes: a lost update between two closers does
 	 * not matter, and the value is advice */
 	v = __atomic_load_n(&p->r->short_run, __ATOMIC_RELAXED);
-	if (shunt_now_ns() - s->born_ns >= SHUNT_SHORT_MS * 1000000ull) {
+	now = shunt_now_ns();
+	life = now - s->born_ns;
+	if (life < SHUNT_SHORT_MS * 1000000ull) {
+		if (v < 255)
+			__atomic_store_n(&p->r->short_run, v + 1, __ATOMIC_RELAXED);
+	} else if (life >= SHUNT_SHORT_MS * 1000000ull * (shunt_cpus_crowded(now) ? CROWDED_LONG : 1)) {
 		if (v)
 			__atomic_store_n(&p->r->short_run, v / 2, __ATOMIC_RELAXED);
-	} else if (v < 255) {
-		__atomic_store_n(&p->r->short_run, v + 1, __ATOMIC_RELAXED);
 	}
 }
 
@@ -311,10 +323,20 @@ static void plain_announce(struct portreg *p, int fd, const struct shunt_addr *d
 	struct shunt_plain_rec *r;
 	uint32_t seq;
 
-	if (rdv_is_any(dst) || rdv_sock_tuple_known(fd, &tu.client, &tu.server, addr))
+	if (rdv_is_any(dst))
+		return;
+	if (!__atomic_load_n(&p->r->reserved, __ATOMIC_SEQ_CST)) {
+		/* nobody in CONNECTING for a server to wait on: no need to
+		 * ask the kernel for our port (server.c accept_unoffered) */
+		memset(&s->tuple.client, 0, sizeof s->tuple.client);
+		s->tuple.server = *dst;
+		s->has_tuple = SK_TUPLE_REMOTE;
+		return;
+	}
+	if (rdv_sock_tuple_known(fd, &tu.client, &tu.server, addr))
 		return;
 	s->tuple = tu; /* `shunt ss` (stats.c) needs no look of its own */
-	s->has_tuple = 1;
+	s->has_tuple = SK_TUPLE_BOTH;
 	r = &p->r->plain[__atomic_fetch_add(&p->r->plain_head, 1, __ATOMIC_RELAXED) % SHUNT_REG_PLAIN];
 	seq = __atomic_load_n(&r->seq, __ATOMIC_RELAXED);
 	if (seq & 1 || !__atomic_compare_exchange_n(&r->seq, &seq, seq + 1, 0, __ATOMIC_ACQUIRE,
@@ -428,32 +450,32 @@ static int connect_offer(int fd, struct sk *s, const struct sockaddr *addr, sock
 
 	ret = rdv_sys(real.connect(fd, addr, len));
 	if (ret && ret != -EINPROGRESS) {
-		rdv_slot_free(sl);
+		rdv_slot_free(p, sl);
 		return ret;
 	}
 	if (ret == -EINPROGRESS && !wait_established(fd, shunt_cfg.accept_wait_ms)) {
 		s->reason = SHUNT_R_CONNECT_SLOW;
-		rdv_slot_free(sl);
+		rdv_slot_free(p, sl);
 		return ret;
 	}
 	/* Build the tuple aside: a server scanning CONNECTING slots reads
 	 * tuple.server meanwhile and must never see it half rewritten. */
 	if (rdv_sock_tuple_known(fd, &tu.client, &tu.server, rdv_is_any(dst) ? NULL : addr)) {
 		s->reason = SHUNT_R_HANDSHAKE;
-		rdv_slot_free(sl);
+		rdv_slot_free(p, sl);
 		return ret;
 	}
 	sl->tuple.client = tu.client;
 	if (memcmp(&sl->tuple.server, &tu.server, sizeof tu.server))
 		sl->tuple.server = tu.server;
 	s->tuple = tu;
-	s->has_tuple = 1;
+	s->has_tuple = SK_TUPLE_BOTH;
 	__atomic_store_n(&sl->state, SLOT_OFFERED, __ATOMIC_RELEASE);
 	offers_changed(p);
 	reason = client_wait_msg(sl, nonce, fd, &got);
 	if (!reason && got.in_slot && !arena_client_maps(got.m.arena))
 		reason = client_need_arena(sl, nonce, fd, &got);
-	rdv_slot_free(sl);
+	rdv_slot_free(p, sl);
 	if (!reason)
 		reason = rdv_client_attach(s, fd, nonce, &got);
 	s->reason = reason;

@@ -83,7 +83,7 @@ int rdv_reg_live(struct portreg *p);
 int rdv_reg_may_match(struct portreg *p, const struct shunt_addr *dst);
 struct shunt_slot *rdv_slot_reserve(struct portreg *p, uint64_t sock_id, uint64_t *nonce,
 				    const struct shunt_addr *dst);
-void rdv_slot_free(struct shunt_slot *sl);
+void rdv_slot_free(struct portreg *p, struct shunt_slot *sl);
 int rdv_slot_cas(struct shunt_slot *sl, uint32_t from, uint32_t to);
 
 /* msgsock.c */

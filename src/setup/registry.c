@@ -432,13 +432,16 @@ int rdv_listen(int fd, struct sk *s)
 
 /* ---- slots ---- */
 
-static void slot_reap_if_stale(struct shunt_slot *sl, uint64_t now)
+/* The registry's count of slots not FREE (wire.h: advice for accept's
+ * fast path) moves with every transition to or from FREE. */
+static void slot_reap_if_stale(struct portreg *p, struct shunt_slot *sl, uint64_t now)
 {
 	uint32_t st = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE);
 
-	if (st != SLOT_FREE && now - sl->stamp_ns > STALE_SLOT_NS)
-		__atomic_compare_exchange_n(&sl->state, &st, SLOT_FREE, 0, __ATOMIC_ACQ_REL,
-					    __ATOMIC_RELAXED);
+	if (st != SLOT_FREE && now - sl->stamp_ns > STALE_SLOT_NS &&
+	    __atomic_compare_exchange_n(&sl->state, &st, SLOT_FREE, 0, __ATOMIC_ACQ_REL,
+					__ATOMIC_RELAXED))
+		__atomic_sub_fetch(&p->r->reserved, 1, __ATOMIC_RELEASE);
 }
 
 struct shunt_slot *rdv_slot_reserve(struct portreg *p, uint64_t sock_id, uint64_t *nonce,
@@ -450,10 +453,13 @@ struct shunt_slot *rdv_slot_reserve(struct portreg *p, uint64_t sock_id, uint64_
 	for (unsigned i = 0; i < SHUNT_REG_SLOTS; i++) {
 		struct shunt_slot *sl = &p->r->slots[(start + i) % SHUNT_REG_SLOTS];
 		uint32_t st = SLOT_FREE;
-		slot_reap_if_stale(sl, now);
+		slot_reap_if_stale(p, sl, now);
 		if (!__atomic_compare_exchange_n(&sl->state, &st, SLOT_CONNECTING, 0,
 						 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
 			continue;
+		/* counted before the SYN leaves: a server that accepts this
+		 * connection reads the count after it (the kernel orders them) */
+		__atomic_add_fetch(&p->r->reserved, 1, __ATOMIC_SEQ_CST);
 		*nonce = shunt_fast_random();
 		sl->stamp_ns = now;
 		sl->client_pid = (uint32_t)shunt_pid();
@@ -470,9 +476,11 @@ struct shunt_slot *rdv_slot_reserve(struct portreg *p, uint64_t sock_id, uint64_
 	return NULL;
 }
 
-void rdv_slot_free(struct shunt_slot *sl)
+void rdv_slot_free(struct portreg *p, struct shunt_slot *sl)
 {
-	__atomic_store_n(&sl->state, SLOT_FREE, __ATOMIC_RELEASE);
+	/* reaped meanwhile (a client stalled 30 s): counted down already */
+	if (__atomic_exchange_n(&sl->state, SLOT_FREE, __ATOMIC_ACQ_REL) != SLOT_FREE)
+		__atomic_sub_fetch(&p->r->reserved, 1, __ATOMIC_RELEASE);
 }
 
 int rdv_slot_cas(struct shunt_slot *sl, uint32_t from, uint32_t to)

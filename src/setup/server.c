@@ -350,6 +350,28 @@ static struct shunt_slot *await_offer(struct portreg *p, const struct shunt_tupl
 	return sl;
 }
 
+/* No slot of the port reserved: no client of ours offers this connection
+ * (it reserves before its SYN leaves, so the count we read after accept()
+ * includes it), so neither our own address nor the slots need reading -
+ * under load most connections to a short-lived port are plain (busy-short)
+ * and this is their whole set-up: TCP's system calls, nothing added.  The
+ * local address is left to `shunt ss` (stats.c). */
+static int accept_unoffered(const struct sk *ls, struct sk *s, const struct sockaddr *peer)
+{
+	struct portreg *p;
+
+	if (!peer || !ls->listen_port || !shunt_cfg.local ||
+	    !shunt_config_port_allowed(&shunt_cfg, ls->listen_port) ||
+	    !(p = rdv_reg_get(ls->listen_port, 1, 0)) ||
+	    __atomic_load_n(&p->r->reserved, __ATOMIC_SEQ_CST) ||
+	    shunt_addr_from_sockaddr(&s->tuple.client, peer))
+		return 0;
+	memset(&s->tuple.server, 0, sizeof s->tuple.server);
+	s->tuple.server.port = ls->listen_port;
+	s->has_tuple = SK_TUPLE_REMOTE;
+	return 1;
+}
+
 int rdv_accept(const struct sk *ls, int fd, struct sk *s, const struct sockaddr *peer)
 {
 	struct shunt_tuple t;
@@ -363,10 +385,12 @@ int rdv_accept(const struct sk *ls, int fd, struct sk *s, const struct sockaddr 
 	if (!shunt_active || shunt_off_reason)
 		return 0;
 	s->reason = SHUNT_R_PEER_NOT_SHUNT;
+	if (accept_unoffered(ls, s, peer))
+		return server_agent_path(ls, fd, s);
 	if (rdv_sock_tuple_known(fd, &t.server, &t.client, peer))
 		return 0;
 	s->tuple = t;
-	s->has_tuple = 1;
+	s->has_tuple = SK_TUPLE_BOTH;
 	if (!shunt_config_port_allowed(&shunt_cfg, t.server.port)) {
 		s->reason = SHUNT_R_POLICY;
 		return 0;

@@ -126,15 +126,24 @@ void conn_reset_on_close(struct conn *c)
 }
 
 /* exit() and _exit() close every descriptor in the kernel, past the
- * wrappers: each accelerated connection's last close is done here first. */
+ * wrappers: each accelerated connection's last close is done here first,
+ * and its `shunt ss` record goes if this process was its last holder (a
+ * fork-per-connection server's child that ends without close(): the
+ * record is its parent's, which let go of it at the fork - stats.c). */
 static void closing_at_exit(int fd, struct sk *s, void *arg)
 {
+	struct shunt_stat_rec *r;
+
 	(void)s;
 	(void)arg;
 	if ((s = fdtab_get(fd)) == NULL)
 		return;
-	if (s->kind == SK_CONN && s->conn)
+	if (s->kind == SK_CONN && s->conn) {
 		conn_closing(s->conn);
+		if (s->conn->tp->sole_owner && s->conn->tp->sole_owner(s->conn) &&
+		    (r = __atomic_exchange_n(&s->stat, NULL, __ATOMIC_ACQ_REL)))
+			stats_free(r, 1); /* once: a descriptor's dup shares s */
+	}
 	sk_put(s);
 }
 

@@ -278,13 +278,15 @@ static int do_accept(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 	/* A program that does not ask for the peer's address (addr NULL)
 	 * gets it asked for anyway, into our buffer: the set-up needs it,
 	 * and a getpeername later costs a system call.  One that asks is
-	 * left to the kernel (a short or bad buffer is its to judge). */
+	 * left to the kernel (a short or bad buffer is its to judge), and its
+	 * answer read if it was whole. */
 	struct sockaddr_storage peer;
-	socklen_t plen = sizeof peer;
+	socklen_t plen = sizeof peer, given = addr && len ? *len : 0;
 	int own = !addr && shunt_active;
 	struct sockaddr *a = own ? (struct sockaddr *)&peer : addr;
 	socklen_t *al = own ? &plen : len;
 	int e = errno, nfd = R(accept4)(fd, a, al, flags);
+	const struct sockaddr *pa;
 	struct sk *ls, *s;
 
 	AGAIN_IF_EMFILE(nfd, R(accept4)(fd, a, al, flags));
@@ -299,7 +301,9 @@ static int do_accept(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 		return nfd;
 	}
 	s->nonblock = !!(flags & SOCK_NONBLOCK);
-	rdv_accept(ls, nfd, s, own && plen <= sizeof peer ? (struct sockaddr *)&peer : NULL);
+	pa = own ? (plen <= sizeof peer ? (struct sockaddr *)&peer : NULL)
+		 : al && *al <= given && *al >= sizeof(struct sockaddr_in) ? addr : NULL;
+	rdv_accept(ls, nfd, s, pa);
 	sk_put(ls);
 	stats_update(s, nfd);
 	shunt_log("accept fd %d: %s, %s", nfd, s->kind != SK_CONN ? "tcp" : s->conn->tp->name,

@@ -34,11 +34,14 @@
 /* A plain socket whose handshake ended by a timeout may have a late
  * handshake message at the head of its stream (inband.c): settled before
  * the application's call, whose error (a blocking wait interrupted, or
- * timed out) it returns. */
+ * timed out) it returns.  A forked child's first byte on an inherited
+ * plain socket lists it under the child (stats.c), as an accelerated
+ * connection's does. */
 static ssize_t settle(struct sk *s, int fd, int writing, int flags, int *handled)
 {
 	ssize_t r = 0;
 
+	stats_adopt_maybe(); /* a forked child serving a plain connection: listed */
 	if (__atomic_load_n(&s->hs, __ATOMIC_RELAXED))
 		r = inband_settle(s, fd, writing, s->nonblock || (flags & MSG_DONTWAIT));
 	sk_put(s);

@@ -41,6 +41,14 @@ enum sk_hs {
 	HS_STRIP_REPLY,        /* server: remove a late CONFIRM or DECLINE */
 };
 
+enum sk_tuple {
+	SK_TUPLE_NONE = 0,
+	SK_TUPLE_BOTH,   /* both ends, as the kernel sees them */
+	SK_TUPLE_REMOTE, /* the peer's end (and a server's port): the local
+			    address was never asked for (a plain set-up under
+			    load); `shunt ss` finds it */
+};
+
 struct sk {
 	_Atomic int refs;         /* first: sk_new clears all that follows */
 	int kind;                 /* enum sk_kind */
@@ -52,7 +60,7 @@ struct sk {
 	struct epset *ep;         /* SK_EPOLL */
 	struct shunt_stat_rec *stat;
 	struct shunt_tuple tuple; /* as the rendezvous saw it (valid if has_tuple) */
-	int has_tuple;
+	int has_tuple;            /* SK_TUPLE_*: what of tuple is known */
 	int ag_listen;            /* a listener registered with the agent (saves SYNs) */
 	uint16_t short_port;      /* client: the port whose registry learns how long it lived */
 	uint64_t born_ns;         /* ... and when its connect was decided */

@@ -148,6 +148,7 @@ static void fill(struct shunt_stat_rec *r, int fd, struct sk *s)
 	r->mode = (uint8_t)mode;
 	r->reason = (uint8_t)reason;
 	r->is_client = (uint8_t)s->is_client;
+	r->flags = s->has_tuple == SK_TUPLE_REMOTE ? SHUNT_STAT_LOCAL_UNKNOWN : 0;
 	if (s->has_tuple) {
 		r->tuple = s->tuple;
 		return;

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include "procnet.h"
 #include "tool.h"
 #include "shunt/wire.h"
 
@@ -63,10 +64,31 @@ struct opts {
 	int first;
 };
 
-static void print_rec(struct opts *o, const struct shunt_stats_file *f, const struct shunt_stat_rec *r)
+/* A record whose process left its local address to us: the socket its
+ * descriptor is now, if that socket's peer is the record's (otherwise the
+ * descriptor was reused, or the pid is another process's - a pid namespace
+ * of its own - and the address is shown as unknown). */
+static const struct shunt_addr *local_of(struct procnet *pn, int *loaded, const struct shunt_stats_file *f,
+					 const struct shunt_stat_rec *r)
+{
+	const struct shunt_addr *p = r->is_client ? &r->tuple.server : &r->tuple.client;
+	const struct procnet_sock *so;
+
+	if (!*loaded) {
+		*loaded = 1;
+		procnet_load(pn, f->pid);
+	}
+	so = procnet_of_fd(pn, f->pid, r->fd);
+	if (!so || memcmp(&so->remote, p, sizeof *p) ||
+	    (!r->is_client && r->tuple.server.port && so->local.port != r->tuple.server.port))
+		return NULL;
+	return &so->local;
+}
+
+static void print_rec(struct opts *o, const struct shunt_stats_file *f, const struct shunt_stat_rec *r,
+		      const struct shunt_addr *l)
 {
 	char local[64], peer[64];
-	const struct shunt_addr *l = r->is_client ? &r->tuple.client : &r->tuple.server;
 	const struct shunt_addr *p = r->is_client ? &r->tuple.server : &r->tuple.client;
 	char comm[17] = { 0 };
 
@@ -74,7 +96,10 @@ static void print_rec(struct opts *o, const struct shunt_stats_file *f, const st
 	for (char *c = comm; *c; c++) /* another process wrote it: no quotes, no controls */
 		if (*c < 0x20 || *c == '"' || *c == '\\' || *c == 0x7f)
 			*c = '?';
-	fmt_addr(local, sizeof local, l);
+	if (l)
+		fmt_addr(local, sizeof local, l);
+	else
+		strcpy(local, "?");
 	fmt_addr(peer, sizeof peer, p);
 	if (r->mode == SHUNT_M_LISTEN)
 		strcpy(peer, "*");
@@ -116,10 +141,18 @@ static void show_file(struct opts *o, const char *dir, const char *name)
 		goto out;
 	}
 	if (f->magic == SHUNT_STATS_MAGIC && f->version == SHUNT_WIRE_VERSION &&
-	    (!o->pid || (int)f->pid == o->pid))
-		for (unsigned i = 0; i < SHUNT_STATS_RECS; i++)
-			if (__atomic_load_n(&f->rec[i].used, __ATOMIC_ACQUIRE))
-				print_rec(o, f, &f->rec[i]);
+	    (!o->pid || (int)f->pid == o->pid)) {
+		struct procnet pn = { 0 };
+		int loaded = 0;
+		for (unsigned i = 0; i < SHUNT_STATS_RECS; i++) {
+			const struct shunt_stat_rec *r = &f->rec[i];
+			if (!__atomic_load_n(&r->used, __ATOMIC_ACQUIRE))
+				continue;
+			print_rec(o, f, r, r->flags & SHUNT_STAT_LOCAL_UNKNOWN ? local_of(&pn, &loaded, f, r)
+						: r->is_client ? &r->tuple.client : &r->tuple.server);
+		}
+		procnet_free(&pn);
+	}
 	free(f);
 out:
 	close(fd);

@@ -61,6 +61,8 @@ struct transport {
 	void (*discard)(struct conn *c);       /* free it, owners untouched */
 	int (*idle_here)(const struct conn *c);/* this process alone holds it, nothing in flight:
 						  it may be given back (giveback.c; NULL: never) */
+	int (*sole_owner)(const struct conn *c);/* no other process holds this side (NULL:
+						  never shared: a forked child's copy is not one) */
 
 	/* ---- moving to the TCP socket (move.c) ---- */
 	int (*move_tx)(struct conn *c);        /* the sending half moves (writer lock held) */

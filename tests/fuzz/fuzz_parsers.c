@@ -1,8 +1,8 @@
 /* Description: libFuzzer harness for everything shunt parses from other
  * processes, peers or the environment: the accept message, the segment
  * header, the configuration, the in-band handshake and a saved SYN's TCP
- * options, the failover message and the leftovers before it, and
- * /proc/loadavg's text.  The first input byte selects the parser. */
+ * options, the failover message and the leftovers before it,
+ * /proc/loadavg's text, and a line of /proc/net/tcp (`shunt ss`).  The first input byte selects the parser. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdint.h>
@@ -14,6 +14,7 @@
 #include "../../src/common/synopt.h"
 #include "../../src/common/failover.h"
 #include "../../src/common/loadavg.h"
+#include "../../src/tools/procnet.h"
 
 static void fuzz_config(const uint8_t *d, size_t n)
 {
@@ -40,7 +41,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
 
 	if (!n)
 		return 0;
-	switch (d[0] % 8) {
+	switch (d[0] % 9) {
+	case 8: {
+		/* text up to its NUL: an exact-size copy, so ASan sees any read past it */
+		char *line = malloc(n);
+		struct procnet_sock so;
+		memcpy(line, d + 1, n - 1);
+		line[n - 1] = 0;
+		if (!procnet_parse_line(line, &so) && !strchr(line, ':'))
+			abort();
+		free(line);
+		break;
+	}
 	case 7: {
 		/* a count only from digits before a slash after three spaces */
 		long r = shunt_loadavg_running((const char *)d + 1, n - 1);

@@ -263,6 +263,7 @@ const struct transport shm_transport = {
 	.release = shm_release,
 	.discard = shm_discard,
 	.idle_here = shm_idle_here,
+	.sole_owner = shm_sole_owner,
 	.move_tx = shm_move_tx,
 	.peer_left = shm_peer_left,
 	.move_progress = shm_move_progress,
