@@ -65,6 +65,9 @@ enum shunt_reason {
 	SHUNT_R_BUSY_SHORT = 25,   /* plain: more connects in their set-up than CPUs, to a port whose connections are short-lived */
 	SHUNT_R_RDMA_STALLED = 26, /* was RDMA; moved to TCP: the peer's device did not acknowledge the closing
 				    * cursor message in time (a stopped peer, a congested link); the link stays */
+	SHUNT_R_STALE_LINK = 27,   /* plain: the server answered on an RDMA link whose queue pair of ours is
+				    * gone (our end failed while it carried nothing); the server retires its
+				    * end, the next connection makes a new link */
 	SHUNT_R_MAX
 };
 

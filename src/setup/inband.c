@@ -351,6 +351,8 @@ static int server_remote(struct sk *s, int fd, const struct shunt_hs_msg *p, uin
 		real.shutdown(fd, SHUT_RDWR);
 		return SHUNT_R_HS_TIMEOUT;
 	}
+	if (rc == 1 && c.type == SHUNT_HS_DECLINE && c.reason == SHUNT_R_STALE_LINK)
+		shunt_remote->offer_stale(st);
 	remote_drop(st);
 	if (rc == 1 && c.type == SHUNT_HS_DECLINE)
 		return (int)c.reason;

@@ -119,6 +119,8 @@ struct remote_setup {
 	int (*server_confirm)(struct sk *s, int fd, void *state, const struct shunt_hs_msg *c, uint32_t tag);
 	void (*offer_drop)(void *state);
 	void (*offer_abandon)(void *state);
+	void (*offer_stale)(void *state);   /* the client declined: the link we named is
+					       gone at its end (before offer_drop) */
 };
 extern const struct remote_setup *const shunt_remote; /* NULL: built without one */
 

@@ -604,3 +604,12 @@ void rdma_link_break(struct rdma_link *l)
 
 	ibv.modify_qp(l->qp, &a, IBV_QP_STATE);
 }
+
+/* Out of use now, not when the flush of its posted receives is reaped: the
+ * next offer does not find it. */
+void rdma_link_down(struct rdma_link *l)
+{
+	rdma_link_break(l);
+	if (__atomic_exchange_n(&l->state, LINK_DOWN, __ATOMIC_ACQ_REL) == LINK_UP)
+		l->ops->down(l);
+}

@@ -121,6 +121,8 @@ int rdma_link_wait(struct rdma_link *l, uint64_t seq, uint64_t timeout_ns);
 void rdma_link_drain(struct rdma_link *l);
 /* Reap completions; dispatch cursor messages.  Returns how many. */
 int rdma_link_poll(struct rdma_link *l);
+/* Take a link out of use at once (its queue pair to the error state). */
+void rdma_link_down(struct rdma_link *l);
 /* Force the queue pair into the error state (tests: link failure). */
 void rdma_link_break(struct rdma_link *l);
 #endif

@@ -197,7 +197,7 @@ int rdma_client_accept(struct sk *s, int fd, void *state, const struct shunt_hs_
 	struct rdma_offer *x = state;
 	struct rdma_link *l, *mine = x->link;
 	uint32_t want = a->offer.peer_qpn ? a->offer.peer_qpn : mine->qp->qp_num, key;
-	int r, why = SHUNT_R_RESOURCE;
+	int r, why = SHUNT_R_RESOURCE, connect_failed = 0;
 	union ibv_gid g;
 
 	memcpy(g.raw, a->offer.gid, 16);
@@ -209,6 +209,7 @@ int rdma_client_accept(struct sk *s, int fd, void *state, const struct shunt_hs_
 		if (rdma_link_connect(l, &g, a->offer.qpn, shunt_cfg.rdma_ack_timeout)) {
 			rdma_spare_hold(l); /* its offer, if any, lets go of it */
 			l = NULL;
+			connect_failed = 1;
 		} else {
 			rdma_links_add(l, a->offer.host_id, a->offer.proc_id);
 		}
@@ -216,7 +217,10 @@ int rdma_client_accept(struct sk *s, int fd, void *state, const struct shunt_hs_
 	if (!l) {
 		shunt_log("rdma: the server's queue pair %u reaches our %u, which we cannot use; "
 			  "this connection stays TCP", a->offer.qpn, want);
-		why = SHUNT_R_HS_NO_TRANSPORT;
+		/* ours is gone (failed while it carried nothing: the server
+		 * never heard): our DECLINE says so, and the server retires
+		 * its end, so the next connection makes a new link */
+		why = a->offer.peer_qpn && !connect_failed ? SHUNT_R_STALE_LINK : SHUNT_R_HS_NO_TRANSPORT;
 	}
 	if (l != mine) { /* our slot moves to that link; our spare goes back */
 		slot_close(x);
@@ -287,6 +291,31 @@ int rdma_server_offer(int fd, const struct shunt_hs_msg *p, uint32_t tag, struct
 	o->peer_qpn = x->link->peer_qpn; /* the client connects exactly that one */
 	*state = x;
 	return 0;
+}
+
+/* Server, on the client's DECLINE stale-link: its end of the link we named
+ * is gone - it failed while it carried nothing, so no post of ours failed
+ * and we never heard - and every later ACCEPT naming it would be declined
+ * the same way.  The link is retired now if it carries no other
+ * connection (this offer's slot is still open; a client that lies only
+ * gets a link with nothing on it remade).  One that does carry others is
+ * left to them: their next post fails and moves them, and a later decline
+ * finds it empty. */
+void rdma_offer_stale(void *state)
+{
+	struct rdma_offer *x = state;
+	struct rdma_link *l;
+
+	if (!x || x->slot < 0)
+		return;
+	l = x->link;
+	pthread_mutex_lock(&rdma_lock);
+	if (!(__atomic_load_n(&l->used, __ATOMIC_ACQUIRE) & ~(1u << x->slot))) {
+		shunt_log("rdma: the client has no queue pair %u any more: our link to it retires",
+			  l->peer_qpn);
+		rdma_link_down(l);
+	}
+	pthread_mutex_unlock(&rdma_lock);
 }
 
 /* Server, on the client's CONFIRM: it must name the link we answered on. */

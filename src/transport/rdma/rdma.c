@@ -161,5 +161,6 @@ const struct remote_setup rdma_setup = {
 	.server_confirm = rdma_server_confirm,
 	.offer_drop = rdma_offer_drop,
 	.offer_abandon = rdma_offer_abandon,
+	.offer_stale = rdma_offer_stale,
 };
 

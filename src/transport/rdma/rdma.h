@@ -142,6 +142,7 @@ int rdma_server_offer(int fd, const struct shunt_hs_msg *p, uint32_t tag, struct
 int rdma_server_confirm(struct sk *s, int fd, void *state, const struct shunt_hs_msg *c, uint32_t tag);
 void rdma_offer_drop(void *state);
 void rdma_offer_abandon(void *state);
+void rdma_offer_stale(void *state);
 
 /* a connection's data path */
 void rdma_conn_push(struct conn *c);
