@@ -34,6 +34,10 @@ static void resolve(void)
 	RESOLVE(recvmmsg); RESOLVE(open); RESOLVE(openat); RESOLVE(pipe); RESOLVE(pipe2);
 	RESOLVE(socketpair); RESOLVE(eventfd); RESOLVE(timerfd_create); RESOLVE(signalfd);
 	RESOLVE(inotify_init); RESOLVE(inotify_init1); RESOLVE(memfd_create);
+	RESOLVE(fopen); RESOLVE(opendir); RESOLVE(tmpfile); RESOLVE(popen);
+	*(void **)&real.fopen64 = dlsym(RTLD_NEXT, "fopen64");
+	if (!real.fopen64)
+		real.fopen64 = real.fopen;
 	/* the same as open/openat where off_t is 64 bits: optional */
 	*(void **)&real.open64 = dlsym(RTLD_NEXT, "open64");
 	*(void **)&real.openat64 = dlsym(RTLD_NEXT, "openat64");

@@ -9,7 +9,9 @@
 #ifndef SHUNT_REAL_H
 #define SHUNT_REAL_H
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <poll.h>
+#include <stdio.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
@@ -77,6 +79,12 @@ struct real_fns {
 	int (*inotify_init)(void);
 	int (*inotify_init1)(int);
 	int (*memfd_create)(const char *, unsigned int);
+	/* libc's own opens, past the wrappers above (interpose_libc.c) */
+	FILE *(*fopen)(const char *, const char *);
+	FILE *(*fopen64)(const char *, const char *);
+	DIR *(*opendir)(const char *);
+	FILE *(*tmpfile)(void);
+	FILE *(*popen)(const char *, const char *);
 };
 
 extern struct real_fns real;

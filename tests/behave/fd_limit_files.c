@@ -1,7 +1,9 @@
 /* Description: a server holding 100 connections then fills the rest of
  * its RLIMIT_NOFILE (256) with descriptors of one kind - pipes, files,
  * eventfds, timerfds, signalfds, inotify instances, memfds, socket pairs,
- * epoll sets, duplicates - as far as TCP would let it: every one opens,
+ * epoll sets, duplicates, and libc's own opens (fopen, opendir, tmpfile,
+ * popen: their descriptors come from libc's internal calls) - as far as
+ * TCP would let it: every one opens,
  * and every connection still carries its bytes both ways.  Under shunt the
  * 100 connections hold about 100 descriptors of shunt's when the
  * program's call meets EMFILE: idle ones move to TCP and give theirs back
@@ -10,6 +12,7 @@
  * the limit.  Over RDMA the same (two descriptors a connection), less
  * the RDMA devices' own descriptors. */
 #include "common.h"
+#include <dirent.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -28,7 +31,8 @@
 #define RDMA_SLACK 10
 
 static const char *const kinds[] = { "pipe", "open", "eventfd", "timerfd", "signalfd", "inotify",
-				     "memfd", "socketpair", "epoll", "dup" };
+				     "memfd", "socketpair", "epoll", "dup", "fopen", "opendir", "tmpfile",
+				     "popen" };
 
 /* One more descriptor (or two) of the kind; how many, or -1 with errno. */
 static int make(const char *kind)
@@ -58,6 +62,14 @@ static int make(const char *kind)
 		fd = epoll_create1(0);
 	else if (!strcmp(kind, "dup"))
 		fd = dup(0);
+	else if (!strcmp(kind, "fopen"))
+		return fopen("/dev/null", "r") ? 1 : -1;
+	else if (!strcmp(kind, "opendir"))
+		return opendir("/") ? 1 : -1;
+	else if (!strcmp(kind, "tmpfile"))
+		return tmpfile() ? 1 : -1;
+	else if (!strcmp(kind, "popen"))
+		return popen("true", "r") ? 1 : -1; /* the child ends; its pipe stays */
 	return fd < 0 ? -1 : 1;
 }
 

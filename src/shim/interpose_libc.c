@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * interpose_libc.c - libc's functions that make a descriptor through
+ * libc's own internal calls, past shunt's open()/pipe() wrappers: fopen,
+ * opendir, tmpfile, popen.  When one fails with EMFILE while shunt holds
+ * descriptors of its own (about one per accelerated connection), idle
+ * connections move to TCP and give theirs back, and the call is made again
+ * (giveback.c) - as for open() and the rest: the program opens whatever
+ * TCP would have let it open (issue #13, item 9).
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include "shim.h"
+#include "../base/real.h"
+
+#define AGAIN_IF_NULL_EMFILE(p, call)                                   \
+	do {                                                            \
+		if (!(p) && errno == EMFILE && fd_give_back() > 0)      \
+			(p) = (call);                                   \
+	} while (0)
+
+EXPORT FILE *fopen(const char *path, const char *mode)
+{
+	FILE *f = R(fopen)(path, mode);
+
+	AGAIN_IF_NULL_EMFILE(f, R(fopen)(path, mode));
+	return f;
+}
+
+EXPORT FILE *fopen64(const char *path, const char *mode)
+{
+	FILE *f = R(fopen64)(path, mode);
+
+	AGAIN_IF_NULL_EMFILE(f, R(fopen64)(path, mode));
+	return f;
+}
+
+EXPORT DIR *opendir(const char *path)
+{
+	DIR *d = R(opendir)(path);
+
+	AGAIN_IF_NULL_EMFILE(d, R(opendir)(path));
+	return d;
+}
+
+EXPORT FILE *tmpfile(void)
+{
+	FILE *f = R(tmpfile)();
+
+	AGAIN_IF_NULL_EMFILE(f, R(tmpfile)());
+	return f;
+}
+
+/* Its pipe is made before its child: a failed one leaves no child. */
+EXPORT FILE *popen(const char *cmd, const char *type)
+{
+	FILE *f = R(popen)(cmd, type);
+
+	AGAIN_IF_NULL_EMFILE(f, R(popen)(cmd, type));
+	return f;
+}
