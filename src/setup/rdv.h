@@ -56,6 +56,8 @@ struct portreg {
 	int lock_fd;      /* LOCK_SH held while this process listens on the port */
 	int nlisten;
 	ino_t ino;        /* the file mapped: the name may since point elsewhere */
+	struct portreg *all_next; /* every registry this process maps (reg_lock) */
+	uint16_t port;
 };
 
 

@@ -201,6 +201,8 @@ static int reg_replace(const char *name, int fd, const struct stat *st)
 	return again;
 }
 
+static struct portreg *all_regs; /* every one mapped, current or retired */
+
 static struct portreg *reg_open(uint16_t port, int create)
 {
 	char path[SHUNT_DIR_NAME_MAX];
@@ -238,6 +240,9 @@ static struct portreg *reg_open(uint16_t port, int create)
 	p->probe_fd = fd_hide(fd);
 	p->lock_fd = -1;
 	p->ino = st.st_ino;
+	p->port = port;
+	p->all_next = all_regs; /* reg_lock held (rdv_reg_get) */
+	all_regs = p;
 	return p;
 fail:
 	real.close(fd);
@@ -262,18 +267,50 @@ static int reg_current(const struct portreg *p, uint16_t port)
 static struct portreg *retired[RETIRED];
 static unsigned nretired;
 
+static void reg_free(struct portreg *p) /* reg_lock held */
+{
+	for (struct portreg **pp = &all_regs; *pp; pp = &(*pp)->all_next)
+		if (*pp == p) {
+			*pp = p->all_next;
+			break;
+		}
+	munmap(p->r, sizeof(struct shunt_registry));
+	fd_close_internal(p->probe_fd);
+	if (p->lock_fd >= 0)
+		fd_close_internal(p->lock_fd);
+	free(p);
+}
+
 static void reg_retire(struct portreg *p) /* reg_lock held */
 {
 	struct portreg *old = retired[nretired % RETIRED];
 
 	retired[nretired++ % RETIRED] = p;
-	if (!old)
-		return;
-	munmap(old->r, sizeof(struct shunt_registry));
-	fd_close_internal(old->probe_fd);
-	if (old->lock_fd >= 0)
-		fd_close_internal(old->lock_fd);
-	free(old);
+	if (old)
+		reg_free(old);
+}
+
+/* A forked child has one thread, inside no connect: what it maps of the
+ * ports it does not listen on - every port its parent ever contacted or
+ * listened on, a descriptor each, and the retired ones - goes now (it maps
+ * again what it uses).  A server forking a child per connection would
+ * otherwise hand each child a descriptor per port it ever knew, and a
+ * child near its limit would meet EMFILE sooner than under TCP. */
+static void reg_forget_unused(void)
+{
+	struct portreg *p, *next;
+
+	for (unsigned i = 0; i < RETIRED; i++)
+		retired[i] = NULL;
+	nretired = 0;
+	for (p = all_regs; p; p = next) {
+		next = p->all_next;
+		if (p->nlisten || p->lock_fd >= 0)
+			continue;
+		if (ports[p->port] == p)
+			ports[p->port] = NULL;
+		reg_free(p);
+	}
 }
 
 /* The port's registry, mapped once per process.  fresh: make sure it is
@@ -528,4 +565,6 @@ void rdv_atfork_child(void)
 	rdv_client_atfork_child();
 	arena_atfork_child();
 	pthread_mutex_init(&reg_lock, NULL);
+	if (!shunt_sandboxed)
+		reg_forget_unused();
 }
