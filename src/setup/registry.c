@@ -342,18 +342,19 @@ struct portreg *rdv_reg_get(uint16_t port, int create, int fresh)
  * removed, under the exclusive lock, so a directory does not keep one file
  * per port ever listened on (issue #13, item 9), whichever process closes
  * last.  reg_lock held. */
-static void reg_release(struct portreg *p, uint16_t port)
+static int reg_release(struct portreg *p, uint16_t port)
 {
 	char path[SHUNT_DIR_NAME_MAX];
+	int gone = 0;
 
 	fd_close_internal(p->lock_fd);
 	p->lock_fd = -1;
 	if (!flock(p->probe_fd, LOCK_EX | LOCK_NB)) {
 		shunt_dir_name(path, 'p', port);
-		if (reg_current(p, port))
-			unlinkat(shunt_dirfd, path, 0);
+		gone = reg_current(p, port) && !unlinkat(shunt_dirfd, path, 0);
 		flock(p->probe_fd, LOCK_UN);
 	}
+	return gone;
 }
 
 /* Our last listener on the port closed (fdtab.c, as the socket goes). */
@@ -364,8 +365,14 @@ void rdv_unlisten(uint16_t port)
 	if (!p || shunt_sandboxed)
 		return;
 	pthread_mutex_lock(&reg_lock);
-	if (p->nlisten > 0 && --p->nlisten == 0 && p->lock_fd >= 0)
-		reg_release(p, port);
+	/* the file removed: its mapping and descriptor retire (kept a while:
+	 * a thread of ours may be inside a connect to the port), so a
+	 * process listening on port after port holds a bounded number */
+	if (p->nlisten > 0 && --p->nlisten == 0 && p->lock_fd >= 0 && reg_release(p, port) &&
+	    ports[port] == p) {
+		__atomic_store_n(&ports[port], NULL, __ATOMIC_RELEASE);
+		reg_retire(p);
+	}
 	pthread_mutex_unlock(&reg_lock);
 }
 
