@@ -122,11 +122,123 @@ int rdma_fo_begin(struct conn *c)
 }
 
 
+/* ---- closed sockets our threads finish (orphans, lingers) ----
+ *
+ * The kernel finishes a closed TCP socket after the process is gone; ours
+ * live in threads, which the process's end would cut off (the bytes the
+ * peer was owed, or a reset for what it resent).  So the end waits for
+ * them, within its bound (rdma_fo_threads_wait), and a forked child closes
+ * its copies of their sockets, or the peer's FIN would wait for the child. */
+static pthread_mutex_t fo_thr_lock = PTHREAD_MUTEX_INITIALIZER;
+static int *fo_thr_fd, fo_thr_n, fo_thr_cap;
+
+static int fo_thread_spawn(void *(*fn)(void *), void *arg, int fd)
+{
+	int r = -ENOMEM;
+
+	pthread_mutex_lock(&fo_thr_lock);
+	if (fo_thr_n == fo_thr_cap) {
+		int cap = fo_thr_cap ? 2 * fo_thr_cap : 8, *v = realloc(fo_thr_fd, sizeof *v * (size_t)cap);
+		if (v) {
+			fo_thr_fd = v;
+			fo_thr_cap = cap;
+		}
+	}
+	if (fo_thr_n < fo_thr_cap) {
+		fo_thr_fd[fo_thr_n++] = fd;
+		r = rdma_spawn(fn, arg);
+		if (r)
+			fo_thr_n--;
+	}
+	pthread_mutex_unlock(&fo_thr_lock);
+	return r;
+}
+
+/* The thread's last step. */
+static void fo_thread_close(int fd)
+{
+	pthread_mutex_lock(&fo_thr_lock);
+	for (int i = 0; i < fo_thr_n; i++)
+		if (fo_thr_fd[i] == fd) {
+			fo_thr_fd[i] = fo_thr_fd[--fo_thr_n];
+			break;
+		}
+	fd_close_internal(fd);
+	pthread_mutex_unlock(&fo_thr_lock);
+}
+
+void rdma_fo_threads_wait(uint64_t deadline)
+{
+	while (__atomic_load_n(&fo_thr_n, __ATOMIC_ACQUIRE) && shunt_now_ns() < deadline)
+		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+}
+
+void rdma_fo_threads_forget(void)
+{
+	for (int i = 0; i < fo_thr_n; i++)
+		fd_close_internal(fo_thr_fd[i]);
+	fo_thr_n = 0;
+	pthread_mutex_init(&fo_thr_lock, NULL);
+}
+
+/* The peer moved its sending half after its stream had ended over RDMA
+ * (its closing word late: rdma-stalled): its failover message and the
+ * bytes it resends - all of which we have - may still be on their way,
+ * unread.  Closed with them unread, the kernel would reset the connection
+ * and the peer could lose what we sent it last.  Reads them off to the
+ * peer's FIN (at most 30 s) and closes, as the kernel finishes a closed
+ * TCP socket's exchange: a thread of ours (rdma_fo_linger), or the
+ * orphan's once it sent what it owed. */
+static void drain_to_fin(int fd)
+{
+	uint64_t deadline = shunt_now_ns() + 30000000000ull;
+	uint8_t buf[4096];
+
+	for (;;) {
+		ssize_t n = real.recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+		if (n > 0)
+			continue;
+		if (!n || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) ||
+		    shunt_now_ns() >= deadline)
+			break;
+		fd_wait(fd, POLLIN, deadline, 1000);
+	}
+	fo_thread_close(fd);
+}
+
+static void *linger_run(void *arg)
+{
+	drain_to_fin((int)(intptr_t)arg);
+	return NULL;
+}
+
+/* Whether the socket may hold, unread, only what the peer's move resends. */
+static int linger_owed(struct conn *c)
+{
+	int why = __atomic_load_n(&c->mv.want, __ATOMIC_ACQUIRE);
+
+	/* only a move of the link's or the peer's: after a fork, an exec or
+	 * a pass another process may read this socket still */
+	return !(rcn(c)->moved || c->passed ||
+		 (why != SHUNT_R_PEER_FAILOVER && why != SHUNT_R_LINK_FAILED && why != SHUNT_R_RDMA_STALLED) ||
+		 __atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) == 2 || rcn(c)->close_reset ||
+		 !__atomic_load_n(&c->rx.ctl->wr_done, __ATOMIC_ACQUIRE) || ring_used(&c->rx));
+	/* (else nothing is owed to us, or a reset is what TCP would do) */
+}
+
+void rdma_fo_linger(struct conn *c)
+{
+	if (c->tcp_fd < 0 || !linger_owed(c))
+		return; /* (an orphan's socket: it lingers itself, rdma_fo_orphan) */
+	if (!fo_thread_spawn(linger_run, (void *)(intptr_t)c->tcp_fd, c->tcp_fd))
+		c->tcp_fd = -1; /* the thread's now */
+}
+
 /* close() with bytes the socket cannot take yet: a thread finishes them
  * and closes our descriptor of the socket, as the kernel sends what was
  * queued after close(). */
 struct orphan {
-	int fd, fin;
+	int fd, fin, linger; /* linger: 1 to read to the peer's FIN, 2 read */
 	size_t len, off;
 	uint8_t buf[];
 };
@@ -134,6 +246,7 @@ struct orphan {
 static void *orphan_run(void *arg)
 {
 	struct orphan *o = arg;
+	uint8_t buf[4096];
 
 	while (o->off < o->len) {
 		ssize_t n = real.send(o->fd, o->buf + o->off, o->len - o->off, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -143,11 +256,19 @@ static void *orphan_run(void *arg)
 		}
 		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
 			break; /* the peer is gone: so are the bytes, as with TCP */
-		fd_wait(o->fd, POLLOUT, UINT64_MAX, 1000);
+		/* the peer's resend must not wait for ours: read as we wait,
+		 * to its FIN */
+		while (o->linger == 1 && (n = real.recv(o->fd, buf, sizeof buf, MSG_DONTWAIT)) != -1)
+			if (!n)
+				o->linger = 2;
+		fd_wait(o->fd, POLLOUT | (o->linger == 1 ? POLLIN : 0), UINT64_MAX, 1000);
 	}
 	if (o->fin) /* the application's shutdown, owed until now */
 		real.shutdown(o->fd, SHUT_WR);
-	fd_close_internal(o->fd);
+	if (o->linger == 1)
+		drain_to_fin(o->fd); /* and closes it */
+	else
+		fo_thread_close(o->fd);
 	free(o);
 	return NULL;
 }
@@ -163,58 +284,18 @@ void rdma_fo_orphan(struct conn *c)
 	}
 	o->fd = c->tcp_fd;
 	o->fin = __atomic_exchange_n(&c->mv.fin, 0, __ATOMIC_ACQ_REL);
+	o->linger = linger_owed(c);
 	o->len = len;
 	o->off = 0;
 	memcpy(o->buf, c->mv.hdr + c->mv.hdr_off, hdr);
 	for (size_t k = hdr; c->mv.next != c->mv.end; k++, c->mv.next++)
 		o->buf[k] = c->tx.data[c->mv.next & (c->tx.size - 1)];
-	if (!rdma_spawn(orphan_run, o)) {
+	if (!fo_thread_spawn(orphan_run, o, o->fd)) {
 		c->tcp_fd = -1; /* the thread's now */
 	} else {
 		free(o);
 		move_flush_until(c, UINT64_MAX);
 	}
-}
-
-/* The peer moved its sending half after its stream had ended over RDMA
- * (its closing word late: rdma-stalled): its failover message and the
- * bytes it resends - all of which we have - may still be on their way,
- * unread.  Closed with them unread, the kernel would reset the connection
- * and the peer could lose what we sent it last.  A thread reads them off
- * to the peer's FIN (at most 30 s) and closes, as the kernel finishes a
- * closed TCP socket's exchange. */
-static void *linger_run(void *arg)
-{
-	int fd = (int)(intptr_t)arg;
-	uint64_t deadline = shunt_now_ns() + 30000000000ull;
-	uint8_t buf[4096];
-
-	for (;;) {
-		ssize_t n = real.recv(fd, buf, sizeof buf, MSG_DONTWAIT);
-		if (n > 0)
-			continue;
-		if (!n || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) ||
-		    shunt_now_ns() >= deadline)
-			break;
-		fd_wait(fd, POLLIN, deadline, 1000);
-	}
-	fd_close_internal(fd);
-	return NULL;
-}
-
-void rdma_fo_linger(struct conn *c)
-{
-	int why = __atomic_load_n(&c->mv.want, __ATOMIC_ACQUIRE);
-
-	/* only a move of the link's or the peer's: after a fork, an exec or
-	 * a pass another process may read this socket still */
-	if (c->tcp_fd < 0 || rcn(c)->moved || c->passed ||
-	    (why != SHUNT_R_PEER_FAILOVER && why != SHUNT_R_LINK_FAILED && why != SHUNT_R_RDMA_STALLED) ||
-	    __atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) == 2 || rcn(c)->close_reset ||
-	    !__atomic_load_n(&c->rx.ctl->wr_done, __ATOMIC_ACQUIRE) || ring_used(&c->rx))
-		return; /* nothing owed to us, or a reset is what TCP would do */
-	if (!rdma_spawn(linger_run, (void *)(intptr_t)c->tcp_fd))
-		c->tcp_fd = -1; /* the thread's now */
 }
 
 /* One connection for fo_sweep; *again when it must look once more. */

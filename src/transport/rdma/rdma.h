@@ -125,6 +125,8 @@ int rdma_post_word(struct rdma_conn *rc, uint32_t flags, int push_flags);
 /* failover.c */
 void rdma_fo_orphan(struct conn *c);
 void rdma_fo_linger(struct conn *c);
+void rdma_fo_threads_wait(uint64_t deadline); /* the process's end */
+void rdma_fo_threads_forget(void);            /* a forked child */
 void rdma_fo_request(struct conn *c, int reason);
 void rdma_fo_sweep(void);
 int rdma_fo_tx_begin(struct conn *c, int push_flags);

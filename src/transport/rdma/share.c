@@ -352,6 +352,9 @@ void rdma_exit_flush(void)
 		sk_put(m.v[i]);
 	}
 	free(m.v);
+	/* the sockets closed with bytes still owed, or the peer's resend
+	 * still to be read (failover.c): the kernel would finish them */
+	rdma_fo_threads_wait(deadline);
 }
 
 __attribute__((destructor)) static void rdma_exit(void)
@@ -408,6 +411,7 @@ void rdma_atfork_child(void)
 {
 	rdma_links = rdma_spares = rdma_offered = NULL;
 	rdma_closers_forget(); /* the parent's threads, not ours */
+	rdma_fo_threads_forget();
 	rdma_thread_on = 0;
 	rdma_dev_forget();
 	pthread_mutex_init(&rdma_lock, NULL);
