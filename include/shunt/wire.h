@@ -380,6 +380,16 @@ struct shunt_hs_trailer {
 				    application let go of it; a slot is reused only once both
 				    sides did, or a server's free slot could face a client's full one */
 #define SHUNT_CDC_F_ALL 63u
+/* A message about the link itself, not a ring (flags exactly this; ring,
+ * cons and tag 0): prod is one of SHUNT_LINK_*.  An idle link beyond the
+ * first between two processes retires when both agree: the side that saw it
+ * idle asks (RETIRE, it names it in no ACCEPT from then on); the other
+ * agrees if it carries nothing there either (RETIRED, and names it no
+ * more), else says KEEP.  A peer that does not know these ignores them. */
+#define SHUNT_CDC_F_LINK 64u
+#define SHUNT_LINK_RETIRE 1u
+#define SHUNT_LINK_RETIRED 2u
+#define SHUNT_LINK_KEEP 3u
 struct shunt_cdc {
 	uint64_t ring;   /* receiver's ring address (its handshake addr) */
 	uint64_t prod;   /* bytes the sender has written into that ring, ever */

@@ -504,6 +504,8 @@ int rdma_push(struct rdma_link *l, unsigned slot, uint64_t raddr, uint32_t rkey,
 	return r;
 }
 
+/* 0: a ring's cursor message for *slot; 1: a link message (m->prod its
+ * op); -EPROTO: neither. */
 static int cdc_from_wire(struct rdma_link *l, const struct shunt_cdc *w, unsigned *slot,
 			 struct shunt_cdc *m)
 {
@@ -514,6 +516,11 @@ static int cdc_from_wire(struct rdma_link *l, const struct shunt_cdc *w, unsigne
 	m->cons = be64toh(w->cons);
 	m->tag = be32toh(w->tag);
 	m->flags = be32toh(w->flags);
+	if (m->flags == SHUNT_CDC_F_LINK) /* about the link (wire.h) */
+		return !m->ring && !m->cons && !m->tag && m->prod >= SHUNT_LINK_RETIRE &&
+				       m->prod <= SHUNT_LINK_KEEP
+			       ? 1
+			       : -EPROTO;
 	off = m->ring - base;
 	if (m->ring < base || off >= l->rx_len || off % l->ring_size || (m->flags & ~SHUNT_CDC_F_ALL))
 		return -EPROTO;
@@ -578,10 +585,14 @@ static int poll_locked(struct rdma_link *l)
 				const struct shunt_cdc *w = (const void *)(l->local + (size_t)LINK_SLOTS *
 					l->ring_size + (size_t)k * sizeof *w);
 				struct shunt_cdc m;
+				int r;
 				if (k >= LINK_RECVS)
 					continue;
-				if (wc[i].byte_len == sizeof m && !cdc_from_wire(l, w, &slot, &m))
+				r = wc[i].byte_len == sizeof m ? cdc_from_wire(l, w, &slot, &m) : -EPROTO;
+				if (!r)
 					l->ops->cdc(l, slot, &m);
+				else if (r == 1) /* the progress thread's (links.c) */
+					__atomic_store_n(&l->link_rx, (uint32_t)m.prod, __ATOMIC_RELEASE);
 				if (post_recv(l, k))
 					down = 1;
 			} else if (wc[i].wr_id > __atomic_load_n(&l->completed, __ATOMIC_RELAXED)) {

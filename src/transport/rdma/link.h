@@ -88,6 +88,13 @@ struct rdma_link {
 	pthread_mutex_t sq_lock;
 	uint64_t posted, completed;
 	pthread_mutex_t cq_lock;
+	/* retiring an idle link (links.c): the peer's last link message
+	 * (SHUNT_LINK_*, set by the reaper), when it went idle, and - once
+	 * out of use - until when its peer's answer is awaited, whether both
+	 * agreed, and our RETIRED's post */
+	_Atomic uint32_t link_rx;
+	uint64_t idle_since, retire_until, retire_seq;
+	int retire_agreed;
 	struct rdma_link *next;
 };
 

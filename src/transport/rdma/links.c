@@ -145,7 +145,8 @@ static int up_on(struct rdma_link *l, struct rdma_dev *d)
 
 static int usable(struct rdma_link *l, struct rdma_dev *d)
 {
-	return up_on(l, d) && __atomic_load_n(&l->used, __ATOMIC_ACQUIRE) != 0xffffffffu;
+	return up_on(l, d) && __atomic_load_n(&l->used, __ATOMIC_ACQUIRE) != 0xffffffffu &&
+	       !l->retire_agreed; /* (the peer retired it: it goes once empty) */
 }
 
 /* Server: a link to that client process with a free slot (a full one is
@@ -183,3 +184,140 @@ void rdma_links_add(struct rdma_link *l, const uint8_t host[16], uint64_t proc)
 	rdma_thread_start();
 }
 
+
+/* ---- idle links retire (wire.h, SHUNT_CDC_F_LINK) ----
+ *
+ * A second link to a peer is made when every slot of the first is taken -
+ * under load, closes whose words are still on their way hold slots too -
+ * and would stay for the process's life: a queue pair and 16 MiB of rings
+ * that nothing uses.  One idle LINK_IDLE_NS, with another link up to the
+ * same peer, leaves the list the server side searches (it is named in no
+ * ACCEPT from then on) and its peer is asked; the peer agrees only if it
+ * has nothing there either, and then names it no more.  Either side frees
+ * it once both agreed (the answerer once its answer was delivered), on a
+ * KEEP it is back in use, and without an answer in LINK_RETIRE_NS (a peer
+ * gone, or one that does not know the message) it is freed: an ACCEPT that
+ * names it later is declined stale-link and the peer retires its end.
+ * Links that failed go once nothing holds a slot on them. */
+#define LINK_IDLE_NS 2000000000ull
+#define LINK_RETIRE_NS 5000000000ull
+
+struct rdma_link *rdma_retiring;
+
+static int link_say(struct rdma_link *l, uint32_t op, uint64_t *seq)
+{
+	struct shunt_cdc m = { .prod = op, .flags = SHUNT_CDC_F_LINK };
+
+	return rdma_push(l, 0, 0, 0, 0, 0, &m, PUSH_SIGNAL, seq);
+}
+
+static int another_up(const struct rdma_link *x)
+{
+	for (struct rdma_link *l = rdma_links; l; l = l->next)
+		if (l != x && up_on(l, x->dev) && l->peer_proc == x->peer_proc &&
+		    !memcmp(l->peer_host, x->peer_host, 16))
+			return 1;
+	return 0;
+}
+
+static void retire_start(struct rdma_link *l, uint64_t now, int agreed)
+{
+	unlink_from(&rdma_links, l);
+	l->retire_until = now + LINK_RETIRE_NS;
+	l->retire_agreed = agreed;
+	if (!agreed)
+		l->retire_seq = 0; /* (set by an answer of ours) */
+	l->next = rdma_retiring;
+	rdma_retiring = l;
+}
+
+/* Client, on an ACCEPT naming a link we asked to retire: the peer took a
+ * slot on it before our question came (it will say KEEP): back in use. */
+struct rdma_link *rdma_retiring_named(const union ibv_gid *g, uint32_t qpn, struct rdma_dev *d)
+{
+	for (struct rdma_link *l = rdma_retiring; l; l = l->next)
+		if (!l->retire_agreed && up_on(l, d) && l->peer_qpn == qpn &&
+		    !memcmp(l->peer_gid.raw, g->raw, 16)) {
+			unlink_from(&rdma_retiring, l);
+			l->idle_since = 0;
+			l->next = rdma_links;
+			rdma_links = l;
+			return l;
+		}
+	return NULL;
+}
+
+static void retire_free(struct rdma_link *l)
+{
+	/* a thread that gave back the last slot may be inside these locks */
+	pthread_mutex_lock(&l->cq_lock);
+	pthread_mutex_unlock(&l->cq_lock);
+	pthread_mutex_lock(&l->sq_lock);
+	pthread_mutex_unlock(&l->sq_lock);
+	rdma_link_free(l);
+}
+
+/* Progress thread, rdma_lock held. */
+void rdma_links_retire(void)
+{
+	uint64_t now = shunt_now_ns();
+	struct rdma_link *l, **pp;
+
+	for (pp = &rdma_links; (l = *pp);) {
+		uint32_t op = __atomic_exchange_n(&l->link_rx, 0, __ATOMIC_ACQ_REL);
+		uint32_t used = __atomic_load_n(&l->used, __ATOMIC_ACQUIRE);
+		int up = __atomic_load_n(&l->state, __ATOMIC_ACQUIRE) == LINK_UP;
+
+		/* our question came after a connection on it that ended (its
+		 * ACCEPT had called the link back): the peer retired it */
+		if (op == SHUNT_LINK_RETIRED)
+			l->retire_agreed = 1;
+		if (!used && (!up || l->retire_agreed)) { /* failed, or gone there: nothing on it */
+			retire_start(l, now, 1);
+			continue;
+		}
+		if (op == SHUNT_LINK_RETIRE) {
+			if (!used && up && !link_say(l, SHUNT_LINK_RETIRED, &l->retire_seq)) {
+				shunt_log("rdma: idle link to qp %u retires (the peer asked)", l->peer_qpn);
+				retire_start(l, now, 1);
+				continue;
+			}
+			(void)link_say(l, SHUNT_LINK_KEEP, NULL);
+		}
+		if (used || !up) {
+			l->idle_since = 0;
+		} else if (!l->idle_since) {
+			l->idle_since = now;
+		} else if (now - l->idle_since >= LINK_IDLE_NS && another_up(l) &&
+			   !link_say(l, SHUNT_LINK_RETIRE, NULL)) {
+			shunt_log("rdma: idle link to qp %u retires (another carries this peer's "
+				  "connections)", l->peer_qpn);
+			retire_start(l, now, 0);
+			continue;
+		}
+		pp = &l->next;
+	}
+	for (pp = &rdma_retiring; (l = *pp);) {
+		uint32_t op;
+
+		rdma_link_poll(l);
+		op = __atomic_exchange_n(&l->link_rx, 0, __ATOMIC_ACQ_REL);
+		if (op == SHUNT_LINK_KEEP && !l->retire_agreed) {
+			shunt_log("rdma: idle link to qp %u stays (the peer uses it)", l->peer_qpn);
+			*pp = l->next;
+			l->idle_since = 0;
+			l->next = rdma_links;
+			rdma_links = l;
+			continue;
+		}
+		if (op == SHUNT_LINK_RETIRED || op == SHUNT_LINK_RETIRE) /* (ours crossed theirs) */
+			l->retire_agreed = 1;
+		if ((l->retire_agreed && __atomic_load_n(&l->completed, __ATOMIC_ACQUIRE) >= l->retire_seq) ||
+		    __atomic_load_n(&l->state, __ATOMIC_ACQUIRE) != LINK_UP || now >= l->retire_until) {
+			*pp = l->next;
+			retire_free(l);
+			continue;
+		}
+		pp = &l->next;
+	}
+}

@@ -202,7 +202,8 @@ int rdma_client_accept(struct sk *s, int fd, void *state, const struct shunt_hs_
 
 	memcpy(g.raw, a->offer.gid, 16);
 	pthread_mutex_lock(&rdma_lock);
-	l = rdma_links_named(&g, a->offer.qpn, x->dev);
+	if (!(l = rdma_links_named(&g, a->offer.qpn, x->dev)))
+		l = rdma_retiring_named(&g, a->offer.qpn, x->dev);
 	if (l && a->offer.peer_qpn && l->qp->qp_num != want) {
 		l = NULL; /* theirs reaches another queue pair of ours: a stale link */
 	} else if (!l && (l = rdma_spare_named(want, x->dev))) {

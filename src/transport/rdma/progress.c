@@ -109,6 +109,7 @@ static void progress_once(int timeout_ms)
 	/* every link, woken or not: cheap, and nothing is missed */
 	pthread_mutex_lock(&rdma_lock);
 	rdma_links_poll();
+	rdma_links_retire();
 	if (shunt_fault_rdma_die())
 		for (l = rdma_links; l; l = l->next)
 			rdma_link_break(l);

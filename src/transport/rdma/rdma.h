@@ -86,6 +86,7 @@ extern const struct transport rdma_transport;
 extern struct rdma_link *rdma_links;     /* connected, per peer process */
 extern struct rdma_link *rdma_spares;    /* ready (INIT), one per device */
 extern struct rdma_link *rdma_offered;   /* client: spares held by offers in flight */
+extern struct rdma_link *rdma_retiring;  /* idle or failed, out of use, to be freed */
 extern pthread_mutex_t rdma_lock;
 extern const struct link_ops rdma_link_cb; /* cursor messages, a link down (cursor.c) */
 
@@ -103,6 +104,8 @@ void rdma_links_add(struct rdma_link *l, const uint8_t host[16], uint64_t proc);
 struct rdma_link *rdma_links_find(const uint8_t host[16], uint64_t proc, struct rdma_dev *d);
 struct rdma_link *rdma_links_named(const union ibv_gid *g, uint32_t qpn, struct rdma_dev *d);
 void rdma_spare_refill(void);
+void rdma_links_retire(void); /* progress thread, rdma_lock held */
+struct rdma_link *rdma_retiring_named(const union ibv_gid *g, uint32_t qpn, struct rdma_dev *d);
 struct rdma_link *rdma_spare_take(struct rdma_dev *d);
 void rdma_spare_hold(struct rdma_link *l);
 void rdma_spare_back(struct rdma_link *l);
