@@ -14,6 +14,9 @@ for attempt in 1 2; do
 	echo "rdma: the guest kernel soft-locked (rxe) in this run; a fresh guest runs the suite again:"
 	echo "$out" | grep -v '^      |' | tail -5
 done
+# every failure's own lines (a long run's tail would cut the early ones
+# off), then the end
+echo "$out" | awk '/^FAIL /{p=1} /^(ok|skip) /{p=0} p' | head -200
 echo "$out" | tail -40
 [ $rc = 77 ] && exit 77
 echo "$out" | grep -Eq '^[0-9]+ passed, 0 failed' || die "the RDMA suite failed (rc $rc)"

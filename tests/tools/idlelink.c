@@ -44,6 +44,7 @@ int main(int argc, char **argv)
 				}
 			}
 		}
+		sleep(1); /* the spare link that replaces the one taken is made */
 		peak = count_maps();
 		for (int i = 0; i < N; i++) {
 			if (l >= 0)

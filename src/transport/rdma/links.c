@@ -119,6 +119,7 @@ void rdma_spare_back(struct rdma_link *l)
 {
 	if (!unlink_from(&rdma_offered, l))
 		return;
+	l->idle_since = 0; /* (one of several spares then: rdma_links_retire) */
 	l->next = rdma_spares;
 	rdma_spares = l;
 }
@@ -211,12 +212,38 @@ static int link_say(struct rdma_link *l, uint32_t op, uint64_t *seq)
 	return rdma_push(l, 0, 0, 0, 0, 0, &m, PUSH_SIGNAL, seq);
 }
 
-static int another_up(const struct rdma_link *x)
+/* A link's name both ends compute alike: its two ends (GID, queue pair),
+ * the lesser first. */
+static void link_key(const struct rdma_link *l, uint8_t k[40])
 {
-	for (struct rdma_link *l = rdma_links; l; l = l->next)
-		if (l != x && up_on(l, x->dev) && l->peer_proc == x->peer_proc &&
-		    !memcmp(l->peer_host, x->peer_host, 16))
-			return 1;
+	uint8_t a[20], b[20];
+
+	memcpy(a, l->dev->gid.raw, 16);
+	memcpy(b, l->peer_gid.raw, 16);
+	for (int i = 0; i < 4; i++) {
+		a[16 + i] = (uint8_t)(l->qp->qp_num >> (24 - 8 * i));
+		b[16 + i] = (uint8_t)(l->peer_qpn >> (24 - 8 * i));
+	}
+	memcpy(k, memcmp(a, b, 20) < 0 ? a : b, 20);
+	memcpy(k + 20, memcmp(a, b, 20) < 0 ? b : a, 20);
+}
+
+/* x is not the link to its peer both ends keep - the least name among
+ * those up (another is up, then): two ends that asked at once about two
+ * different idle links would otherwise retire both. */
+static int retirable(const struct rdma_link *x)
+{
+	uint8_t kx[40], k[40];
+
+	link_key(x, kx);
+	for (struct rdma_link *l = rdma_links; l; l = l->next) {
+		if (l == x || !up_on(l, x->dev) || l->peer_proc != x->peer_proc ||
+		    memcmp(l->peer_host, x->peer_host, 16))
+			continue;
+		link_key(l, k);
+		if (memcmp(k, kx, 40) < 0)
+			return 1; /* a lesser one is kept */
+	}
 	return 0;
 }
 
@@ -288,13 +315,29 @@ void rdma_links_retire(void)
 			l->idle_since = 0;
 		} else if (!l->idle_since) {
 			l->idle_since = now;
-		} else if (now - l->idle_since >= LINK_IDLE_NS && another_up(l) &&
+		} else if (now - l->idle_since >= LINK_IDLE_NS && retirable(l) &&
 			   !link_say(l, SHUNT_LINK_RETIRE, NULL)) {
 			shunt_log("rdma: idle link to qp %u retires (another carries this peer's "
 				  "connections)", l->peer_qpn);
 			retire_start(l, now, 0);
 			continue;
 		}
+		pp = &l->next;
+	}
+	/* spares: offers in flight each hold one, and give it back when the
+	 * server answered on a link we have - the pool keeps one per device,
+	 * the others go once unused LINK_IDLE_NS */
+	for (pp = &rdma_spares; (l = *pp);) {
+		struct rdma_link *k = rdma_spares;
+		while (k != l && k->dev != l->dev)
+			k = k->next;
+		if (k != l && l->idle_since && now - l->idle_since >= LINK_IDLE_NS) {
+			*pp = l->next;
+			rdma_link_free(l);
+			continue;
+		}
+		if (k != l && !l->idle_since)
+			l->idle_since = now;
 		pp = &l->next;
 	}
 	for (pp = &rdma_retiring; (l = *pp);) {
