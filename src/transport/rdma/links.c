@@ -224,8 +224,10 @@ static void link_key(const struct rdma_link *l, uint8_t k[40])
 		a[16 + i] = (uint8_t)(l->qp->qp_num >> (24 - 8 * i));
 		b[16 + i] = (uint8_t)(l->peer_qpn >> (24 - 8 * i));
 	}
-	memcpy(k, memcmp(a, b, 20) < 0 ? a : b, 20);
-	memcpy(k + 20, memcmp(a, b, 20) < 0 ? b : a, 20);
+	int a_first = memcmp(a, b, 20) < 0;
+
+	memcpy(k, a_first ? a : b, 20);
+	memcpy(k + 20, a_first ? b : a, 20);
 }
 
 /* x is not the link to its peer both ends keep - the least name among
@@ -258,6 +260,16 @@ static void retire_start(struct rdma_link *l, uint64_t now, int agreed)
 	rdma_retiring = l;
 }
 
+/* A link we asked about is in use again (the peer's KEEP, or an ACCEPT of
+ * its that names it). */
+static void retire_undo(struct rdma_link *l)
+{
+	unlink_from(&rdma_retiring, l);
+	l->idle_since = 0;
+	l->next = rdma_links;
+	rdma_links = l;
+}
+
 /* Client, on an ACCEPT naming a link we asked to retire: the peer took a
  * slot on it before our question came (it will say KEEP): back in use. */
 struct rdma_link *rdma_retiring_named(const union ibv_gid *g, uint32_t qpn, struct rdma_dev *d)
@@ -265,10 +277,7 @@ struct rdma_link *rdma_retiring_named(const union ibv_gid *g, uint32_t qpn, stru
 	for (struct rdma_link *l = rdma_retiring; l; l = l->next)
 		if (!l->retire_agreed && up_on(l, d) && l->peer_qpn == qpn &&
 		    !memcmp(l->peer_gid.raw, g->raw, 16)) {
-			unlink_from(&rdma_retiring, l);
-			l->idle_since = 0;
-			l->next = rdma_links;
-			rdma_links = l;
+			retire_undo(l);
 			return l;
 		}
 	return NULL;
@@ -347,10 +356,7 @@ void rdma_links_retire(void)
 		op = __atomic_exchange_n(&l->link_rx, 0, __ATOMIC_ACQ_REL);
 		if (op == SHUNT_LINK_KEEP && !l->retire_agreed) {
 			shunt_log("rdma: idle link to qp %u stays (the peer uses it)", l->peer_qpn);
-			*pp = l->next;
-			l->idle_since = 0;
-			l->next = rdma_links;
-			rdma_links = l;
+			retire_undo(l); /* (*pp is the next one then) */
 			continue;
 		}
 		if (op == SHUNT_LINK_RETIRED || op == SHUNT_LINK_RETIRE) /* (ours crossed theirs) */
