@@ -33,6 +33,16 @@
  *                         queue pair forced into the error state, without a
  *                         post: the peer's end learns of it only by posting
  *                         (a host whose device died while idle).
+ *   SHUNT_FAULT_RDMA_FOREIGN=1   a hostile RDMA server: each ACCEPT it
+ *                         sends names, as the client's queue pair to
+ *                         connect, one an earlier PROPOSAL of that client
+ *                         offered (the latest that is neither this
+ *                         PROPOSAL's nor the one its link reaches), to a
+ *                         queue pair of ours that does not exist, at a GID
+ *                         no route reaches.  The client's connect of that
+ *                         spare fails: it must stay TCP and free the
+ *                         spare, never keep it (a queue pair and 16 MiB of
+ *                         rings per ACCEPT).
  *   SHUNT_FAULT_RDMA_STALL=N   the first N closing cursor messages
  *                         (shutdown, the last close) this process posts
  *                         are taken as not acknowledged in time by the
@@ -83,6 +93,7 @@
 #include <unistd.h>
 #include "shim.h"
 #include "../base/real.h"
+#include "../common/handshake.h"
 #include "../transport/shm/arena.h"
 #include "../transport/shm/shm.h"
 
@@ -287,6 +298,44 @@ uint32_t shunt_fault_rdma_key(uint64_t raddr, uint32_t rkey)
 	}
 	pthread_mutex_unlock(&mu);
 	return k;
+}
+
+void shunt_fault_rdma_foreign(uint32_t proposed, struct shunt_hs_offer *o)
+{
+	static uint32_t seen[64];
+	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+	static int armed = -1, n;
+	uint32_t name = 0;
+	int i;
+
+	if (armed < 0) {
+		const char *v = getenv("SHUNT_FAULT_RDMA_FOREIGN");
+		armed = v && *v && *v != '0';
+	}
+	if (!armed)
+		return;
+	pthread_mutex_lock(&mu);
+	for (i = n - 1; i >= 0 && !name; i--)
+		if (seen[i] != proposed && seen[i] != o->peer_qpn)
+			name = seen[i];
+	for (i = 0; i < n && seen[i] != proposed; i++)
+		;
+	if (i == n) {
+		if (n == 64) {
+			memmove(seen, seen + 1, sizeof seen - sizeof *seen);
+			n--;
+		}
+		seen[n++] = proposed;
+	}
+	pthread_mutex_unlock(&mu);
+	if (!name)
+		return;
+	/* ::ffff:192.0.2.1 (TEST-NET-1): no route in the test guests */
+	memcpy(o->gid, (uint8_t[16]){ [10] = 0xff, 0xff, 192, 0, 2, 1 }, 16);
+	o->qpn = 0xfffff0;
+	o->peer_qpn = name;
+	shunt_log("fault: an ACCEPT names the client's queue pair %u (its PROPOSAL offered %u)", name,
+		  proposed);
 }
 
 void shunt_fault_hs(uint8_t *msg, int len)

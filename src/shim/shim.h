@@ -250,6 +250,8 @@ uint64_t shunt_fault_rdma_hold(uint64_t prod);
 void shunt_fault_rdma_release(void);
 int shunt_fault_rdma_die(void);
 int shunt_fault_rdma_stall(void);
+struct shunt_hs_offer;
+void shunt_fault_rdma_foreign(uint32_t proposed, struct shunt_hs_offer *o);
 int64_t shunt_fault_fo_cut(void);
 int shunt_fault_ring(struct conn *c);
 int shunt_fault_ring_unsealed(void);
@@ -263,6 +265,8 @@ static inline uint64_t shunt_fault_rdma_hold(uint64_t prod) { return prod; }
 static inline void shunt_fault_rdma_release(void) {}
 static inline int shunt_fault_rdma_die(void) { return 0; }
 static inline int shunt_fault_rdma_stall(void) { return 0; }
+struct shunt_hs_offer;
+static inline void shunt_fault_rdma_foreign(uint32_t proposed, struct shunt_hs_offer *o) { (void)proposed; (void)o; }
 static inline int64_t shunt_fault_fo_cut(void) { return -1; }
 static inline int shunt_fault_ring(struct conn *c) { (void)c; return 0; }
 static inline int shunt_fault_ring_unsealed(void) { return 0; }

@@ -113,29 +113,54 @@ void rdma_spare_hold(struct rdma_link *l)
 	rdma_offered = l;
 }
 
-/* An offer lets go of its spare: back to the pool, unless an answer to
- * another offer connected it meanwhile (it is one of rdma_links then). */
+/* An offer lets go of its spare (its slot closed): back to the pool,
+ * unless an answer to another offer connected it meanwhile (it is one of
+ * rdma_links then) - or failed to (freed: its queue pair is in no state
+ * to be offered again). */
 void rdma_spare_back(struct rdma_link *l)
 {
 	if (!unlink_from(&rdma_offered, l))
 		return;
+	if (__atomic_load_n(&l->state, __ATOMIC_ACQUIRE) == LINK_DOWN) {
+		rdma_link_free(l);
+		return;
+	}
 	l->idle_since = 0; /* (one of several spares then: rdma_links_retire) */
 	l->next = rdma_spares;
 	rdma_spares = l;
 }
 
-/* Client: the unconnected queue pair qpn of ours, taken out of the offers'
- * spares or the pool to be connected now; NULL if it is none of those. */
-struct rdma_link *rdma_spare_named(uint32_t qpn, struct rdma_dev *d)
+/* Client: connect the unconnected queue pair qpn of ours - one of the
+ * offers' spares or the pool's - to the server's queue pair at gid; the
+ * link (to be added to rdma_links), or NULL: no such spare, or its
+ * connect failed (a GID no route reaches: a hostile or broken server).
+ * A spare whose connect failed is never offered again: one an offer holds
+ * goes when the offer lets go of it (rdma_spare_back), the pool's at once
+ * - before, it was left on the offers' list, where nothing freed it: a
+ * queue pair and 16 MiB of rings per such ACCEPT (tests/rdma/foreign.sh). */
+struct rdma_link *rdma_spare_connect(uint32_t qpn, struct rdma_dev *d, const union ibv_gid *gid,
+				     uint32_t peer_qpn, int *failed)
 {
 	struct rdma_link *heads[2] = { rdma_offered, rdma_spares };
 
+	*failed = 0;
 	for (int h = 0; h < 2; h++)
-		for (struct rdma_link *l = heads[h]; l; l = l->next)
-			if (l->dev == d && l->qp->qp_num == qpn) {
+		for (struct rdma_link *l = heads[h]; l; l = l->next) {
+			if (l->dev != d || l->qp->qp_num != qpn ||
+			    __atomic_load_n(&l->state, __ATOMIC_ACQUIRE) == LINK_DOWN)
+				continue;
+			if (!rdma_link_connect(l, gid, peer_qpn, shunt_cfg.rdma_ack_timeout)) {
 				unlink_from(h ? &rdma_spares : &rdma_offered, l);
 				return l;
 			}
+			*failed = 1;
+			__atomic_store_n(&l->state, LINK_DOWN, __ATOMIC_RELEASE);
+			if (h) { /* the pool's: no offer holds it */
+				unlink_from(&rdma_spares, l);
+				rdma_link_free(l);
+			}
+			return NULL;
+		}
 	return NULL;
 }
 

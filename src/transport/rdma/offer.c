@@ -206,14 +206,8 @@ int rdma_client_accept(struct sk *s, int fd, void *state, const struct shunt_hs_
 		l = rdma_retiring_named(&g, a->offer.qpn, x->dev);
 	if (l && a->offer.peer_qpn && l->qp->qp_num != want) {
 		l = NULL; /* theirs reaches another queue pair of ours: a stale link */
-	} else if (!l && (l = rdma_spare_named(want, x->dev))) {
-		if (rdma_link_connect(l, &g, a->offer.qpn, shunt_cfg.rdma_ack_timeout)) {
-			rdma_spare_hold(l); /* its offer, if any, lets go of it */
-			l = NULL;
-			connect_failed = 1;
-		} else {
-			rdma_links_add(l, a->offer.host_id, a->offer.proc_id);
-		}
+	} else if (!l && (l = rdma_spare_connect(want, x->dev, &g, a->offer.qpn, &connect_failed))) {
+		rdma_links_add(l, a->offer.host_id, a->offer.proc_id);
 	}
 	if (!l) {
 		shunt_log("rdma: the server's queue pair %u reaches our %u, which we cannot use; "
@@ -290,6 +284,7 @@ int rdma_server_offer(int fd, const struct shunt_hs_msg *p, uint32_t tag, struct
 	}
 	fill(o, x->link, x->slot, key);
 	o->peer_qpn = x->link->peer_qpn; /* the client connects exactly that one */
+	shunt_fault_rdma_foreign(p->offer.qpn, o); /* tests only (fault.c) */
 	*state = x;
 	return 0;
 }

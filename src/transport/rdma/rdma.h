@@ -109,7 +109,8 @@ struct rdma_link *rdma_retiring_named(const union ibv_gid *g, uint32_t qpn, stru
 struct rdma_link *rdma_spare_take(struct rdma_dev *d);
 void rdma_spare_hold(struct rdma_link *l);
 void rdma_spare_back(struct rdma_link *l);
-struct rdma_link *rdma_spare_named(uint32_t qpn, struct rdma_dev *d);
+struct rdma_link *rdma_spare_connect(uint32_t qpn, struct rdma_dev *d, const union ibv_gid *gid,
+				     uint32_t peer_qpn, int *failed);
 /* offer.c */
 void rdma_rc_free(struct rdma_conn *rc);
 /* cursor.c */
