@@ -43,6 +43,12 @@
  *                         spare fails: it must stay TCP and free the
  *                         spare, never keep it (a queue pair and 16 MiB of
  *                         rings per ACCEPT).
+ *   SHUNT_FAULT_RDMA_BIND=N   the Nth memory-window bind this process
+ *                         posts finds its link's binder queue pair in the
+ *                         error state (a device error): that bind and every
+ *                         later one on the link fail.  The link must fail
+ *                         with it, so that the next connection makes a new
+ *                         one instead of staying TCP.
  *   SHUNT_FAULT_RDMA_STALL=N   the first N closing cursor messages
  *                         (shutdown, the last close) this process posts
  *                         are taken as not acknowledged in time by the
@@ -248,6 +254,20 @@ int shunt_fault_rdma_stall(void)
 	if (!armed || __atomic_fetch_add(&fired, 1, __ATOMIC_RELAXED) >= n)
 		return 0;
 	shunt_log("fault: a closing cursor message taken as not acknowledged in time");
+	return 1;
+}
+
+int shunt_fault_rdma_bind(void)
+{
+	static uint64_t n;
+	static int armed = -1;
+	static _Atomic uint64_t binds;
+
+	if (armed < 0)
+		armed = fault_num("SHUNT_FAULT_RDMA_BIND", &n);
+	if (!armed || __atomic_add_fetch(&binds, 1, __ATOMIC_RELAXED) != n)
+		return 0;
+	shunt_log("fault: bind %llu finds the binder in the error state", (unsigned long long)n);
 	return 1;
 }
 

@@ -250,6 +250,7 @@ uint64_t shunt_fault_rdma_hold(uint64_t prod);
 void shunt_fault_rdma_release(void);
 int shunt_fault_rdma_die(void);
 int shunt_fault_rdma_stall(void);
+int shunt_fault_rdma_bind(void);
 struct shunt_hs_offer;
 void shunt_fault_rdma_foreign(uint32_t proposed, struct shunt_hs_offer *o);
 int64_t shunt_fault_fo_cut(void);
@@ -265,6 +266,7 @@ static inline uint64_t shunt_fault_rdma_hold(uint64_t prod) { return prod; }
 static inline void shunt_fault_rdma_release(void) {}
 static inline int shunt_fault_rdma_die(void) { return 0; }
 static inline int shunt_fault_rdma_stall(void) { return 0; }
+static inline int shunt_fault_rdma_bind(void) { return 0; }
 struct shunt_hs_offer;
 static inline void shunt_fault_rdma_foreign(uint32_t proposed, struct shunt_hs_offer *o) { (void)proposed; (void)o; }
 static inline int64_t shunt_fault_fo_cut(void) { return -1; }

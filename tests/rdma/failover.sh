@@ -16,6 +16,7 @@
 # After the failure a connection reports mode tcp with reason 16
 # (link-failed) or 17 (peer-failover), and new connections use RDMA again.
 set -eu
+. "$(dirname "$0")/lib.sh"
 S=$BUILD/tests/tools/stream
 FLIB=$(dirname "$LIB")/libshunt-faults.so
 P=7400
@@ -27,7 +28,7 @@ run() {
 	: > /tmp/fo-s.out # a stale "listening" must not start the client
 	env $se timeout 150 "$S" server 10.0.0.1 $P "$mb" "$st" "$n" > /tmp/fo-s.out 2>&1 &
 	local sp=$!
-	for _ in $(seq 100); do grep -q listening /tmp/fo-s.out && break; sleep 0.05; done
+	listening /tmp/fo-s.out
 	env $ce timeout 150 "$S" client 10.0.0.1 $P "$mb" "$st" "$n" > /tmp/fo-c.out 2>&1 &
 	local cp=$!
 	[ -z "$act" ] || eval "$act"
@@ -74,7 +75,7 @@ cut_resend() {
 	: > /tmp/fo-s.out # a stale "listening" must not start the client
 	env $R STREAM_QUIET=1 timeout 60 "$S" server 10.0.0.1 $P 24 block 1 > /tmp/fo-s.out 2>&1 &
 	local sp=$! rc=0
-	for _ in $(seq 100); do grep -q listening /tmp/fo-s.out && break; sleep 0.05; done
+	listening /tmp/fo-s.out
 	env $F=2000000 SHUNT_FAULT_FO_CUT=0 timeout 60 "$S" client 10.0.0.1 $P 24 block 1 \
 		> /tmp/fo-c.out 2>&1 || rc=$?
 	[ $rc = 137 ] || die "the cut sender did not die of its SIGKILL (rc $rc)"

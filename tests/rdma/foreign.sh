@@ -11,13 +11,14 @@
 # client's mappings after each round's idle time do not grow (previous
 # library: 261, 302, 349 after rounds 1 to 3; now 173-174 each).
 set -eu
+. "$(dirname "$0")/lib.sh"
 T=$BUILD/tests/tools/burstlink
 die() { echo "FAIL: $*"; grep -hv "connect fd\|accept fd\|handshake fd" /tmp/fr-s.out /tmp/fr-c.out | tail -40; exit 1; }
 : > /tmp/fr-s.out # a stale "listening" must not start the client
 env LD_PRELOAD="$(dirname "$LIB")/libshunt-faults.so" SHUNT_TRANSPORT=rdma SHUNT_LOG=1 \
 	SHUNT_FAULT_RDMA_FOREIGN=1 timeout 90 "$T" server 10.0.0.1 7850 > /tmp/fr-s.out 2>&1 &
 sp=$!
-for _ in $(seq 100); do grep -q listening /tmp/fr-s.out && break; sleep 0.05; done
+listening /tmp/fr-s.out
 env LD_PRELOAD="$LIB" SHUNT_TRANSPORT=rdma SHUNT_LOG=1 timeout 90 "$T" client 10.0.0.1 7850 > /tmp/fr-c.out 2>&1 || die "client"
 wait $sp || die "server"
 named=$(grep -c 'fault: an ACCEPT names' /tmp/fr-s.out || true)

@@ -9,12 +9,13 @@
 # for the process's life (the leak test's flaky +8 mappings and +16 MiB
 # under load over RDMA).
 set -eu
+. "$(dirname "$0")/lib.sh"
 T=$BUILD/tests/tools/idlelink
 die() { echo "FAIL: $*"; grep -hv "connect fd\|accept fd\|handshake fd" /tmp/il-s.out /tmp/il-c.out; exit 1; }
 : > /tmp/il-s.out # a stale "listening" must not start the client
 env LD_PRELOAD="$LIB" SHUNT_TRANSPORT=rdma SHUNT_LOG=1 timeout 90 "$T" server 10.0.0.1 7840 > /tmp/il-s.out 2>&1 &
 sp=$!
-for _ in $(seq 100); do grep -q listening /tmp/il-s.out && break; sleep 0.05; done
+listening /tmp/il-s.out
 env LD_PRELOAD="$LIB" SHUNT_TRANSPORT=rdma SHUNT_LOG=1 timeout 90 "$T" client 10.0.0.1 7840 > /tmp/il-c.out 2>&1 || die "client"
 wait $sp || die "server"
 for f in /tmp/il-s.out /tmp/il-c.out; do

@@ -11,15 +11,15 @@
 # ones take a new link.  (With one key for the whole region, as before
 # windows, the keys never change: the fault cannot even fire.)
 set -eu
+. "$(dirname "$0")/lib.sh"
 REKEY=$BUILD/tests/tools/rekey
 R=(env LD_PRELOAD="$LIB" SHUNT_TRANSPORT=rdma SHUNT_LOG=1)
 F=(env LD_PRELOAD="$BUILD/libshunt-faults.so" SHUNT_TRANSPORT=rdma SHUNT_LOG=1 SHUNT_FAULT_RDMA_STALE=1)
 die() { echo "FAIL: $*"; exit 1; }
 : > /tmp/s.out # a stale "listening" must not start the client
-: > /tmp/s.out # emptied before the server starts: a stale "listening" must not start the client
 "${R[@]}" "$REKEY" server 10.0.0.1 7795 4 >> /tmp/s.out 2>&1 &
 sp=$!
-for _ in $(seq 100); do grep -q listening /tmp/s.out && break; sleep 0.05; done
+listening /tmp/s.out
 "${F[@]}" "$REKEY" client 10.0.0.1 7795 4 > /tmp/c.out 2>&1 || die "client: $(grep -v spare /tmp/c.out | tail -5)"
 wait $sp || die "server: $(tail -5 /tmp/s.out)"
 grep -q "fault: a new connection on ring .* writes with the old key" /tmp/c.out ||

@@ -13,6 +13,7 @@
 #   3. server may not open a device at all (hca_handle=0): TCP, reason 3,
 #      and the log says why.
 set -eu
+. "$(dirname "$0")/lib.sh"
 CG=/sys/fs/cgroup
 [ -e $CG/cgroup.controllers ] && grep -qw rdma $CG/cgroup.controllers || { echo "skip: no rdma cgroup controller"; exit 77; }
 echo +rdma > $CG/cgroup.subtree_control
@@ -31,10 +32,9 @@ run() { # who-is-limited connections
 	[ "$1" = server ] && s=(limited "${R[@]}")
 	[ "$1" = client ] && c=(limited "${R[@]}")
 	: > /tmp/s.out # a stale "listening" must not start the client
-	: > /tmp/s.out # emptied before the server starts: a stale "listening" must not start the client
 	"${s[@]}" "$STREAM" server 10.0.0.1 $P 1 block "$2" >> /tmp/s.out 2>&1 &
 	local sp=$!
-	for _ in $(seq 100); do grep -q listening /tmp/s.out && break; sleep 0.05; done
+	listening /tmp/s.out
 	"${c[@]}" "$STREAM" client 10.0.0.1 $P 1 block "$2" > /tmp/c.out 2>&1 || die "client: $(tail /tmp/c.out)"
 	wait $sp || die "server: $(tail /tmp/s.out)"
 }

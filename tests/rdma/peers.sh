@@ -4,6 +4,7 @@
 # with reason 1; RDMA off in one end (SHUNT_TRANSPORT=shm on a "remote"
 # host) gives reason 12; every byte checked both ways.
 set -eu
+. "$(dirname "$0")/lib.sh"
 PEER=$BUILD/tests/tools/peer
 P=7100
 die() { echo "FAIL: $*"; exit 1; }
@@ -11,10 +12,9 @@ pair() { # srv_env cli_env order -> prints "srvline|cliline"
 	local se=$1 ce=$2 o=$3
 	P=$((P + 1))
 	: > /tmp/s.out # a stale "listening" must not start the client
-	: > /tmp/s.out # emptied before the server starts: a stale "listening" must not start the client
 	env $se "$PEER" server 10.0.0.1 $P "$o" >> /tmp/s.out 2>&1 &
 	local sp=$!
-	for _ in $(seq 100); do grep -q listening /tmp/s.out && break; sleep 0.05; done
+	listening /tmp/s.out
 	env $ce "$PEER" client 10.0.0.1 $P "$o" > /tmp/c.out 2>&1 || die "client: $(cat /tmp/c.out) / $(cat /tmp/s.out)"
 	wait $sp || die "server: $(cat /tmp/s.out)"
 	echo "$(grep role= /tmp/s.out)|$(cat /tmp/c.out)"

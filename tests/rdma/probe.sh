@@ -9,12 +9,13 @@
 # on the dead queue pair, the connection moves to TCP, and the client
 # reads every byte, then EOF.  Without the probe both wait for ever.
 set -eu
+. "$(dirname "$0")/lib.sh"
 Z=$BUILD/tests/tools/zwin
 die() { echo "FAIL: $*"; tail -5 /tmp/zw-s.out; tail -5 /tmp/zw-c.out; exit 1; }
 : > /tmp/zw-s.out # a stale "listening" must not start the client
 env LD_PRELOAD="$LIB" SHUNT_TRANSPORT=rdma SHUNT_LOG=1 timeout 60 "$Z" server 10.0.0.1 7820 > /tmp/zw-s.out 2>&1 &
 sp=$!
-for _ in $(seq 100); do grep -q listening /tmp/zw-s.out && break; sleep 0.05; done
+listening /tmp/zw-s.out
 env LD_PRELOAD="$(dirname "$LIB")/libshunt-faults.so" SHUNT_TRANSPORT=rdma SHUNT_LOG=1 \
 	SHUNT_FAULT_RDMA_DIE_MS=1500 timeout 60 "$Z" client 10.0.0.1 7820 > /tmp/zw-c.out 2>&1 || die "client"
 wait $sp || die "server"

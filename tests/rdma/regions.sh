@@ -5,16 +5,16 @@
 # translates 4 pages per region instead of 2,048 (/proc/PID/smaps of a
 # process with a live RDMA connection: AnonHugePages covers both regions).
 set -eu
+. "$(dirname "$0")/lib.sh"
 THP=/sys/kernel/mm/transparent_hugepage/enabled
 [ -r $THP ] && ! grep -q '\[never\]' $THP || { echo "skip: no transparent huge pages in this kernel"; exit 77; }
 STREAM=$BUILD/tests/tools/stream
 R=(env LD_PRELOAD="$LIB" SHUNT_TRANSPORT=rdma)
 die() { echo "FAIL: $*"; exit 1; }
 : > /tmp/s.out # a stale "listening" must not start the client
-: > /tmp/s.out # emptied before the server starts: a stale "listening" must not start the client
 "${R[@]}" "$STREAM" server 10.0.0.1 7790 32 block 1 >> /tmp/s.out 2>&1 &
 sp=$!
-for _ in $(seq 100); do grep -q listening /tmp/s.out && break; sleep 0.05; done
+listening /tmp/s.out
 "${R[@]}" "$STREAM" client 10.0.0.1 7790 32 block 1 > /tmp/c.out 2>&1 &
 cp=$!
 # rx: Size 8192 kB; staging: 8192 kB of rings + the cursor buffers

@@ -5,6 +5,7 @@
 # on the client (it cannot offer RDMA), then on the server (it declines).
 # Every byte is checked both ways by the peers.
 set -eu
+. "$(dirname "$0")/lib.sh"
 command -v setpriv > /dev/null || { echo "skip: no setpriv in the guest"; exit 77; }
 PEER=$BUILD/tests/tools/peer
 die() { echo "FAIL: $*"; exit 1; }
@@ -26,7 +27,7 @@ pair() { # who-starves
 		"${s[@]}" "$PEER" server 10.0.0.1 $P cfirst >> /tmp/s.out 2>&1 &
 	fi
 	local sp=$!
-	for _ in $(seq 100); do grep -q listening /tmp/s.out && break; sleep 0.05; done
+	listening /tmp/s.out
 	if [ "$1" = client ]; then
 		starved "${c[@]}" "$PEER" client 10.0.0.1 $P cfirst > /tmp/c.out 2>&1 || die "client: $(cat /tmp/c.out)"
 	else

@@ -74,7 +74,7 @@ done
 # 2. the rest: one script per behaviour
 for t in tests/rdma/*.sh; do
 	n=$(basename "$t" .sh)
-	case $n in run | two-hosts | failover) continue ;; esac # two-hosts: tests/vm/pair.sh
+	case $n in run | lib | two-hosts | failover) continue ;; esac # two-hosts: tests/vm/pair.sh
 	want "$n" || continue
 	run_one "$n" rdma env BUILD="$BUILD" LIB="$LIB" bash "$t"
 done

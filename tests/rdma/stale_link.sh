@@ -11,12 +11,13 @@
 # 27 every later connection between the two processes stayed TCP - until
 # the server's own queue pair failed, which an idle one never does.)
 set -eu
+. "$(dirname "$0")/lib.sh"
 R=$BUILD/tests/tools/relink
 die() { echo "FAIL: $*"; cat /tmp/rl-s.out; cat /tmp/rl-c.out; exit 1; }
 : > /tmp/rl-s.out # a stale "listening" must not start the client
 env LD_PRELOAD="$LIB" SHUNT_TRANSPORT=rdma SHUNT_LOG=1 timeout 90 "$R" server 10.0.0.1 7830 > /tmp/rl-s.out 2>&1 &
 sp=$!
-for _ in $(seq 100); do grep -q listening /tmp/rl-s.out && break; sleep 0.05; done
+listening /tmp/rl-s.out
 env LD_PRELOAD="$(dirname "$LIB")/libshunt-faults.so" SHUNT_TRANSPORT=rdma SHUNT_LOG=1 \
 	SHUNT_FAULT_RDMA_DIE_MS=1500 timeout 90 "$R" client 10.0.0.1 7830 > /tmp/rl-c.out 2>&1 || die "client"
 wait $sp || die "server"

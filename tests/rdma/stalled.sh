@@ -9,12 +9,13 @@
 # peer broke the link under every other connection (the split stress's
 # cascade, docs/rdma.md).
 set -eu
+. "$(dirname "$0")/lib.sh"
 T=$BUILD/tests/tools/stalled
 die() { echo "FAIL: $*"; tail -5 /tmp/st-s.out; tail -5 /tmp/st-c.out; exit 1; }
 : > /tmp/st-s.out # a stale "listening" must not start the client
 env LD_PRELOAD="$LIB" SHUNT_TRANSPORT=rdma SHUNT_LOG=1 timeout 60 "$T" server 10.0.0.1 7830 > /tmp/st-s.out 2>&1 &
 sp=$!
-for _ in $(seq 100); do grep -q listening /tmp/st-s.out && break; sleep 0.05; done
+listening /tmp/st-s.out
 env LD_PRELOAD="$(dirname "$LIB")/libshunt-faults.so" SHUNT_TRANSPORT=rdma SHUNT_LOG=1 \
 	SHUNT_FAULT_RDMA_STALL=1 timeout 60 "$T" client 10.0.0.1 7830 > /tmp/st-c.out 2>&1 || die "client"
 wait $sp || die "server"

@@ -14,6 +14,7 @@
 # moves to TCP, and the server's EOF must not wait for that child.
 # Every byte arrives, both ends stay on RDMA.
 set -eu
+. "$(dirname "$0")/lib.sh"
 T=$BUILD/tests/tools/stopped
 GO=/tmp/stopped.go
 die() { echo "FAIL: $*"; tail -5 /tmp/sp-s.out; tail -5 /tmp/sp-c.out; exit 1; }
@@ -24,7 +25,7 @@ round() {
 	: > /tmp/sp-c.out
 	env LD_PRELOAD="$LIB" SHUNT_TRANSPORT=rdma SHUNT_LOG=1 timeout 60 "$T" server 10.0.0.1 "$2" > /tmp/sp-s.out 2>&1 &
 	sp=$!
-	for _ in $(seq 100); do grep -q listening /tmp/sp-s.out && break; sleep 0.05; done
+	listening /tmp/sp-s.out
 	local extra=() kind=$1
 	[ "$1" = close ] || [ "$1" = closefork ] && extra=("$1") && kind=close
 	env LD_PRELOAD="$LIB" SHUNT_TRANSPORT=rdma SHUNT_LOG=1 timeout 60 "$T" client 10.0.0.1 "$2" "$GO" "${extra[@]}" > /tmp/sp-c.out 2>&1 &

@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 #include <time.h>
 #include "link.h"
+#include "../../shim/shim.h"
 #include "../../base/base.h"
 
 #define RECV_WRID_BASE 0x100000000ull /* wr_id of receive i: base + i */
@@ -223,6 +224,8 @@ static int bind_locked(struct rdma_link *l, unsigned slot)
 		if (bind_reap(l) || shunt_now_ns() - t0 > 2000000000ull)
 			return -EPIPE;
 	b.wr_id = l->bposted + 1;
+	if (shunt_fault_rdma_bind()) /* tests only (fault.c) */
+		ibv.modify_qp(l->bqp, &(struct ibv_qp_attr){ .qp_state = IBV_QPS_ERR }, IBV_QP_STATE);
 	if (ibv_bind_mw(l->bqp, l->mw[slot], &b))
 		return -EPIPE;
 	l->mw_seq[slot] = ++l->bposted;
@@ -250,6 +253,16 @@ int rdma_slot_key(struct rdma_link *l, unsigned slot, uint32_t *rkey)
 			r = -ETIMEDOUT;
 	}
 	pthread_mutex_unlock(&l->bind_lock);
+	if (r == -EIO || r == -EPIPE) {
+		/* The binder failed: no slot of the link gets a key any more, so
+		 * it fails now - its connections move to TCP as on any link
+		 * failure, and the next connection makes a new link.  Left up,
+		 * it refused every later connection between the two processes
+		 * (each stayed TCP, link-failed; tests/rdma/binder.sh). */
+		shunt_log("rdma: the window binder of the link to qp %u failed: the link goes",
+			  l->peer_qpn);
+		rdma_link_break(l);
+	}
 	return r;
 }
 
