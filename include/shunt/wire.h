@@ -68,6 +68,9 @@ enum shunt_reason {
 	SHUNT_R_STALE_LINK = 27,   /* plain: the server answered on an RDMA link whose queue pair of ours is
 				    * gone (our end failed while it carried nothing); the server retires its
 				    * end, the next connection makes a new link */
+	SHUNT_R_STDIO = 28,        /* moved to TCP: the program used C stdio (fwrite, printf, fgets...) on the
+				    * socket - stdin/stdout after an exec, fdopen() - whose buffers reach
+				    * the kernel socket without passing through shunt */
 	SHUNT_R_MAX
 };
 

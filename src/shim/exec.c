@@ -31,11 +31,13 @@
 
 extern char **environ;
 
+#define EXEC_CONNS_MAX 256
+
 struct handover {
 	char *buf;
 	size_t len, cap;
 	int count;
-	int fds[3 * 256];
+	int fds[3 * EXEC_CONNS_MAX];
 	int nfds;
 };
 
@@ -286,16 +288,57 @@ int exec_is_shmem(int fd)
 	return R(fcntl)(fd, F_GET_SEALS) >= 0; /* memfd and tmpfs files only */
 }
 
-/* One entry: the transport named by its first character adopts it. */
-static int adopt(const char *item, int *used, int *nused)
+/* Descriptors of one connection (dup, dup2: git daemon gives its handler
+ * the socket as stdin and stdout) are one connection here too, as in the
+ * old image: the first entry is adopted, the others share it.  Adopted
+ * twice, each copy would drop the process's one share of the rings at its
+ * close - the connection ended under the processes that still held it -
+ * and read the same bytes.  The socket's identity: its inode. */
+struct adopted {
+	dev_t dev;
+	ino_t ino;
+	int fd;
+};
+
+static int sock_id(int fd, struct adopted *a)
 {
+	struct stat st;
+
+	if (fstat(fd, &st) || !S_ISSOCK(st.st_mode))
+		return -1;
+	a->dev = st.st_dev;
+	a->ino = st.st_ino;
+	a->fd = fd;
+	return 0;
+}
+
+/* One entry: the transport named by its first character adopts it, unless
+ * its socket is one adopted already (done[0..*ndone)). */
+static int adopt(const char *item, int *used, int *nused, struct adopted *done, int *ndone)
+{
+	struct adopted me;
+	int fd = atoi(item + 1);
+
+	if (sock_id(fd, &me))
+		return -EINVAL;
+	for (int i = 0; i < *ndone; i++) {
+		struct sk *s;
+		if (done[i].dev != me.dev || done[i].ino != me.ino)
+			continue;
+		if (!(s = fdtab_get(done[i].fd)))
+			return -EPROTO;
+		fdtab_set(fd, s); /* (our reference is the table's now) */
+		return 0;
+	}
 	for (const struct transport *const *t = shunt_transports; *t; t++) {
 		struct conn *c;
-		int fd, r;
+		int r;
 		if (!(*t)->exec_adopt || item[0] != (*t)->exec_tag)
 			continue;
 		r = (*t)->exec_adopt(item + 1, &fd, &c, used, nused);
-		return r ? r : install(fd, c);
+		if (!r && !(r = install(fd, c)) && *ndone < EXEC_CONNS_MAX)
+			done[(*ndone)++] = me;
+		return r;
 	}
 	return -EINVAL;
 }
@@ -309,10 +352,11 @@ void exec_inherit(void)
 		__atomic_store_n(&conn_timeouts_maybe, 1, __ATOMIC_RELAXED);
 	if (!v || !(copy = strdup(v)))
 		return;
-	int inherited[3 * 256], n = 0;
+	int inherited[3 * EXEC_CONNS_MAX], n = 0, ndone = 0;
+	struct adopted done[EXEC_CONNS_MAX];
 
 	for (item = strtok_r(copy, ";", &save); item; item = strtok_r(NULL, ";", &save)) {
-		int used[EXEC_FDS_MAX], nused = 0, r = adopt(item, used, &nused);
+		int used[EXEC_FDS_MAX], nused = 0, r = adopt(item, used, &nused, done, &ndone);
 		if (r == -EINVAL) {
 			shunt_warn("SHUNT_INHERIT entry '%s' invalid: ignored", item);
 			continue;

@@ -171,6 +171,7 @@ int move_flush_until(struct conn *c, uint64_t deadline);
 int sock_hung_up(int fd);                        /* the peer's FIN or RST is there (no wait) */
 int move_pending(const struct conn *c);          /* ... is not all on the socket yet */
 int move_pass(struct sk *s, int why);            /* before SCM_RIGHTS carries it away (why: reason) */
+const char *move_cause(int why);                 /* a pass's cause, for the log */
 
 /* src/setup: the rendezvous (registry.c, client.c, server.c, msgsock.c) */
 int rdv_listen(int fd, struct sk *s);

@@ -235,6 +235,14 @@ int sock_hung_up(int fd)
 
 /* ---- the passing side ---- */
 
+/* What a pass's log line calls its cause. */
+const char *move_cause(int why)
+{
+	return why == SHUNT_R_FD_PASSED	  ? "fd passed"
+	       : why == SHUNT_R_DESCRIPTORS ? "descriptors given back"
+					    : shunt_reason_str((unsigned)why);
+}
+
 /* Before `fd`, an accelerated connection, is passed to another process
  * (why: SHUNT_R_FD_PASSED), or to give shunt's descriptors back
  * (SHUNT_R_DESCRIPTORS, giveback.c): both halves onto the socket (see the

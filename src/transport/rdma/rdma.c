@@ -64,7 +64,7 @@ static int op_pass(struct conn *c, struct shunt_ring_ctl *rx, struct shunt_ring_
 	(void)rx;
 	if (!r && (*t = conn_lock(c, 0))) {
 		shunt_log("move: %s: RDMA connection (tcp fd %d) is plain TCP",
-			  why == SHUNT_R_DESCRIPTORS ? "descriptors given back" : "fd passed", c->tcp_fd);
+			  move_cause(why), c->tcp_fd);
 		r = 1;
 	}
 	return r;

@@ -201,7 +201,8 @@ static int pass_locked(struct conn *c, struct shunt_ring_ctl *t, struct shunt_ri
 		uint8_t fo[sizeof(struct shunt_fo)];
 		uint64_t p = __atomic_load_n(&t->prod, __ATOMIC_ACQUIRE);
 		size_t off = 0;
-		shunt_fo_encode(fo, p, p, (uint32_t)why);
+		/* (a stdio move goes as a pass, which every peer's parser knows) */
+		shunt_fo_encode(fo, p, p, (uint32_t)(why == SHUNT_R_STDIO ? SHUNT_R_FD_PASSED : why));
 		while (off < sizeof fo) {
 			ssize_t w = real.send(c->tcp_fd, fo + off, sizeof fo - off, MSG_NOSIGNAL);
 			if (w < 0 && errno == EINTR)
@@ -219,7 +220,7 @@ static int pass_locked(struct conn *c, struct shunt_ring_ctl *t, struct shunt_ri
 	c->mv.rx = 2;
 	__atomic_store_n(&c->mv.tx, 1, __ATOMIC_RELEASE);
 	shunt_log("move: %s: connection (tcp fd %d) is plain TCP from byte %llu/%llu",
-		  why == SHUNT_R_FD_PASSED ? "fd passed" : "descriptors given back", c->tcp_fd,
+		  move_cause(why), c->tcp_fd,
 		  (unsigned long long)__atomic_load_n(&rx->cons, __ATOMIC_RELAXED),
 		  (unsigned long long)__atomic_load_n(&t->prod, __ATOMIC_RELAXED));
 	return 1;

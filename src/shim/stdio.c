@@ -1,0 +1,204 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * stdio.c - C stdio on an accelerated socket moves it to TCP first.
+ *
+ * A FILE's buffers reach the descriptor through libc's internal read and
+ * write, which no preloaded library sees: stdout of a program exec'd with
+ * the connection as its standard I/O (git daemon's upload-pack writes
+ * its answers with fwrite), or a FILE made by fdopen(), would read and
+ * write the kernel socket while the bytes are in the rings - the peer
+ * broke its ring, or a reader waited for ever.  So the first stdio call on
+ * a stream whose descriptor is an accelerated connection moves that
+ * connection to its TCP socket at the exact byte (move.c, reason stdio),
+ * and stdio goes on with a plain socket.  A connection other processes
+ * hold as well cannot move until they let go (a parent closes its copy
+ * once its child's exec succeeded): the move waits up to a second for that.
+ *
+ * The calls: those a program makes (the _chk forms of fortified builds,
+ * the unlocked ones, and __overflow/__uflow/__underflow, which the
+ * getc/putc macros call when a buffer is empty or full).  libc's own calls
+ * between them (printf calling vfprintf) are not seen and need not be.
+ * Not wrapped: the scanf family (a socket read only through fscanf would
+ * still read the kernel socket: docs/architecture.md, known limits).
+ */
+#define _GNU_SOURCE
+#define __NO_INLINE__ 1 /* no extern-inline getc, putc...: defined here */
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <wchar.h>
+#include "shim.h"
+#include "../base/real.h"
+
+#undef fread_unlocked /* (macros under -O2) */
+#undef fwrite_unlocked
+#undef getc
+#undef putc
+
+/* libc's, declared by no header (fortified builds and macros call them) */
+int __overflow(FILE *f, int c);
+int __uflow(FILE *f);
+int __underflow(FILE *f);
+int __vfprintf_chk(FILE *f, int fl, const char *fmt, va_list ap);
+int __vprintf_chk(int fl, const char *fmt, va_list ap);
+int __printf_chk(int fl, const char *fmt, ...);
+int __fprintf_chk(FILE *f, int fl, const char *fmt, ...);
+int __dprintf_chk(int fd, int fl, const char *fmt, ...);
+int __vdprintf_chk(int fd, int fl, const char *fmt, va_list ap);
+size_t __fread_chk(void *p, size_t l, size_t z, size_t n, FILE *f);
+char *__fgets_chk(char *p, size_t l, int n, FILE *f);
+ssize_t __getdelim(char **p, size_t *n, int d, FILE *f);
+
+/* Wait for the other holders of a shared connection to let go. */
+#define STDIO_MOVE_WAIT_MS 1000
+
+static void stdio_move(struct sk *s, int fd)
+{
+	static int warned;
+	int r;
+
+	for (int ms = 0;; ms++) {
+		r = move_pass(s, SHUNT_R_STDIO);
+		if (r != -EBUSY || ms >= STDIO_MOVE_WAIT_MS)
+			break;
+		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+	}
+	if (!r)
+		shunt_log("fd %d: C stdio on an accelerated connection: it is plain TCP now (reason stdio)", fd);
+	else if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+		shunt_warn("fd %d, an accelerated connection, is used through C stdio but could not "
+			   "move to TCP first (%s): its stdio bytes bypass the rings; keep this service "
+			   "plain (SHUNT_PORTS, SHUNT_DISABLE: docs/architecture.md)", fd, strerror(-r));
+}
+
+static void touch(FILE *f)
+{
+	struct sk *s;
+	int fd, e = errno;
+
+	if (!f || !shunt_active || (fd = fileno_unlocked(f)) < 0 || !(s = fdtab_get(fd)))
+		return;
+	if (s->kind == SK_CONN && !s->conn->passed && !s->conn->broken)
+		stdio_move(s, fd);
+	sk_put(s);
+	errno = e;
+}
+
+/* The next definition of name (libc's): resolved once. */
+#define NEXT(name)                                                                          \
+	({                                                                                  \
+		static __typeof__(&name) p_;                                                \
+		__typeof__(&name) q_ = __atomic_load_n(&p_, __ATOMIC_ACQUIRE);              \
+		if (!q_) {                                                                  \
+			q_ = (__typeof__(&name))dlsym(RTLD_NEXT, #name);                    \
+			__atomic_store_n(&p_, q_, __ATOMIC_RELEASE);                        \
+		}                                                                           \
+		q_;                                                                         \
+	})
+
+/* A wrapper: f is the stream, the call is name(args); fail is what a
+ * missing libc symbol returns (never, with glibc). */
+#define WRAP(ret, name, params, f, args, fail)                                              \
+	EXPORT ret name params                                                              \
+	{                                                                                   \
+		__typeof__(&name) n_ = NEXT(name);                                          \
+		touch(f);                                                                   \
+		if (!n_) {                                                                  \
+			errno = ENOSYS;                                                     \
+			return fail;                                                        \
+		}                                                                           \
+		return n_ args;                                                             \
+	}
+
+/* the writing side */
+WRAP(size_t, fwrite, (const void *p, size_t z, size_t n, FILE *f), f, (p, z, n, f), 0)
+WRAP(size_t, fwrite_unlocked, (const void *p, size_t z, size_t n, FILE *f), f, (p, z, n, f), 0)
+WRAP(int, fputs, (const char *p, FILE *f), f, (p, f), EOF)
+WRAP(int, fputs_unlocked, (const char *p, FILE *f), f, (p, f), EOF)
+WRAP(int, fputc, (int c, FILE *f), f, (c, f), EOF)
+WRAP(int, fputc_unlocked, (int c, FILE *f), f, (c, f), EOF)
+WRAP(int, putc, (int c, FILE *f), f, (c, f), EOF)
+WRAP(int, putc_unlocked, (int c, FILE *f), f, (c, f), EOF)
+WRAP(int, putchar, (int c), stdout, (c), EOF)
+WRAP(int, putchar_unlocked, (int c), stdout, (c), EOF)
+WRAP(int, puts, (const char *p), stdout, (p), EOF)
+WRAP(int, fflush, (FILE *f), f, (f), EOF)
+WRAP(int, fflush_unlocked, (FILE *f), f, (f), EOF)
+WRAP(int, __overflow, (FILE *f, int c), f, (f, c), EOF)
+WRAP(int, vfprintf, (FILE *f, const char *fmt, va_list ap), f, (f, fmt, ap), -1)
+WRAP(int, vprintf, (const char *fmt, va_list ap), stdout, (fmt, ap), -1)
+WRAP(int, __vfprintf_chk, (FILE *f, int fl, const char *fmt, va_list ap), f, (f, fl, fmt, ap), -1)
+WRAP(int, __vprintf_chk, (int fl, const char *fmt, va_list ap), stdout, (fl, fmt, ap), -1)
+
+/* the reading side */
+WRAP(size_t, fread, (void *p, size_t z, size_t n, FILE *f), f, (p, z, n, f), 0)
+WRAP(size_t, fread_unlocked, (void *p, size_t z, size_t n, FILE *f), f, (p, z, n, f), 0)
+WRAP(size_t, __fread_chk, (void *p, size_t l, size_t z, size_t n, FILE *f), f, (p, l, z, n, f), 0)
+WRAP(char *, fgets, (char *p, int n, FILE *f), f, (p, n, f), NULL)
+WRAP(char *, fgets_unlocked, (char *p, int n, FILE *f), f, (p, n, f), NULL)
+WRAP(char *, __fgets_chk, (char *p, size_t l, int n, FILE *f), f, (p, l, n, f), NULL)
+WRAP(int, fgetc, (FILE *f), f, (f), EOF)
+WRAP(int, fgetc_unlocked, (FILE *f), f, (f), EOF)
+WRAP(int, getc, (FILE *f), f, (f), EOF)
+WRAP(int, getc_unlocked, (FILE *f), f, (f), EOF)
+WRAP(int, getchar, (void), stdin, (), EOF)
+WRAP(int, getchar_unlocked, (void), stdin, (), EOF)
+WRAP(ssize_t, getline, (char **p, size_t *n, FILE *f), f, (p, n, f), -1)
+WRAP(ssize_t, getdelim, (char **p, size_t *n, int d, FILE *f), f, (p, n, d, f), -1)
+WRAP(ssize_t, __getdelim, (char **p, size_t *n, int d, FILE *f), f, (p, n, d, f), -1)
+WRAP(int, __uflow, (FILE *f), f, (f), EOF)
+WRAP(int, __underflow, (FILE *f), f, (f), EOF)
+
+/* the variadic ones, through their va_list forms */
+#define VWRAP(name, vname, params, last, vargs)                                          \
+	EXPORT int name params                                                              \
+	{                                                                                   \
+		va_list ap;                                                                 \
+		int r;                                                                      \
+		va_start(ap, last);                                                         \
+		r = vname vargs;                                                            \
+		va_end(ap);                                                                 \
+		return r;                                                                   \
+	}
+
+VWRAP(printf, vprintf, (const char *fmt, ...), fmt, (fmt, ap))
+VWRAP(fprintf, vfprintf, (FILE *f, const char *fmt, ...), fmt, (f, fmt, ap))
+VWRAP(__printf_chk, __vprintf_chk, (int fl, const char *fmt, ...), fmt, (fl, fmt, ap))
+VWRAP(__fprintf_chk, __vfprintf_chk, (FILE *f, int fl, const char *fmt, ...), fmt, (f, fl, fmt, ap))
+
+/* dprintf makes a FILE of its own on the descriptor: formatted here and
+ * written through write(), it stays on the rings. */
+EXPORT int vdprintf(int fd, const char *fmt, va_list ap)
+{
+	char *buf;
+	int n = vasprintf(&buf, fmt, ap);
+	size_t off = 0;
+
+	if (n < 0)
+		return -1;
+	while (off < (size_t)n) {
+		ssize_t w = write(fd, buf + off, (size_t)n - off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0) {
+			free(buf);
+			return -1;
+		}
+		off += (size_t)w;
+	}
+	free(buf);
+	return n;
+}
+
+EXPORT int __vdprintf_chk(int fd, int fl, const char *fmt, va_list ap)
+{
+	(void)fl;
+	return vdprintf(fd, fmt, ap);
+}
+
+VWRAP(dprintf, vdprintf, (int fd, const char *fmt, ...), fmt, (fd, fmt, ap))
+VWRAP(__dprintf_chk, __vdprintf_chk, (int fd, int fl, const char *fmt, ...), fmt, (fd, fl, fmt, ap))
