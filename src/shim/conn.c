@@ -194,8 +194,6 @@ void conn_break(struct conn *c, const char *what)
 	conn_wake_local(c, POLLIN | POLLOUT);
 }
 
-#define LOCK_BOUND_NS 2000000000ull /* no holder sleeps with a ring lock */
-
 /* The writer's (rx: the reader's) lock, of the rings the connection has
  * once it is held: a move before fork replaces an RDMA connection's rings
  * (rdma/share.c), and a thread that waited for the old lock must not use the new
@@ -213,8 +211,17 @@ struct shunt_ring_ctl *conn_lock(struct conn *c, int rx)
 			conn_break(c, rx ? "reader lock held too long" : "writer lock held too long");
 			return NULL;
 		}
-		if (t == __atomic_load_n(rx ? &c->rx.ctl : &c->tx.ctl, __ATOMIC_ACQUIRE))
-			return t;
+		if (t == __atomic_load_n(rx ? &c->rx.ctl : &c->tx.ctl, __ATOMIC_ACQUIRE)) {
+			if (!c->tp->side_moved || c->passed || !c->tp->side_moved(c))
+				return t;
+			shunt_unlock(l); /* another holder moved it: ours follows */
+			move_follow(c);
+			if (!c->passed) {
+				conn_break(c, "moved by another holder, but its locks stay held");
+				return NULL;
+			}
+			continue;
+		}
 		shunt_unlock(l);
 	}
 }

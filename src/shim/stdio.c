@@ -10,9 +10,11 @@
  * broke its ring, or a reader waited for ever.  So the first stdio call on
  * a stream whose descriptor is an accelerated connection moves that
  * connection to its TCP socket at the exact byte (move.c, reason stdio),
- * and stdio goes on with a plain socket.  A connection other processes
- * hold as well cannot move until they let go (a parent closes its copy
- * once its child's exec succeeded): the move waits up to a second for that.
+ * and stdio goes on with a plain socket.  Other processes holding it too
+ * (a parent that keeps its copy while the child talks: Python's
+ * subprocess.run(stdin=conn, stdout=conn)) follow at their next call on
+ * it (move.c, move_follow).  A move the peer is making at that moment is
+ * waited for, up to a second.
  *
  * The calls: those a program makes (the _chk forms of fortified builds,
  * the unlocked ones, and __overflow/__uflow/__underflow, which the
@@ -33,6 +35,7 @@
 #include <wchar.h>
 #include "shim.h"
 #include "../base/real.h"
+#include "../transport/ring.h"
 
 #undef fread_unlocked /* (macros under -O2) */
 #undef fwrite_unlocked
@@ -53,7 +56,7 @@ size_t __fread_chk(void *p, size_t l, size_t z, size_t n, FILE *f);
 char *__fgets_chk(char *p, size_t l, int n, FILE *f);
 ssize_t __getdelim(char **p, size_t *n, int d, FILE *f);
 
-/* Wait for the other holders of a shared connection to let go. */
+/* Wait for a move the peer is making (-EBUSY) to end. */
 #define STDIO_MOVE_WAIT_MS 1000
 
 static void stdio_move(struct sk *s, int fd)
@@ -75,15 +78,43 @@ static void stdio_move(struct sk *s, int fd)
 			   "plain (SHUNT_PORTS, SHUNT_DISABLE: docs/architecture.md)", fd, strerror(-r));
 }
 
+/* A connection already on its way to the socket (an RDMA one moved at a
+ * fork or exec): stdio may read the socket once the peer's FAILOVER
+ * message is taken off it and nothing is left in the ring - bytes that
+ * arrived before the move are only shunt's read()'s to give. */
+static void stdio_settle(struct conn *c, int fd)
+{
+	static int warned;
+
+	for (int ms = 0; ms < STDIO_MOVE_WAIT_MS; ms++) {
+		conn_refresh(c);
+		if (__atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) == 2 && !ring_used(&c->rx) &&
+		    !move_pending(c))
+			return;
+		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+	}
+	if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+		shunt_warn("fd %d, a connection moved to TCP with %llu bytes still to be read through "
+			   "shunt, is used through C stdio, which reads the socket past them: keep this "
+			   "service plain or on shared memory (docs/architecture.md, known limits)", fd,
+			   (unsigned long long)ring_used(&c->rx));
+}
+
 static void touch(FILE *f)
 {
 	struct sk *s;
+	struct conn *c;
 	int fd, e = errno;
 
 	if (!f || !shunt_active || (fd = fileno_unlocked(f)) < 0 || !(s = fdtab_get(fd)))
 		return;
-	if (s->kind == SK_CONN && !s->conn->passed && !s->conn->broken)
-		stdio_move(s, fd);
+	c = s->conn;
+	if (s->kind == SK_CONN && !c->passed && !c->broken) {
+		if (conn_moving(c) || c->mv.rx)
+			stdio_settle(c, fd);
+		else
+			stdio_move(s, fd);
+	}
 	sk_put(s);
 	errno = e;
 }

@@ -235,6 +235,18 @@ int sock_hung_up(int fd)
 
 /* ---- the passing side ---- */
 
+/* A pass's last step (both locks held): threads that wait for the old
+ * locks find the rings changed (conn_lock): empty ones, and the socket
+ * behind them. */
+static void leave_rings(struct conn *c, struct shunt_ring_ctl *e)
+{
+	c->passed = e;
+	c->tx.cons_seen = c->rx.cons_seen = c->tx.prod_seen = c->rx.prod_seen = 0;
+	__atomic_store_n(&c->tx.ctl, &e[0], __ATOMIC_RELEASE);
+	__atomic_store_n(&c->rx.ctl, &e[1], __ATOMIC_RELEASE);
+	__atomic_add_fetch(&c->mv.gen, 1, __ATOMIC_RELEASE);
+}
+
 /* What a pass's log line calls its cause. */
 const char *move_cause(int why)
 {
@@ -268,15 +280,10 @@ int move_pass(struct sk *s, int why)
 		free(e);
 		return -c->broken;
 	}
-	r = c->tp->pass(c, rx, &t, why);
+	/* (the lock may have found it passed by another holder: followed) */
+	r = c->passed ? 0 : c->tp->pass(c, rx, &t, why);
 	if (r == 1) {
-		/* threads that wait for the old locks find the rings changed
-		 * (conn_lock): empty ones, and the socket behind them */
-		c->passed = e;
-		c->tx.cons_seen = c->rx.cons_seen = c->tx.prod_seen = c->rx.prod_seen = 0;
-		__atomic_store_n(&c->tx.ctl, &e[0], __ATOMIC_RELEASE);
-		__atomic_store_n(&c->rx.ctl, &e[1], __ATOMIC_RELEASE);
-		__atomic_add_fetch(&c->mv.gen, 1, __ATOMIC_RELEASE);
+		leave_rings(c, e);
 		e = NULL;
 		r = 0;
 	}
@@ -285,4 +292,39 @@ int move_pass(struct sk *s, int why)
 	shunt_unlock(&rx->rlock);
 	free(e);
 	return r;
+}
+
+/* Another process holding our side of a shared-memory connection passed
+ * it (C stdio in a child that shares it: stdio.c): the peer resends what
+ * our side had not read and reads the rings only to the mover's last
+ * byte, so our copy leaves the rings too, under both locks - a reader or
+ * writer of ours that takes one after finds the socket (conn_lock).
+ * Called with no lock held. */
+void move_follow(struct conn *c)
+{
+	struct shunt_ring_ctl *rx = c->rx.ctl, *t = c->tx.ctl, *e;
+	int why;
+
+	if (c->passed || !(e = aligned_alloc(SHUNT_CACHELINE, sizeof *e * 2)))
+		return;
+	memset(e, 0, sizeof *e * 2);
+	if (shunt_lock_bounded(&rx->rlock, LOCK_BOUND_NS)) {
+		free(e);
+		return;
+	}
+	if (shunt_lock_bounded(&t->wlock, LOCK_BOUND_NS)) {
+		shunt_unlock(&rx->rlock);
+		free(e);
+		return;
+	}
+	if (!c->passed && rx == c->rx.ctl && t == c->tx.ctl && (why = c->tp->side_moved(c))) {
+		c->tp->follow(c, why);
+		leave_rings(c, e);
+		e = NULL;
+		shunt_log("move: connection (tcp fd %d): another process holding it moved it to TCP (%s)",
+			  c->tcp_fd, shunt_reason_str((unsigned)why));
+	}
+	shunt_unlock(&t->wlock);
+	shunt_unlock(&rx->rlock);
+	free(e);
 }

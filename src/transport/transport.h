@@ -74,6 +74,12 @@ struct transport {
 	 * the writer's lock if it was taken (the caller unlocks it).  1:
 	 * moved; 0: nothing to move (a reset); else -errno. */
 	int (*pass)(struct conn *c, struct shunt_ring_ctl *rx, struct shunt_ring_ctl **t, int why);
+	/* Another process holding our side passed it (its word in the
+	 * rings): the reason, else 0 (NULL: never shared); follow sets our
+	 * copy's halves on the socket as the pass set the mover's (both
+	 * locks held). */
+	int (*side_moved)(const struct conn *c);
+	void (*follow)(struct conn *c, int why);
 
 	/* ---- fork and exec (core.c, exec.c) ---- */
 	void (*fork_hold)(struct conn *c, uint64_t gen);   /* before fork: the child's share */

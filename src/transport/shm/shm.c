@@ -114,6 +114,8 @@ static int shm_shutdown(struct conn *c)
  * with EPIPE) - as it must here too. */
 static void shm_closing(struct conn *c)
 {
+	if (!c->passed && shm_side_moved(c))
+		move_follow(c); /* another holder passed it: what the rings hold was resent */
 	if (c->passed || c->broken || shunt_sandboxed || !shm_sole_owner(c))
 		return;
 	if (move_pending(c)) { /* the move's resend: the kernel would send it */
@@ -268,6 +270,8 @@ const struct transport shm_transport = {
 	.peer_left = shm_peer_left,
 	.move_progress = shm_move_progress,
 	.pass = shm_pass,
+	.side_moved = shm_side_moved,
+	.follow = shm_follow,
 	.fork_hold = shm_fork_hold,
 	.fork_unhold = shm_fork_unhold,
 	.fork_child = shm_fork_hold,

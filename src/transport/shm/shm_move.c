@@ -156,6 +156,9 @@ int shm_settle(struct conn *c)
 		shm_move_progress(c);
 		return 0; /* the socket carries the peer's bytes now */
 	}
+	if (!c->passed && shm_side_moved(c))
+		return 0; /* another holder passed it: the peer's resend is there,
+			     ours follows at its next lock (conn_lock) */
 	/* One thread at a time: two that peeked the same leftovers or the
 	 * same message would both consume them, the second taking bytes of
 	 * the stream.  A thread finding it busy leaves it to the one in it
@@ -169,6 +172,26 @@ int shm_settle(struct conn *c)
 	return r;
 }
 
+/* The halves of a passed connection, ours or another holder's (move.c,
+ * move_follow): both on the socket; nothing of ours to resend (the peer
+ * reads the rings to our last byte). */
+void shm_follow(struct conn *c, int why)
+{
+	c->mv.hdr_off = sizeof c->mv.hdr;
+	c->mv.want = why;
+	c->mv.rx = 2;
+	__atomic_store_n(&c->mv.tx, 1, __ATOMIC_RELEASE);
+}
+
+/* Our side was passed by another process holding it: its word in our
+ * receiving ring (rd_left), which only our side writes; the reason. */
+int shm_side_moved(const struct conn *c)
+{
+	uint32_t w = __atomic_load_n(&c->rx.ctl->rd_left, __ATOMIC_ACQUIRE);
+
+	return !w ? 0 : w < SHUNT_R_MAX ? (int)w : SHUNT_R_FD_PASSED;
+}
+
 /* Shared memory, both ring locks held: the peer resends what we did not
  * read and writes the socket from now on, and reads our ring to its end,
  * then the socket. */
@@ -179,7 +202,7 @@ static int pass_locked(struct conn *c, struct shunt_ring_ctl *t, struct shunt_ri
 	ssize_t n;
 	int partial;
 
-	if (!shm_sole_owner(c))
+	if (why != SHUNT_R_STDIO && !shm_sole_owner(c))
 		return -EBUSY; /* another process reads and writes it too */
 	/* the peer's unread bytes: it resends them, unless it has shut its
 	 * sending side (it cannot write the socket then) */
@@ -215,10 +238,7 @@ static int pass_locked(struct conn *c, struct shunt_ring_ctl *t, struct shunt_ri
 	/* wake the peer (it resends now) and our own sleepers (they find
 	 * the rings gone and the socket in their place once we unlock) */
 	conn_wake_all(c);
-	c->mv.hdr_off = sizeof c->mv.hdr;
-	c->mv.want = why;
-	c->mv.rx = 2;
-	__atomic_store_n(&c->mv.tx, 1, __ATOMIC_RELEASE);
+	shm_follow(c, why);
 	shunt_log("move: %s: connection (tcp fd %d) is plain TCP from byte %llu/%llu",
 		  move_cause(why), c->tcp_fd,
 		  (unsigned long long)__atomic_load_n(&rx->cons, __ATOMIC_RELAXED),
