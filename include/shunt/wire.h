@@ -230,9 +230,13 @@ struct shunt_ring_ctl {
 	_Atomic uint32_t rd_left;   /* the reader left the ring for the TCP socket (a
 				       reason, SHUNT_R_FD_PASSED): the writer resends
 				       from cons there and writes there (src/transport/shm/shm_move.c) */
+	_Atomic uint32_t wr_moved;  /* a writer of this ring moved the connection to the TCP
+				       socket (the reason): the side's other writers - other
+				       processes holding it - follow (move.c, move_follow) */
 	/* line 4: the mirror for the reader */
 	_Alignas(SHUNT_CACHELINE) _Atomic uint32_t rlock; /* serialises readers */
 	_Atomic uint32_t wr_want;   /* writer sleeps until space frees */
+	_Atomic uint32_t rd_moved;  /* the same for the side's readers */
 };
 _Static_assert(sizeof(struct shunt_ring_ctl) == 256, "ring ctl layout");
 

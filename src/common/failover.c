@@ -6,12 +6,24 @@
 #include "failover.h"
 #include "handshake.h"
 
+/* The peer only tells a pass and a failed link from the rest: causes
+ * newer than its parser go as the older ones it knows (shunt_fo_parse) -
+ * a sandbox's move as fork-exec's, a stalled one's as a move of ours, a
+ * stdio one's as a pass. */
+static uint32_t wire_reason(uint32_t reason)
+{
+	return reason == SHUNT_R_SANDBOX	? SHUNT_R_FORK
+	       : reason == SHUNT_R_RDMA_STALLED ? SHUNT_R_PEER_FAILOVER
+	       : reason == SHUNT_R_STDIO	? SHUNT_R_FD_PASSED
+						: reason;
+}
+
 int shunt_fo_encode(void *buf, uint64_t start, uint64_t end, uint32_t reason)
 {
 	struct shunt_fo m = {
 		.kind = SHUNT_FO_KIND,
 		.version = SHUNT_FO_VERSION,
-		.reason = htobe32(reason),
+		.reason = htobe32(wire_reason(reason)),
 		.magic = htobe64(SHUNT_FO_MAGIC),
 		.start = htobe64(start),
 		.end = htobe64(end),

@@ -212,7 +212,9 @@ struct shunt_ring_ctl *conn_lock(struct conn *c, int rx)
 			return NULL;
 		}
 		if (t == __atomic_load_n(rx ? &c->rx.ctl : &c->tx.ctl, __ATOMIC_ACQUIRE)) {
-			if (!c->tp->side_moved || c->passed || !c->tp->side_moved(c))
+			/* another holder's move: its word on the line of the
+			 * lock just taken (wire.h; never set on local rings) */
+			if (!c->shared || !__atomic_load_n(rx ? &t->rd_moved : &t->wr_moved, __ATOMIC_RELAXED))
 				return t;
 			shunt_unlock(l); /* another holder moved it: ours follows */
 			move_follow(c);

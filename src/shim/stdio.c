@@ -32,7 +32,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <wchar.h>
 #include "shim.h"
 #include "../base/real.h"
 #include "../transport/ring.h"

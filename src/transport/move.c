@@ -317,7 +317,7 @@ void move_follow(struct conn *c)
 		free(e);
 		return;
 	}
-	if (!c->passed && rx == c->rx.ctl && t == c->tx.ctl && (why = c->tp->side_moved(c))) {
+	if (!c->passed && rx == c->rx.ctl && t == c->tx.ctl && (why = c->tp->side_moved(c, 1))) {
 		c->tp->follow(c, why);
 		leave_rings(c, e);
 		e = NULL;

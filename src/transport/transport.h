@@ -74,11 +74,11 @@ struct transport {
 	 * the writer's lock if it was taken (the caller unlocks it).  1:
 	 * moved; 0: nothing to move (a reset); else -errno. */
 	int (*pass)(struct conn *c, struct shunt_ring_ctl *rx, struct shunt_ring_ctl **t, int why);
-	/* Another process holding our side passed it (its word in the
-	 * rings): the reason, else 0 (NULL: never shared); follow sets our
-	 * copy's halves on the socket as the pass set the mover's (both
-	 * locks held). */
-	int (*side_moved)(const struct conn *c);
+	/* Another process holding our side passed it (its word beside our
+	 * reader's lock, rx, or our writer's): the reason, else 0 (NULL:
+	 * never shared); follow sets our copy's halves on the socket as the
+	 * pass set the mover's (both locks held). */
+	int (*side_moved)(const struct conn *c, int rx);
 	void (*follow)(struct conn *c, int why);
 
 	/* ---- fork and exec (core.c, exec.c) ---- */
@@ -185,6 +185,8 @@ struct conn {
 	/* passed to another process (move.c): both halves are on the socket,
 	 * the rings are these two empty control blocks (one allocation) */
 	struct shunt_ring_ctl *passed;
+	int shared;            /* another process may hold it too (a fork, an exec): its
+				  locks look for another holder's move (conn_lock) */
 };
 
 /* For transports: the data path's words (conn.c). */

@@ -85,15 +85,7 @@ int rdma_fo_tx_begin(struct conn *c, int push_flags)
 	}
 	start = __atomic_load_n(&c->tx.ctl->cons, __ATOMIC_ACQUIRE);
 	end = __atomic_load_n(&c->tx.ctl->prod, __ATOMIC_ACQUIRE);
-	/* the peer only tells a pass and a failed link from the rest; a
-	 * sandbox's move goes as fork-exec's, a stalled one's as a move of
-	 * ours, a stdio one's as a pass, which every peer's parser knows
-	 * (failover.c) */
-	shunt_fo_encode(c->mv.hdr, start, end,
-			(uint32_t)(why == SHUNT_R_SANDBOX	 ? SHUNT_R_FORK
-				   : why == SHUNT_R_RDMA_STALLED ? SHUNT_R_PEER_FAILOVER
-				   : why == SHUNT_R_STDIO	 ? SHUNT_R_FD_PASSED
-								 : why));
+	shunt_fo_encode(c->mv.hdr, start, end, (uint32_t)why); /* (as a reason every peer knows) */
 	c->mv.hdr_off = 0;
 	c->mv.next = start;
 	c->mv.start = start;

@@ -114,7 +114,7 @@ static int shm_shutdown(struct conn *c)
  * with EPIPE) - as it must here too. */
 static void shm_closing(struct conn *c)
 {
-	if (!c->passed && shm_side_moved(c))
+	if (!c->passed && shm_side_moved(c, 1))
 		move_follow(c); /* another holder passed it: what the rings hold was resent */
 	if (c->passed || c->broken || shunt_sandboxed || !shm_sole_owner(c))
 		return;
@@ -177,6 +177,7 @@ static void shm_fork_hold(struct conn *c, uint64_t gen)
 {
 	struct shm_conn *m = shm_of(c);
 
+	c->shared = 1;
 	if (m->fork_gen == gen)
 		return;
 	m->fork_gen = gen;
@@ -243,6 +244,7 @@ static int shm_exec_adopt(const char *e, int *fdp, struct conn **out, int *used,
 		arena_put(a);
 		return -EPROTO;
 	}
+	(*out)->shared = 1; /* the old image's parent may hold it too */
 	*fdp = fd;
 	used[(*nused)++] = memfd;
 	used[(*nused)++] = bell[0];

@@ -37,6 +37,6 @@ int shm_move_tx(struct conn *c);        /* our sending half (writer lock held) *
 void shm_move_progress(struct conn *c); /* the move's resend, from any call */
 int shm_settle(struct conn *c);         /* refresh's part: leftovers, the peer's move; 1: FIN */
 int shm_pass(struct conn *c, struct shunt_ring_ctl *rx, struct shunt_ring_ctl **t, int why);
-int shm_side_moved(const struct conn *c);
+int shm_side_moved(const struct conn *c, int rx);
 void shm_follow(struct conn *c, int why);
 #endif

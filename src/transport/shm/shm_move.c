@@ -156,7 +156,7 @@ int shm_settle(struct conn *c)
 		shm_move_progress(c);
 		return 0; /* the socket carries the peer's bytes now */
 	}
-	if (!c->passed && shm_side_moved(c))
+	if (!c->passed && shm_side_moved(c, 1))
 		return 0; /* another holder passed it: the peer's resend is there,
 			     ours follows at its next lock (conn_lock) */
 	/* One thread at a time: two that peeked the same leftovers or the
@@ -183,11 +183,15 @@ void shm_follow(struct conn *c, int why)
 	__atomic_store_n(&c->mv.tx, 1, __ATOMIC_RELEASE);
 }
 
-/* Our side was passed by another process holding it: its word in our
- * receiving ring (rd_left), which only our side writes; the reason. */
-int shm_side_moved(const struct conn *c)
+/* Our side was passed by another process holding it: its word on the
+ * lines of our side's locks (wire.h: wr_moved beside our writer's lock,
+ * rd_moved beside our reader's - read with that lock held, no line of the
+ * peer's is touched); the reason.  rx: the reader's word, else the
+ * writer's. */
+int shm_side_moved(const struct conn *c, int rx)
 {
-	uint32_t w = __atomic_load_n(&c->rx.ctl->rd_left, __ATOMIC_ACQUIRE);
+	uint32_t w = rx ? __atomic_load_n(&c->rx.ctl->rd_moved, __ATOMIC_ACQUIRE)
+			: __atomic_load_n(&c->tx.ctl->wr_moved, __ATOMIC_ACQUIRE);
 
 	return !w ? 0 : w < SHUNT_R_MAX ? (int)w : SHUNT_R_FD_PASSED;
 }
@@ -219,13 +223,15 @@ static int pass_locked(struct conn *c, struct shunt_ring_ctl *t, struct shunt_ri
 		return -EBUSY; /* not ours: the peer moves it itself */
 	/* from here on the peer writes the socket, from our consumer on */
 	__atomic_store_n(&rx->rd_left, (uint32_t)why, __ATOMIC_SEQ_CST);
+	/* and our side's other holders follow (move_follow) */
+	__atomic_store_n(&rx->rd_moved, (uint32_t)why, __ATOMIC_RELEASE);
+	__atomic_store_n(&t->wr_moved, (uint32_t)why, __ATOMIC_RELEASE);
 	/* and reads its ring to our last byte, then the socket */
 	if (!c->shut_wr) {
 		uint8_t fo[sizeof(struct shunt_fo)];
 		uint64_t p = __atomic_load_n(&t->prod, __ATOMIC_ACQUIRE);
 		size_t off = 0;
-		/* (a stdio move goes as a pass, which every peer's parser knows) */
-		shunt_fo_encode(fo, p, p, (uint32_t)(why == SHUNT_R_STDIO ? SHUNT_R_FD_PASSED : why));
+		shunt_fo_encode(fo, p, p, (uint32_t)why);
 		while (off < sizeof fo) {
 			ssize_t w = real.send(c->tcp_fd, fo + off, sizeof fo - off, MSG_NOSIGNAL);
 			if (w < 0 && errno == EINTR)
