@@ -200,6 +200,18 @@ void conn_break(struct conn *c, const char *what)
  * rings unlocked.  Unlock the control block returned.  A shared-memory
  * connection's lock word is in the peer's reach: a wait beyond the bound
  * breaks the connection (NULL), it never hangs the caller. */
+/* conn_lock's rare turn, out of its way: another holder of our side
+ * moved the connection; ours follows (-1: it could not, broken). */
+static __attribute__((noinline, cold)) int lock_follow(struct conn *c, _Atomic uint32_t *l)
+{
+	shunt_unlock(l);
+	move_follow(c);
+	if (c->passed)
+		return 0;
+	conn_break(c, "moved by another holder, but its locks stay held");
+	return -1;
+}
+
 struct shunt_ring_ctl *conn_lock(struct conn *c, int rx)
 {
 	for (;;) {
@@ -214,14 +226,11 @@ struct shunt_ring_ctl *conn_lock(struct conn *c, int rx)
 		if (t == __atomic_load_n(rx ? &c->rx.ctl : &c->tx.ctl, __ATOMIC_ACQUIRE)) {
 			/* another holder's move: its word on the line of the
 			 * lock just taken (wire.h; never set on local rings) */
-			if (!c->shared || !__atomic_load_n(rx ? &t->rd_moved : &t->wr_moved, __ATOMIC_RELAXED))
+			if (__builtin_expect(!c->shared, 1) ||
+			    !__atomic_load_n(rx ? &t->rd_moved : &t->wr_moved, __ATOMIC_RELAXED))
 				return t;
-			shunt_unlock(l); /* another holder moved it: ours follows */
-			move_follow(c);
-			if (!c->passed) {
-				conn_break(c, "moved by another holder, but its locks stay held");
+			if (lock_follow(c, l))
 				return NULL;
-			}
 			continue;
 		}
 		shunt_unlock(l);
