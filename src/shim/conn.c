@@ -161,12 +161,14 @@ __attribute__((destructor)) static void conn_exit_dtor(void)
 /* The application let go of it in this process. */
 int conn_free(struct conn *c)
 {
+	move_held_free(c);
 	return c->tp->release(c);
 }
 
 /* Free our state without dropping an owner (someone dropped it for us). */
 void conn_discard(struct conn *c)
 {
+	move_held_free(c);
 	c->tp->discard(c);
 }
 
@@ -272,7 +274,7 @@ unsigned conn_events(struct conn *c)
 
 size_t conn_nread(struct conn *c)
 {
-	size_t n = ring_used(&c->rx);
+	size_t n = ring_used(&c->rx) + move_held(c);
 	int k = 0;
 
 	if (__atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) == 2 &&
@@ -506,13 +508,20 @@ ssize_t conn_recv(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 				break;
 			continue;
 		}
-		if (__atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE)) {
-			/* the peer moved to TCP: its bytes follow there */
+		if (__atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) || move_held(c)) {
+			/* the peer moved to TCP: its bytes follow there (after
+			 * what the move held back: a MSG_WAITALL read goes on) */
+			int held = move_held(c) != 0;
 			ssize_t m = move_recv_tcp(c, iov, iovcnt, flags, nonblock);
 			if (m > 0)
 				total += (size_t)m;
 			r = m < 0 ? (int)m : 0;
 			stats_moved(s);
+			if (held && m > 0 && waitall && !peek && total < len) {
+				if (!trunc)
+					iov_skip(&iov, &iovcnt, (size_t)m);
+				continue;
+			}
 			break;
 		}
 		/* EOF only if the ring is still empty after seeing the flag:

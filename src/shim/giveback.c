@@ -82,6 +82,8 @@ static void pick_one(int fd, struct sk *s, void *arg)
  * for the peer to be sent. */
 static int on_socket(struct conn *c)
 {
+	if (move_held(c))
+		return 0; /* bytes for reads through shunt only */
 	if (c->passed)
 		return 1;
 	conn_refresh(c); /* the peer's message, our resend */

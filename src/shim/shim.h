@@ -174,6 +174,15 @@ int move_pass(struct sk *s, int why);            /* before SCM_RIGHTS carries it
 #define LOCK_BOUND_NS 2000000000ull              /* a ring lock's wait: no holder sleeps with one */
 void move_follow(struct conn *c);                /* another holder passed our side: follow */
 const char *move_cause(int why);                 /* a pass's cause, for the log */
+/* A moved half's ring bytes held back for the reads to come (transport.h,
+ * conn_move.held); rx lock held, but for the look. */
+static inline size_t move_held(const struct conn *c)
+{
+	return c->mv.held_len - c->mv.held_off;
+}
+int move_hold_ring(struct conn *c);              /* all the ring has, held: 0 or -ENOMEM/-EPROTO */
+size_t move_take_held(struct conn *c, const struct iovec *iov, int iovcnt, int flags);
+void move_held_free(struct conn *c);
 
 /* src/setup: the rendezvous (registry.c, client.c, server.c, msgsock.c) */
 int rdv_listen(int fd, struct sk *s);

@@ -78,46 +78,87 @@ static void stdio_move(struct sk *s, int fd)
 }
 
 /* A connection already on its way to the socket (an RDMA one moved at a
- * fork or exec): stdio may read the socket once the peer's FAILOVER
- * message is taken off it and nothing is left in the ring - bytes that
- * arrived before the move are only shunt's read()'s to give. */
-static void stdio_settle(struct conn *c, int fd)
+ * fork or exec): stdio may use the socket once the peer's FAILOVER
+ * message is taken off it and our resend is out; bytes that arrived in
+ * the ring before the move are held for the reads to come (move.c), as
+ * are those of a peer that had shut its side before our move (shm_move.c).
+ * 0, or -errno. */
+static int stdio_settle(struct conn *c)
 {
-	static int warned;
+	struct shunt_ring_ctl *l;
+	int r;
 
-	for (int ms = 0; ms < STDIO_MOVE_WAIT_MS; ms++) {
+	for (int ms = 0;; ms++) {
 		conn_refresh(c);
-		if (__atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) == 2 && !ring_used(&c->rx) &&
-		    !move_pending(c))
-			return;
+		if (__atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) == 2 && !move_pending(c))
+			break;
+		if (ms >= STDIO_MOVE_WAIT_MS)
+			return -ETIMEDOUT;
 		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
 	}
-	if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
-		shunt_warn("fd %d, a connection moved to TCP with %llu bytes still to be read through "
-			   "shunt, is used through C stdio, which reads the socket past them: keep this "
-			   "service plain or on shared memory (docs/architecture.md, known limits)", fd,
-			   (unsigned long long)ring_used(&c->rx));
+	if (!ring_used(&c->rx))
+		return 0;
+	if (!(l = conn_lock(c, 1)))
+		return -c->broken;
+	r = move_hold_ring(c);
+	shunt_unlock(&l->rlock);
+	return r;
 }
 
-/* Before every wrapped call: kept short, as putc's own cost is a few
- * nanoseconds (bench/stdio.sh).  The descriptor is read from the FILE
- * itself (glibc's public field: fileno_unlocked is a call), and errno is
- * saved only on the way to a move. */
-static void touch(FILE *f)
+/* A stdio read: what the move held goes to the FILE's buffer (ungetc:
+ * glibc takes any number back, in a buffer it grows), last byte first,
+ * to come before what its next read takes from the socket.  Taken under
+ * the reader's lock, given without it (ungetc takes the FILE's lock, which
+ * a thread that called us with it held - flockfile - has). */
+static void stdio_give(struct conn *c, FILE *f, int fd)
 {
+	struct shunt_ring_ctl *l = conn_lock(c, 1);
+	uint8_t *b;
+	size_t n;
+
+	if (!l)
+		return;
+	b = c->mv.held;
+	n = move_held(c);
+	if (n && c->mv.held_off)
+		memmove(b, b + c->mv.held_off, n);
+	c->mv.held = NULL;
+	c->mv.held_off = c->mv.held_len = 0;
+	shunt_unlock(&l->rlock);
+	while (n && ungetc(b[n - 1], f) != EOF)
+		n--;
+	if (n) /* no memory for glibc's buffer */
+		shunt_warn("fd %d: %zu bytes held for C stdio were lost (out of memory)", fd, n);
+	free(b);
+}
+
+/* Before every wrapped call (rd: a reading one): kept short, as putc's
+ * own cost is a few nanoseconds (bench/stdio.sh).  The descriptor is read
+ * from the FILE itself (glibc's public field: fileno_unlocked is a call),
+ * and errno is saved only on the way to a move. */
+static void touch(FILE *f, int rd)
+{
+	static int warned;
 	struct sk *s;
 	struct conn *c;
-	int fd, e;
+	int fd, e, r;
 
 	if (!f || !shunt_active || (fd = f->_fileno) < 0 || !(s = fdtab_get(fd)))
 		return;
 	c = s->conn;
 	if (s->kind == SK_CONN && !c->passed && !c->broken) {
 		e = errno;
-		if (conn_moving(c) || c->mv.rx)
-			stdio_settle(c, fd);
-		else
+		if (!conn_moving(c) && !c->mv.rx)
 			stdio_move(s, fd);
+		else if ((r = stdio_settle(c)) && !__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+			shunt_warn("fd %d, a connection moving to TCP, is used through C stdio before "
+				   "its move is done (%s): keep this service plain (docs/architecture.md, "
+				   "known limits)", fd, strerror(-r));
+		errno = e;
+	}
+	if (rd && s->kind == SK_CONN && move_held(c)) {
+		e = errno;
+		stdio_give(c, f, fd);
 		errno = e;
 	}
 	sk_put(s);
@@ -137,11 +178,13 @@ static void touch(FILE *f)
 
 /* A wrapper: f is the stream, the call is name(args); fail is what a
  * missing libc symbol returns (never, with glibc). */
-#define WRAP(ret, name, params, f, args, fail)                                              \
+#define WRAP(ret, name, params, f, args, fail) WRAP_RW(ret, name, params, f, 0, args, fail)
+#define RWRAP(ret, name, params, f, args, fail) WRAP_RW(ret, name, params, f, 1, args, fail)
+#define WRAP_RW(ret, name, params, f, rd, args, fail)                                       \
 	EXPORT ret name params                                                              \
 	{                                                                                   \
 		__typeof__(&name) n_ = NEXT(name);                                          \
-		touch(f);                                                                   \
+		touch(f, rd);                                                               \
 		if (!n_) {                                                                  \
 			errno = ENOSYS;                                                     \
 			return fail;                                                        \
@@ -170,23 +213,23 @@ WRAP(int, __vfprintf_chk, (FILE *f, int fl, const char *fmt, va_list ap), f, (f,
 WRAP(int, __vprintf_chk, (int fl, const char *fmt, va_list ap), stdout, (fl, fmt, ap), -1)
 
 /* the reading side */
-WRAP(size_t, fread, (void *p, size_t z, size_t n, FILE *f), f, (p, z, n, f), 0)
-WRAP(size_t, fread_unlocked, (void *p, size_t z, size_t n, FILE *f), f, (p, z, n, f), 0)
-WRAP(size_t, __fread_chk, (void *p, size_t l, size_t z, size_t n, FILE *f), f, (p, l, z, n, f), 0)
-WRAP(char *, fgets, (char *p, int n, FILE *f), f, (p, n, f), NULL)
-WRAP(char *, fgets_unlocked, (char *p, int n, FILE *f), f, (p, n, f), NULL)
-WRAP(char *, __fgets_chk, (char *p, size_t l, int n, FILE *f), f, (p, l, n, f), NULL)
-WRAP(int, fgetc, (FILE *f), f, (f), EOF)
-WRAP(int, fgetc_unlocked, (FILE *f), f, (f), EOF)
-WRAP(int, getc, (FILE *f), f, (f), EOF)
-WRAP(int, getc_unlocked, (FILE *f), f, (f), EOF)
-WRAP(int, getchar, (void), stdin, (), EOF)
-WRAP(int, getchar_unlocked, (void), stdin, (), EOF)
-WRAP(ssize_t, getline, (char **p, size_t *n, FILE *f), f, (p, n, f), -1)
-WRAP(ssize_t, getdelim, (char **p, size_t *n, int d, FILE *f), f, (p, n, d, f), -1)
-WRAP(ssize_t, __getdelim, (char **p, size_t *n, int d, FILE *f), f, (p, n, d, f), -1)
-WRAP(int, __uflow, (FILE *f), f, (f), EOF)
-WRAP(int, __underflow, (FILE *f), f, (f), EOF)
+RWRAP(size_t, fread, (void *p, size_t z, size_t n, FILE *f), f, (p, z, n, f), 0)
+RWRAP(size_t, fread_unlocked, (void *p, size_t z, size_t n, FILE *f), f, (p, z, n, f), 0)
+RWRAP(size_t, __fread_chk, (void *p, size_t l, size_t z, size_t n, FILE *f), f, (p, l, z, n, f), 0)
+RWRAP(char *, fgets, (char *p, int n, FILE *f), f, (p, n, f), NULL)
+RWRAP(char *, fgets_unlocked, (char *p, int n, FILE *f), f, (p, n, f), NULL)
+RWRAP(char *, __fgets_chk, (char *p, size_t l, int n, FILE *f), f, (p, l, n, f), NULL)
+RWRAP(int, fgetc, (FILE *f), f, (f), EOF)
+RWRAP(int, fgetc_unlocked, (FILE *f), f, (f), EOF)
+RWRAP(int, getc, (FILE *f), f, (f), EOF)
+RWRAP(int, getc_unlocked, (FILE *f), f, (f), EOF)
+RWRAP(int, getchar, (void), stdin, (), EOF)
+RWRAP(int, getchar_unlocked, (void), stdin, (), EOF)
+RWRAP(ssize_t, getline, (char **p, size_t *n, FILE *f), f, (p, n, f), -1)
+RWRAP(ssize_t, getdelim, (char **p, size_t *n, int d, FILE *f), f, (p, n, d, f), -1)
+RWRAP(ssize_t, __getdelim, (char **p, size_t *n, int d, FILE *f), f, (p, n, d, f), -1)
+RWRAP(int, __uflow, (FILE *f), f, (f), EOF)
+RWRAP(int, __underflow, (FILE *f), f, (f), EOF)
 
 /* the variadic ones, through their va_list forms */
 #define VWRAP(name, vname, params, last, vargs)                                          \

@@ -129,7 +129,9 @@ unsigned conn_moved_events(struct conn *c, unsigned ring_ev)
 		if (c->shut_wr)
 			ev |= POLLOUT | POLLWRNORM;
 	}
-	if (rx == 2 && !ring_used(&c->rx)) {
+	if (move_held(c)) {
+		ev |= POLLIN | POLLRDNORM;
+	} else if (rx == 2 && !ring_used(&c->rx)) {
 		ev &= ~(unsigned)(POLLIN | POLLRDNORM | POLLRDHUP);
 		ev |= rev & (POLLIN | POLLRDNORM | POLLRDHUP | POLLERR | POLLHUP);
 		if (c->shut_rd)
@@ -189,11 +191,67 @@ ssize_t move_send_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int f
 	return n < 0 ? -errno : n;
 }
 
-/* A read once the ring is empty and the peer moved: rx lock held. */
+/* ---- bytes a moved half holds back (conn_move.held) ---- */
+
+/* Everything the ring has, off it into the held bytes (rx lock held): a
+ * half moved with bytes the socket will not carry. */
+int move_hold_ring(struct conn *c)
+{
+	size_t have = move_held(c), n = (size_t)ring_used(&c->rx);
+	uint8_t *b;
+	ssize_t r;
+
+	if (!n)
+		return 0;
+	if (!(b = malloc(have + n)))
+		return -ENOMEM;
+	r = ring_readv(&c->rx, &(struct iovec){ b + have, n }, 1, n, 0);
+	if (r != (ssize_t)n) { /* a cursor the peer made impossible */
+		free(b);
+		return -EPROTO;
+	}
+	c->tp->ack(c);
+	if (have)
+		memcpy(b, c->mv.held + c->mv.held_off, have);
+	free(c->mv.held);
+	c->mv.held = b;
+	c->mv.held_off = 0;
+	c->mv.held_len = have + n;
+	return 0;
+}
+
+/* Held bytes into iov (NULL or MSG_TRUNC: dropped, as the kernel drops
+ * them; MSG_PEEK: kept), rx lock held. */
+size_t move_take_held(struct conn *c, const struct iovec *iov, int iovcnt, int flags)
+{
+	size_t n = 0, left = move_held(c);
+
+	for (int i = 0; iov && i < iovcnt && n < left; i++) {
+		size_t k = iov[i].iov_len < left - n ? iov[i].iov_len : left - n;
+		if (!(flags & MSG_TRUNC))
+			memcpy(iov[i].iov_base, c->mv.held + c->mv.held_off + n, k);
+		n += k;
+	}
+	if (!(flags & MSG_PEEK) && (c->mv.held_off += n) == c->mv.held_len)
+		move_held_free(c);
+	return n;
+}
+
+void move_held_free(struct conn *c)
+{
+	free(c->mv.held);
+	c->mv.held = NULL;
+	c->mv.held_off = c->mv.held_len = 0;
+}
+
+/* A read once the ring is empty and the peer moved: rx lock held.  What
+ * the move held back comes first. */
 ssize_t move_recv_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int flags, int nonblock)
 {
 	ssize_t n;
 
+	if (move_held(c))
+		return (ssize_t)move_take_held(c, iov, iovcnt, flags);
 	while (__atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) != 2) {
 		conn_refresh(c);
 		if (__atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) == 2)

@@ -147,6 +147,12 @@ struct conn_move {
 	int rx_err;            /* an error met while skipping, for the reader */
 	int pass;              /* moving before a pass: the socket keeps what we did not read */
 	uint64_t start;        /* our resend's first offset (fault.c) */
+	/* Bytes taken off the ring when its half moved that the socket will
+	 * never carry (the peer had shut its sending side), or that C stdio
+	 * could not reach there (stdio.c): read before the socket, rx lock
+	 * held; a stdio read gives them to its FILE. */
+	uint8_t *held;
+	size_t held_off, held_len;
 	_Atomic int fin;       /* shutdown(SHUT_WR) owed once the backlog is out */
 	_Atomic uint32_t gen;  /* bumped when a half moves: its readiness comes
 				  from elsewhere now, a new edge (epoll.c) */

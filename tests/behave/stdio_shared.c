@@ -11,10 +11,10 @@
  * at its next call.  Before, the move waited for the parent (which waited
  * for the child) and gave up: the child read the kernel socket, which
  * carried nothing, and hung.
- * NOT_OVER_RDMA: over RDMA the fork moves the connection to TCP (reason
- * fork-exec) with the bytes that had arrived already held for shunt's
- * read(); the child's fread reads the socket past them (a known limit,
- * docs/architecture.md: C stdio on a connection that came over RDMA). */
+ * Over RDMA the fork moves the connection to TCP (reason fork-exec) with
+ * the bytes that had arrived held in the moved rings; the child's first
+ * stdio call takes them off for its FILE (before: its fread read the
+ * socket past them). */
 #include "common.h"
 
 #define LEN (2u << 20)

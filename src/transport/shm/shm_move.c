@@ -204,14 +204,18 @@ static int pass_locked(struct conn *c, struct shunt_ring_ctl *t, struct shunt_ri
 	uint8_t buf[SHUNT_HS_MAX_LEN];
 	uint64_t left;
 	ssize_t n;
-	int partial;
+	int partial, r, hold;
 
 	if (why != SHUNT_R_STDIO && !shm_sole_owner(c))
 		return -EBUSY; /* another process reads and writes it too */
 	/* the peer's unread bytes: it resends them, unless it has shut its
-	 * sending side (it cannot write the socket then) */
+	 * sending side (it cannot write the socket then).  Then they are
+	 * all there, before its end: a move for C stdio in this process
+	 * holds them for the reads to come (move.c, stdio.c); the receiver of
+	 * a passed descriptor would never see them. */
 	left = __atomic_load_n(&rx->prod, __ATOMIC_ACQUIRE) - __atomic_load_n(&rx->cons, __ATOMIC_ACQUIRE);
-	if (left && __atomic_load_n(&rx->wr_done, __ATOMIC_ACQUIRE))
+	hold = left && __atomic_load_n(&rx->wr_done, __ATOMIC_ACQUIRE);
+	if (hold && why != SHUNT_R_STDIO)
 		return -EPIPE;
 	/* our socket: nothing of shunt's may head the peer's resend */
 	n = peek_past_leftovers(c->tcp_fd, buf, sizeof buf, &partial);
@@ -221,6 +225,8 @@ static int pass_locked(struct conn *c, struct shunt_ring_ctl *t, struct shunt_ri
 	}
 	if (n > 0)
 		return -EBUSY; /* not ours: the peer moves it itself */
+	if (hold && (r = move_hold_ring(c)) < 0)
+		return r;
 	/* from here on the peer writes the socket, from our consumer on */
 	__atomic_store_n(&rx->rd_left, (uint32_t)why, __ATOMIC_SEQ_CST);
 	/* and our side's other holders follow (move_follow) */
