@@ -18,10 +18,13 @@
  *
  * The calls: those a program makes (the _chk forms of fortified builds,
  * the unlocked ones, and __overflow/__uflow/__underflow, which the
- * getc/putc macros call when a buffer is empty or full).  libc's own calls
+ * getc/putc macros call when a buffer is empty or full), and the scanf
+ * family (both of glibc's).  libc's own calls
  * between them (printf calling vfprintf) are not seen and need not be.
- * Not wrapped: the scanf family (a socket read only through fscanf would
- * still read the kernel socket: docs/architecture.md, known limits).
+ * fclose lets go of the connection as close() does.  Not wrapped: the
+ * wide-character calls (fgetwc, fputws, fwprintf...) and getw/putw: a
+ * socket used only through them would still read and write the kernel
+ * socket (docs/architecture.md, known limits).
  */
 #define _GNU_SOURCE
 #define __NO_INLINE__ 1 /* no extern-inline getc, putc...: defined here */
@@ -231,6 +234,60 @@ RWRAP(ssize_t, __getdelim, (char **p, size_t *n, int d, FILE *f), f, (p, n, d, f
 RWRAP(int, __uflow, (FILE *f), f, (f), EOF)
 RWRAP(int, __underflow, (FILE *f), f, (f), EOF)
 
+/* scanf: glibc has two, the C99 one (__isoc99_*, which its headers name
+ * for fscanf and the rest) and the old one (the plain names, GNU's %a);
+ * each wrapper is named by its symbol, as C cannot name both. */
+#define SCANF_WRAP(cname, sym, params, f, args)                                             \
+	EXPORT int cname params __asm__(sym);                                               \
+	int cname params                                                                    \
+	{                                                                                   \
+		static int(*p_) params;                                                     \
+		__typeof__(p_) q_ = __atomic_load_n(&p_, __ATOMIC_ACQUIRE);                 \
+		if (!q_) {                                                                  \
+			q_ = (__typeof__(p_))dlsym(RTLD_NEXT, sym);                         \
+			__atomic_store_n(&p_, q_, __ATOMIC_RELEASE);                        \
+		}                                                                           \
+		touch(f, 1);                                                                \
+		if (!q_) {                                                                  \
+			errno = ENOSYS;                                                     \
+			return EOF;                                                         \
+		}                                                                           \
+		return q_ args;                                                             \
+	}
+SCANF_WRAP(old_vfscanf, "vfscanf", (FILE *f, const char *fmt, va_list ap), f, (f, fmt, ap))
+SCANF_WRAP(old_vscanf, "vscanf", (const char *fmt, va_list ap), stdin, (fmt, ap))
+SCANF_WRAP(c99_vfscanf, "__isoc99_vfscanf", (FILE *f, const char *fmt, va_list ap), f, (f, fmt, ap))
+SCANF_WRAP(c99_vscanf, "__isoc99_vscanf", (const char *fmt, va_list ap), stdin, (fmt, ap))
+
+/* fclose closes the descriptor through libc's internal close, past
+ * close(): shunt lets go of the connection first, as close() does - its
+ * hidden descriptors kept the kernel socket open, and the peer waited for
+ * an end that never came.  Output still in the FILE is flushed by libc
+ * onto the socket: the connection moves first. */
+EXPORT int fclose(FILE *f)
+{
+	__typeof__(&fclose) n_ = NEXT(fclose);
+	struct sk *s;
+	int fd, r;
+
+	if (!n_) {
+		errno = ENOSYS;
+		return EOF;
+	}
+	if (!f || !shunt_active || (fd = f->_fileno) < 0 || !(s = fdtab_get(fd)))
+		return n_(f);
+	sk_put(s);
+	if (f->_IO_write_ptr > f->_IO_write_base)
+		touch(f, 0);
+	s = fdtab_take(fd);
+	if (s && s->kind == SK_CONN)
+		ep_forget_fd(fd);
+	r = n_(f);
+	if (s)
+		sk_put(s);
+	return r;
+}
+
 /* the variadic ones, through their va_list forms */
 #define VWRAP(name, vname, params, last, vargs)                                          \
 	EXPORT int name params                                                              \
@@ -247,6 +304,14 @@ VWRAP(printf, vprintf, (const char *fmt, ...), fmt, (fmt, ap))
 VWRAP(fprintf, vfprintf, (FILE *f, const char *fmt, ...), fmt, (f, fmt, ap))
 VWRAP(__printf_chk, __vprintf_chk, (int fl, const char *fmt, ...), fmt, (fl, fmt, ap))
 VWRAP(__fprintf_chk, __vfprintf_chk, (FILE *f, int fl, const char *fmt, ...), fmt, (f, fl, fmt, ap))
+EXPORT int old_scanf(const char *fmt, ...) __asm__("scanf");
+EXPORT int old_fscanf(FILE *f, const char *fmt, ...) __asm__("fscanf");
+EXPORT int c99_scanf(const char *fmt, ...) __asm__("__isoc99_scanf");
+EXPORT int c99_fscanf(FILE *f, const char *fmt, ...) __asm__("__isoc99_fscanf");
+VWRAP(old_scanf, old_vscanf, (const char *fmt, ...), fmt, (fmt, ap))
+VWRAP(old_fscanf, old_vfscanf, (FILE *f, const char *fmt, ...), fmt, (f, fmt, ap))
+VWRAP(c99_scanf, c99_vscanf, (const char *fmt, ...), fmt, (fmt, ap))
+VWRAP(c99_fscanf, c99_vfscanf, (FILE *f, const char *fmt, ...), fmt, (f, fmt, ap))
 
 /* dprintf makes a FILE of its own on the descriptor: formatted here and
  * written through write(), it stays on the rings. */

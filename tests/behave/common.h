@@ -294,6 +294,27 @@ static inline void read_all(int fd, void *buf, size_t n)
 	}
 }
 
+/* Read fd to EOF (a failed read fails the test) and compare with want;
+ * a difference is told as round r's and fails the test. */
+static inline void expect_text_to_eof(int fd, const char *want, int r)
+{
+	char in[512];
+	size_t got = 0;
+	ssize_t n;
+
+	while ((n = read(fd, in + got, sizeof in - 1 - got)) > 0)
+		got += (size_t)n;
+	if (n < 0) {
+		fprintf(stderr, "round %d: client read failed: %s\n", r, strerror(errno));
+		exit(1);
+	}
+	in[got] = 0;
+	if (strcmp(in, want)) {
+		fprintf(stderr, "round %d: client read '%s', wanted '%s'\n", r, in, want);
+		exit(1);
+	}
+}
+
 /* A deterministic byte stream: position -> byte. */
 static inline uint8_t pattern(uint64_t pos, uint32_t seed)
 {

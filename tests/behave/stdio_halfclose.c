@@ -99,9 +99,7 @@ int main(int argc, char **argv)
 	for (int r = 0; r < rounds; r++) {
 		size_t n = size[r / MODES];
 		uint8_t *out = malloc(n);
-		char in[128], want[128];
-		size_t got = 0;
-		ssize_t k;
+		char want[128];
 		int fd = connect_to(&ss, len);
 		CHECK(out != NULL);
 		expect_mode(fd);
@@ -111,18 +109,8 @@ int main(int argc, char **argv)
 		CHECK(!shutdown(fd, SHUT_WR));
 		usleep(20000);
 		chan_send(&ch, 'g');
-		while ((k = read(fd, in + got, sizeof in - 1 - got)) > 0)
-			got += (size_t)k;
-		if (k < 0) {
-			fprintf(stderr, "%s, %zu bytes: client read failed: %s\n", mode[r % MODES], n, strerror(errno));
-			return 1;
-		}
-		in[got] = 0;
 		snprintf(want, sizeof want, "%sgot %zu bad 0\n", strncmp(mode[r % MODES], "banner", 6) ? "" : "hello\n", n);
-		if (strcmp(in, want)) {
-			fprintf(stderr, "%s, %zu bytes: client read '%s', wanted '%s'\n", mode[r % MODES], n, in, want);
-			return 1;
-		}
+		expect_text_to_eof(fd, want, r); /* (round r: mode r % MODES, size r / MODES) */
 		free(out);
 		close(fd);
 	}

@@ -67,21 +67,12 @@ int main(int argc, char **argv)
 		out[i] = pattern(i, 3);
 	for (int round = 0; round < 2; round++) {
 		int fd = connect_to(&ss, len);
-		char in[128], want[128];
-		size_t got = 0;
-		ssize_t n;
+		char want[128];
 		expect_mode(fd);
 		write_all(fd, out, LEN);
 		CHECK(!shutdown(fd, SHUT_WR));
-		while ((n = read(fd, in + got, sizeof in - 1 - got)) > 0)
-			got += (size_t)n;
-		CHECK(n == 0);
-		in[got] = 0;
 		snprintf(want, sizeof want, "got %u bad 0\n%s", LEN, round ? "" : "parent\n");
-		if (strcmp(in, want)) {
-			fprintf(stderr, "round %d: client read '%s', wanted '%s'\n", round, in, want);
-			return 1;
-		}
+		expect_text_to_eof(fd, want, round);
 		close(fd);
 	}
 	CHECK(wait_child(srv) == 0);
