@@ -353,7 +353,7 @@ int move_pass(struct sk *s, int why)
 }
 
 /* Another process holding our side of a shared-memory connection passed
- * it (C stdio in a child that shares it: stdio.c): the peer resends what
+ * it (C stdio in a child that shares it, stdio.c; an SCM_RIGHTS pass): the peer resends what
  * our side had not read and reads the rings only to the mover's last
  * byte, so our copy leaves the rings too, under both locks - a reader or
  * writer of ours that takes one after finds the socket (conn_lock).

@@ -315,6 +315,40 @@ static inline void expect_text_to_eof(int fd, const char *want, int r)
 	}
 }
 
+/* One descriptor over a unix socket (SCM_RIGHTS), with one byte. */
+static inline void send_fd(int u, int fd)
+{
+	char c = 'x', ctl[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = { &c, 1 };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
+			    .msg_controllen = sizeof ctl };
+	struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+
+	memset(ctl, 0, sizeof ctl);
+	h->cmsg_level = SOL_SOCKET;
+	h->cmsg_type = SCM_RIGHTS;
+	h->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(h), &fd, sizeof fd);
+	CHECK(sendmsg(u, &m, 0) == 1);
+}
+
+static inline int recv_fd(int u)
+{
+	char c, ctl[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = { &c, 1 };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
+			    .msg_controllen = sizeof ctl };
+	struct cmsghdr *h;
+	int fd;
+
+	CHECK(recvmsg(u, &m, 0) == 1);
+	CHECK(!(m.msg_flags & MSG_CTRUNC));
+	h = CMSG_FIRSTHDR(&m);
+	CHECK(h && h->cmsg_type == SCM_RIGHTS && h->cmsg_len == CMSG_LEN(sizeof(int)));
+	memcpy(&fd, CMSG_DATA(h), sizeof fd);
+	return fd;
+}
+
 /* A deterministic byte stream: position -> byte. */
 static inline uint8_t pattern(uint64_t pos, uint32_t seed)
 {

@@ -206,8 +206,10 @@ static int pass_locked(struct conn *c, struct shunt_ring_ctl *t, struct shunt_ri
 	ssize_t n;
 	int partial, r, hold;
 
-	if (why != SHUNT_R_STDIO && !shm_sole_owner(c))
-		return -EBUSY; /* another process reads and writes it too */
+	/* Other processes holding it (a fork) follow (move_follow) - but
+	 * for a give-back, which only frees this process's descriptors */
+	if (why == SHUNT_R_DESCRIPTORS && !shm_sole_owner(c))
+		return -EBUSY;
 	/* the peer's unread bytes: it resends them, unless it has shut its
 	 * sending side (it cannot write the socket then).  Then they are
 	 * all there, before its end: a move for C stdio in this process
