@@ -54,7 +54,8 @@ enum shunt_reason {
 	SHUNT_R_NO_AGENT = 15,     /* another host's peer, and no agent here to ask it (shuntd) */
 	SHUNT_R_LINK_FAILED = 16,  /* was RDMA; the link failed and the connection went on over TCP */
 	SHUNT_R_PEER_FAILOVER = 17,/* was RDMA; the peer moved it to TCP (its link failed, it forked...) */
-	SHUNT_R_FORK = 18,         /* was RDMA; moved to TCP because this process forked or exec'd */
+	SHUNT_R_FORK = 18,         /* was RDMA; moved to TCP because this process forked or exec'd
+				      (any transport: given to a posix_spawn child) */
 	SHUNT_R_UNSAFE_DIR = 19,   /* the rendezvous directory was refused (owner, mode, symlink, missing) */
 	SHUNT_R_PEER_BROKE = 20,   /* was accelerated; the peer broke the shared ring's rules: reset */
 	SHUNT_R_SANDBOX = 21,      /* made after the process installed a seccomp filter, or an

@@ -11,6 +11,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +68,115 @@ EXPORT void _exit(int status)
 EXPORT void _Exit(int status)
 {
 	_exit(status);
+}
+
+/* ---- posix_spawn: a fork and an exec that run none of ours ----
+ *
+ * glibc's posix_spawn clones and execs by itself, past fork() and
+ * execve(): no share of the rings is taken for the child and no hand-over
+ * tells the new image which descriptors are connections, so a connection
+ * it inherits would be a bare kernel socket there while the bytes are in
+ * the rings.  So every accelerated connection the child will have moves
+ * to TCP first, at the exact byte (move.c; reason fork-exec): one that a
+ * file action dup2()s into the child (when the action is added), and one
+ * without close-on-exec (when the child is spawned).  Connections with
+ * close-on-exec that no action names stay as they are. */
+static void spawn_move(int fd, struct sk *s, const char *why)
+{
+	static int warned;
+	int r = move_pass_wait(s, SHUNT_R_FORK);
+
+	if (!r)
+		shunt_log("fd %d: %s: the connection is plain TCP now (reason fork-exec)", fd, why);
+	else if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+		shunt_warn("fd %d, an accelerated connection, goes to a posix_spawn child but could not "
+			   "move to TCP first (%s): the child will not see its data; keep this service "
+			   "plain (SHUNT_PORTS, SHUNT_DISABLE: docs/architecture.md)", fd, strerror(-r));
+}
+
+struct fd_list {
+	int *fd, n, cap;
+};
+
+static void inheritable_conn(int fd, struct sk *s, void *arg)
+{
+	struct fd_list *l = arg;
+	int *v;
+
+	if (s->kind != SK_CONN || l->n < 0)
+		return;
+	if (l->n == l->cap) {
+		if (!(v = realloc(l->fd, sizeof *v * (size_t)(l->cap ? 2 * l->cap : 16)))) {
+			l->n = -1; /* no memory: we move none, the spawn goes on as before */
+			return;
+		}
+		l->fd = v;
+		l->cap = l->cap ? 2 * l->cap : 16;
+	}
+	l->fd[l->n++] = fd;
+}
+
+static void spawn_prepare(void)
+{
+	struct fd_list l = { 0 };
+	int e = errno, fl;
+
+	if (!shunt_active)
+		return;
+	fdtab_each(inheritable_conn, &l);
+	for (int i = 0; i < l.n; i++) {
+		struct sk *s = get_kind(l.fd[i], SK_CONN);
+		if (!s)
+			continue;
+		if ((fl = R(fcntl)(l.fd[i], F_GETFD)) >= 0 && !(fl & FD_CLOEXEC) && !s->conn->passed)
+			spawn_move(l.fd[i], s, "inherited by a posix_spawn child");
+		sk_put(s);
+	}
+	free(l.fd);
+	errno = e;
+}
+
+EXPORT int posix_spawn_file_actions_adddup2(posix_spawn_file_actions_t *fa, int fd, int newfd)
+{
+	static int (*next)(posix_spawn_file_actions_t *, int, int);
+	struct sk *s;
+	int r;
+
+	if (!next && !(*(void **)&next = dlsym(RTLD_NEXT, "posix_spawn_file_actions_adddup2")))
+		return ENOSYS;
+	r = next(fa, fd, newfd);
+	if (!r && shunt_active && (s = get_kind(fd, SK_CONN))) {
+		int e = errno;
+		if (!s->conn->passed)
+			spawn_move(fd, s, "a posix_spawn file action dup2()s it into a child");
+		sk_put(s);
+		errno = e;
+	}
+	return r;
+}
+
+EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
+		       const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+{
+	static int (*next)(pid_t *, const char *, const posix_spawn_file_actions_t *,
+			   const posix_spawnattr_t *, char *const[], char *const[]);
+
+	if (!next && !(*(void **)&next = dlsym(RTLD_NEXT, "posix_spawn")))
+		return ENOSYS;
+	spawn_prepare();
+	return next(pid, path, fa, attr, argv, envp);
+}
+
+EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
+			const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+{
+	static int (*next)(pid_t *, const char *, const posix_spawn_file_actions_t *,
+			   const posix_spawnattr_t *, char *const[], char *const[]);
+
+	if (!next && !(*(void **)&next = dlsym(RTLD_NEXT, "posix_spawnp")))
+		return ENOSYS;
+	spawn_prepare();
+	return next(pid, file, fa, attr, argv, envp);
 }
 
 /* ---- prctl and syscall: what a program may do behind the wrappers ---- */

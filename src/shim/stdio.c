@@ -58,20 +58,14 @@ size_t __fread_chk(void *p, size_t l, size_t z, size_t n, FILE *f);
 char *__fgets_chk(char *p, size_t l, int n, FILE *f);
 ssize_t __getdelim(char **p, size_t *n, int d, FILE *f);
 
-/* Wait for a move the peer is making (-EBUSY) to end. */
+/* A move under way (the peer's, or an RDMA one's settling): waited for this long. */
 #define STDIO_MOVE_WAIT_MS 1000
 
 static void stdio_move(struct sk *s, int fd)
 {
 	static int warned;
-	int r;
+	int r = move_pass_wait(s, SHUNT_R_STDIO);
 
-	for (int ms = 0;; ms++) {
-		r = move_pass(s, SHUNT_R_STDIO);
-		if (r != -EBUSY || ms >= STDIO_MOVE_WAIT_MS)
-			break;
-		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
-	}
 	if (!r)
 		shunt_log("fd %d: C stdio on an accelerated connection: it is plain TCP now (reason stdio)", fd);
 	else if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))

@@ -26,6 +26,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "../shim/shim.h"
 #include "../base/real.h"
 
@@ -350,6 +351,21 @@ int move_pass(struct sk *s, int why)
 	shunt_unlock(&rx->rlock);
 	free(e);
 	return r;
+}
+
+/* move_pass, waiting up to a second for a move the peer is making
+ * (-EBUSY) to end: for a pass the program did not ask for (C stdio, a
+ * posix_spawn child), which cannot be refused. */
+int move_pass_wait(struct sk *s, int why)
+{
+	int r;
+
+	for (int ms = 0;; ms++) {
+		r = move_pass(s, why);
+		if (r != -EBUSY || ms >= 1000)
+			return r;
+		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+	}
 }
 
 /* Another process holding our side of a shared-memory connection passed
