@@ -34,7 +34,8 @@ static void resolve(void)
 	RESOLVE(recvmmsg); RESOLVE(open); RESOLVE(openat); RESOLVE(pipe); RESOLVE(pipe2);
 	RESOLVE(socketpair); RESOLVE(eventfd); RESOLVE(timerfd_create); RESOLVE(signalfd);
 	RESOLVE(inotify_init); RESOLVE(inotify_init1); RESOLVE(memfd_create);
-	RESOLVE(fopen); RESOLVE(opendir); RESOLVE(tmpfile); RESOLVE(popen);
+	RESOLVE(fopen); RESOLVE(opendir); RESOLVE(tmpfile); RESOLVE(popen); RESOLVE(system);
+	RESOLVE(freopen); RESOLVE(freopen64); RESOLVE(fclose);
 	*(void **)&real.fopen64 = dlsym(RTLD_NEXT, "fopen64");
 	if (!real.fopen64)
 		real.fopen64 = real.fopen;

@@ -85,6 +85,10 @@ struct real_fns {
 	DIR *(*opendir)(const char *);
 	FILE *(*tmpfile)(void);
 	FILE *(*popen)(const char *, const char *);
+	int (*system)(const char *);
+	FILE *(*freopen)(const char *, const char *, FILE *);
+	FILE *(*freopen64)(const char *, const char *, FILE *);
+	int (*fclose)(FILE *);
 };
 
 extern struct real_fns real;

@@ -2,7 +2,8 @@
 /*
  * interpose_libc.c - libc's functions that make a descriptor through
  * libc's own internal calls, past shunt's open()/pipe() wrappers: fopen,
- * opendir, tmpfile, popen.  When one fails with EMFILE while shunt holds
+ * opendir, tmpfile, popen (and system, freopen: their children and
+ * closes, below).  When one fails with EMFILE while shunt holds
  * descriptors of its own (about one per accelerated connection), idle
  * connections move to TCP and give theirs back, and the call is made again
  * (giveback.c) - as for open() and the rest: the program opens whatever
@@ -53,11 +54,25 @@ EXPORT FILE *tmpfile(void)
 	return f;
 }
 
-/* Its pipe is made before its child: a failed one leaves no child. */
+/* Its pipe is made before its child: a failed one leaves no child.  The
+ * child inherits our connections without close-on-exec, spawned inside
+ * libc: they move to TCP first (interpose_proc.c, posix_spawn). */
 EXPORT FILE *popen(const char *cmd, const char *type)
 {
-	FILE *f = R(popen)(cmd, type);
+	FILE *f;
+
+	spawn_prepare();
+	f = R(popen)(cmd, type);
 
 	AGAIN_IF_NULL_EMFILE(f, R(popen)(cmd, type));
 	return f;
+}
+
+/* The same for system()'s child (a shell given our standard output, which
+ * an inetd-style service's connection may be). */
+EXPORT int system(const char *cmd)
+{
+	if (cmd)
+		spawn_prepare();
+	return R(system)(cmd);
 }

@@ -79,7 +79,8 @@ EXPORT void _Exit(int status)
  * the rings.  So every accelerated connection the child will have moves
  * to TCP first, at the exact byte (move.c; reason fork-exec): one that a
  * file action dup2()s into the child (when the action is added), and one
- * without close-on-exec (when the child is spawned).  Connections with
+ * without close-on-exec (when the child is spawned; system() and popen()
+ * too, which spawn inside libc: interpose_libc.c).  Connections with
  * close-on-exec that no action names stay as they are. */
 static void spawn_move(int fd, struct sk *s, const char *why)
 {
@@ -116,7 +117,7 @@ static void inheritable_conn(int fd, struct sk *s, void *arg)
 	l->fd[l->n++] = fd;
 }
 
-static void spawn_prepare(void)
+void spawn_prepare(void)
 {
 	struct fd_list l = { 0 };
 	int e = errno, fl;

@@ -21,7 +21,7 @@
  * getc/putc macros call when a buffer is empty or full), and the scanf
  * family (both of glibc's).  libc's own calls
  * between them (printf calling vfprintf) are not seen and need not be.
- * fclose lets go of the connection as close() does.  Not wrapped: the
+ * fclose and freopen let go of the connection as close() does.  Not wrapped: the
  * wide-character calls (fgetwc, fputws, fwprintf...) and getw/putw: a
  * socket used only through them would still read and write the kernel
  * socket (docs/architecture.md, known limits).
@@ -253,33 +253,56 @@ SCANF_WRAP(old_vscanf, "vscanf", (const char *fmt, va_list ap), stdin, (fmt, ap)
 SCANF_WRAP(c99_vfscanf, "__isoc99_vfscanf", (FILE *f, const char *fmt, va_list ap), f, (f, fmt, ap))
 SCANF_WRAP(c99_vscanf, "__isoc99_vscanf", (const char *fmt, va_list ap), stdin, (fmt, ap))
 
-/* fclose closes the descriptor through libc's internal close, past
- * close(): shunt lets go of the connection first, as close() does - its
- * hidden descriptors kept the kernel socket open, and the peer waited for
- * an end that never came.  Output still in the FILE is flushed by libc
- * onto the socket: the connection moves first. */
-EXPORT int fclose(FILE *f)
+/* fclose and freopen close the stream's descriptor through libc's
+ * internal close, past close(): shunt lets go of it first, as close()
+ * does - its hidden descriptors kept the kernel socket open, and the peer
+ * waited for an end that never came; a write() to the number, reused for
+ * freopen's file, would have gone to the peer.  Output still in the FILE
+ * is flushed by libc onto the socket: the connection moves first.  The
+ * entry returned is put once libc has closed. */
+static struct sk *stdio_let_go(FILE *f)
 {
-	__typeof__(&fclose) n_ = NEXT(fclose);
 	struct sk *s;
-	int fd, r;
+	int fd;
 
-	if (!n_) {
-		errno = ENOSYS;
-		return EOF;
-	}
 	if (!f || !shunt_active || (fd = f->_fileno) < 0 || !(s = fdtab_get(fd)))
-		return n_(f);
+		return NULL;
 	sk_put(s);
 	if (f->_IO_write_ptr > f->_IO_write_base)
 		touch(f, 0);
-	s = fdtab_take(fd);
-	if (s && s->kind == SK_CONN)
+	if ((s = fdtab_take(fd)) && s->kind == SK_CONN)
 		ep_forget_fd(fd);
-	r = n_(f);
+	return s;
+}
+
+EXPORT int fclose(FILE *f)
+{
+	struct sk *s = stdio_let_go(f);
+	int r = R(fclose)(f);
+
 	if (s)
 		sk_put(s);
 	return r;
+}
+
+EXPORT FILE *freopen(const char *path, const char *mode, FILE *f)
+{
+	struct sk *s = stdio_let_go(f);
+	FILE *n = R(freopen)(path, mode, f);
+
+	if (s)
+		sk_put(s);
+	return n;
+}
+
+EXPORT FILE *freopen64(const char *path, const char *mode, FILE *f)
+{
+	struct sk *s = stdio_let_go(f);
+	FILE *n = R(freopen64)(path, mode, f);
+
+	if (s)
+		sk_put(s);
+	return n;
 }
 
 /* the variadic ones, through their va_list forms */

@@ -5,7 +5,9 @@
  * (no close-on-exec) and is told which; the child reads the request with
  * read() and answers with write(), then the server writes a last line on
  * its own copy.  A third connection, close-on-exec and named by no action,
- * stays the server's alone across a spawn.  The client gets every answer,
+ * stays the server's alone across a spawn.  Then system() and popen(),
+ * which spawn inside libc, with the connection as the server's standard
+ * output (an inetd-style service running a command).  The client gets every answer,
  * the last lines and EOF, as over TCP.  Under shunt the connections the
  * child gets move to TCP before it is spawned (reason fork-exec), the
  * third stays accelerated.  Before: the child read the bare kernel socket
@@ -43,7 +45,7 @@ int main(int argc, char **argv)
 	pid_t srv = fork();
 	CHECK(srv >= 0);
 	if (!srv) {
-		for (int r = 0; r < 3; r++) {
+		for (int r = 0; r < 5; r++) {
 			int c = r == 1 ? accept(l, NULL, NULL) : accept4(l, NULL, NULL, SOCK_CLOEXEC);
 			char b, num[16], self[] = "/proc/self/exe";
 			posix_spawn_file_actions_t fa;
@@ -51,6 +53,23 @@ int main(int argc, char **argv)
 			CHECK(c >= 0);
 			expect_mode(c);
 			CHECK(recv(c, &b, 1, MSG_PEEK) == 1); /* the request is there */
+			if (r >= 3) { /* the connection as our stdout, for a command */
+				char req[6];
+				int out = dup(1);
+				FILE *p;
+				read_all(c, req, 5);
+				CHECK(out >= 0 && dup2(c, 1) == 1);
+				if (r == 3) {
+					CHECK(system("echo command got req3") == 0);
+				} else {
+					CHECK((p = popen("cat", "w")) != NULL);
+					CHECK(fputs("command got req4\n", p) >= 0 && pclose(p) == 0);
+				}
+				CHECK(dup2(out, 1) == 1 && close(out) == 0);
+				write_all(c, "parent\n", 7);
+				close(c);
+				continue;
+			}
 			snprintf(num, sizeof num, "%d", r == 0 ? 0 : c);
 			char *cargv[] = { self, r == 2 ? "idle" : "child", num, NULL };
 			CHECK(posix_spawn_file_actions_init(&fa) == 0);
@@ -73,13 +92,13 @@ int main(int argc, char **argv)
 		_exit(0);
 	}
 	close(l);
-	for (int r = 0; r < 3; r++) {
+	for (int r = 0; r < 5; r++) {
 		int fd = connect_to(&ss, len);
 		char req[8], want[64];
 		expect_mode(fd);
 		snprintf(req, sizeof req, "req%d\n", r);
 		write_all(fd, req, 5);
-		snprintf(want, sizeof want, "%s got req%d\nparent\n", r == 2 ? "server" : "child", r);
+		snprintf(want, sizeof want, "%s got req%d\nparent\n", r == 2 ? "server" : r >= 3 ? "command" : "child", r);
 		expect_text_to_eof(fd, want, r);
 		close(fd);
 	}

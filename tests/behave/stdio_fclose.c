@@ -1,10 +1,13 @@
 /* Description: a server speaks C stdio on accepted connections through
  * fdopen(): it writes with fprintf and closes with fclose; closes with
  * fclose without a word; reads the request with fscanf (glibc's C99 one,
- * which its headers name, and the old one) and answers.  The client gets
+ * which its headers name, and the old one) and answers; writes with
+ * printf on the connection as its stdout, then freopen()s stdout to
+ * /dev/null and write()s to descriptor 1.  The client gets
  * each answer and then EOF, as over TCP.  Before: fclose closed the
  * descriptor past shunt, whose hidden descriptors kept the kernel socket
- * open - the client waited for an end that never came - and fscanf, not
+ * open - the client waited for an end that never came (freopen too, and
+ * a write() to the number, a file's now, still went to the client) - and fscanf, not
  * wrapped, read the kernel socket while the request was in the rings and
  * waited for ever. */
 #include "common.h"
@@ -12,7 +15,7 @@
 /* glibc's pre-C99 scanf, which the headers no longer name */
 extern int old_fscanf(FILE *f, const char *fmt, ...) __asm__("fscanf");
 
-#define ROUNDS 4
+#define ROUNDS 5
 
 int main(void)
 {
@@ -28,6 +31,13 @@ int main(void)
 			FILE *f;
 			CHECK(c >= 0);
 			expect_mode(c);
+			if (r == 4) { /* the connection as stdout, then stdout to a file */
+				CHECK(dup2(c, 1) == 1 && close(c) == 0);
+				CHECK(printf("hello4\n") == 7);
+				CHECK(freopen("/dev/null", "w", stdout) == stdout);
+				write_all(1, "not for the client\n", 19); /* /dev/null's now */
+				continue;
+			}
 			if (r < 2) {
 				CHECK((f = fdopen(c, "r+")) != NULL);
 				if (r == 0)
@@ -50,9 +60,9 @@ int main(void)
 	for (int r = 0; r < ROUNDS; r++) {
 		int fd = connect_to(&ss, len);
 		expect_mode(fd);
-		if (r >= 2)
+		if (r == 2 || r == 3)
 			write_all(fd, "30 12\n", 6);
-		expect_text_to_eof(fd, r == 0 ? "hello\n" : r == 1 ? "" : "42\n", r);
+		expect_text_to_eof(fd, r == 0 ? "hello\n" : r == 1 ? "" : r == 4 ? "hello4\n" : "42\n", r);
 		close(fd);
 	}
 	CHECK(wait_child(srv) == 0);
