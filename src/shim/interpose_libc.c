@@ -55,13 +55,13 @@ EXPORT FILE *tmpfile(void)
 }
 
 /* Its pipe is made before its child: a failed one leaves no child.  The
- * child inherits our connections without close-on-exec, spawned inside
- * libc: they move to TCP first (interpose_proc.c, posix_spawn). */
+ * child, a shell spawned inside libc, inherits our standard descriptors:
+ * a connection there moves to TCP first (interpose_proc.c, posix_spawn). */
 EXPORT FILE *popen(const char *cmd, const char *type)
 {
 	FILE *f;
 
-	spawn_prepare();
+	spawn_prepare(1);
 	f = R(popen)(cmd, type);
 
 	AGAIN_IF_NULL_EMFILE(f, R(popen)(cmd, type));
@@ -73,6 +73,6 @@ EXPORT FILE *popen(const char *cmd, const char *type)
 EXPORT int system(const char *cmd)
 {
 	if (cmd)
-		spawn_prepare();
+		spawn_prepare(1);
 	return R(system)(cmd);
 }

@@ -79,9 +79,11 @@ EXPORT void _Exit(int status)
  * the rings.  So every accelerated connection the child will have moves
  * to TCP first, at the exact byte (move.c; reason fork-exec): one that a
  * file action dup2()s into the child (when the action is added), and one
- * without close-on-exec (when the child is spawned; system() and popen()
- * too, which spawn inside libc: interpose_libc.c).  Connections with
- * close-on-exec that no action names stay as they are. */
+ * without close-on-exec (when the child is spawned).  system() and
+ * popen() spawn inside libc too (interpose_libc.c): their child is a shell
+ * running a command, which uses its standard descriptors and knows no
+ * other number - only connections on 0, 1 and 2 move for them.
+ * Connections with close-on-exec that no action names stay as they are. */
 static void spawn_move(int fd, struct sk *s, const char *why)
 {
 	static int warned;
@@ -117,16 +119,16 @@ static void inheritable_conn(int fd, struct sk *s, void *arg)
 	l->fd[l->n++] = fd;
 }
 
-void spawn_prepare(void)
+void spawn_prepare(int std_only)
 {
 	struct fd_list l = { 0 };
 	int e = errno, fl;
 
-	if (!shunt_active)
+	if (!shunt_active || shunt_sandboxed) /* (a sandbox: no call of ours; no move either) */
 		return;
 	fdtab_each(inheritable_conn, &l);
 	for (int i = 0; i < l.n; i++) {
-		struct sk *s = get_kind(l.fd[i], SK_CONN);
+		struct sk *s = l.fd[i] > 2 && std_only ? NULL : get_kind(l.fd[i], SK_CONN);
 		if (!s)
 			continue;
 		if ((fl = R(fcntl)(l.fd[i], F_GETFD)) >= 0 && !(fl & FD_CLOEXEC) && !s->conn->passed)
@@ -164,7 +166,7 @@ EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_acti
 
 	if (!next && !(*(void **)&next = dlsym(RTLD_NEXT, "posix_spawn")))
 		return ENOSYS;
-	spawn_prepare();
+	spawn_prepare(0);
 	return next(pid, path, fa, attr, argv, envp);
 }
 
@@ -176,7 +178,7 @@ EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_act
 
 	if (!next && !(*(void **)&next = dlsym(RTLD_NEXT, "posix_spawnp")))
 		return ENOSYS;
-	spawn_prepare();
+	spawn_prepare(0);
 	return next(pid, file, fa, attr, argv, envp);
 }
 

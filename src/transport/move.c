@@ -207,7 +207,7 @@ int move_hold_ring(struct conn *c)
 	if (!(b = malloc(have + n)))
 		return -ENOMEM;
 	r = ring_readv(&c->rx, &(struct iovec){ b + have, n }, 1, n, 0);
-	if (r != (ssize_t)n) { /* a cursor the peer made impossible */
+	if (r < 0) { /* a cursor the peer made impossible */
 		free(b);
 		return -EPROTO;
 	}
@@ -217,7 +217,7 @@ int move_hold_ring(struct conn *c)
 	free(c->mv.held);
 	c->mv.held = b;
 	c->mv.held_off = 0;
-	c->mv.held_len = have + n;
+	c->mv.held_len = have + (size_t)r; /* (n, but for a hostile peer's cursor) */
 	return 0;
 }
 
