@@ -108,6 +108,15 @@ struct sk *fdtab_take(int fd)
 	return __atomic_exchange_n(p, NULL, __ATOMIC_ACQ_REL);
 }
 
+struct sk *fdtab_closing(int fd)
+{
+	struct sk *s = fdtab_take(fd);
+
+	if (s && s->kind == SK_CONN)
+		ep_forget_fd(fd);
+	return s;
+}
+
 void fdtab_each(void (*fn)(int fd, struct sk *s, void *arg), void *arg)
 {
 	for (unsigned hi = 0; hi < NCHUNKS; hi++) {
@@ -191,10 +200,8 @@ static void take_in_range(int fd, struct sk *s, void *arg)
 		t->v = v;
 		t->cap = t->cap ? 2 * t->cap : 16;
 	}
-	if ((s = fdtab_take(fd)) == NULL)
+	if ((s = fdtab_closing(fd)) == NULL)
 		return;
-	if (s->kind == SK_CONN)
-		ep_forget_fd(fd);
 	if (t->n < t->cap)
 		t->v[t->n++] = s; /* let go after the kernel's close, as close() does */
 	else

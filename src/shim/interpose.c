@@ -333,9 +333,7 @@ EXPORT int close(int fd)
 		errno = EBADF;
 		return -1;
 	}
-	s = fdtab_take(fd);
-	if (s && s->kind == SK_CONN)
-		ep_forget_fd(fd);
+	s = fdtab_closing(fd);
 	r = R(close)(fd);
 	if (s)
 		sk_put(s);

@@ -100,6 +100,8 @@ mode_t shunt_file_mode(void);
 struct sk *fdtab_get(int fd);          /* takes a reference, or NULL */
 void fdtab_set(int fd, struct sk *s);  /* installs (takes over one reference) */
 struct sk *fdtab_take(int fd);         /* removes, returns the reference it held */
+struct sk *fdtab_closing(int fd);      /* ... as a close does (its epoll registrations go): the
+					  reference is put after the kernel's close */
 struct sk *sk_new(int kind, int domain);
 void sk_put(struct sk *s);
 static inline struct sk *sk_ref(struct sk *s) { __atomic_add_fetch(&s->refs, 1, __ATOMIC_RELAXED); return s; }

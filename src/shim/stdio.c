@@ -161,26 +161,28 @@ static void touch(FILE *f, int rd)
 	sk_put(s);
 }
 
-/* The next definition of name (libc's): resolved once. */
-#define NEXT(name)                                                                          \
+/* The next definition of symbol sym (libc's), of name's type: resolved
+ * once. */
+#define NEXT_AS(name, sym)                                                                  \
 	({                                                                                  \
 		static __typeof__(&name) p_;                                                \
 		__typeof__(&name) q_ = __atomic_load_n(&p_, __ATOMIC_ACQUIRE);              \
 		if (!q_) {                                                                  \
-			q_ = (__typeof__(&name))dlsym(RTLD_NEXT, #name);                    \
+			q_ = (__typeof__(&name))dlsym(RTLD_NEXT, sym);                      \
 			__atomic_store_n(&p_, q_, __ATOMIC_RELEASE);                        \
 		}                                                                           \
 		q_;                                                                         \
 	})
 
-/* A wrapper: f is the stream, the call is name(args); fail is what a
- * missing libc symbol returns (never, with glibc). */
-#define WRAP(ret, name, params, f, args, fail) WRAP_RW(ret, name, params, f, 0, args, fail)
-#define RWRAP(ret, name, params, f, args, fail) WRAP_RW(ret, name, params, f, 1, args, fail)
-#define WRAP_RW(ret, name, params, f, rd, args, fail)                                       \
+/* A wrapper: f is the stream, the call is name(args) - libc's symbol sym;
+ * rd: a reading call; fail is what a missing libc symbol returns (never,
+ * with glibc). */
+#define WRAP(ret, name, params, f, args, fail) WRAP_AS(ret, name, #name, params, f, 0, args, fail)
+#define RWRAP(ret, name, params, f, args, fail) WRAP_AS(ret, name, #name, params, f, 1, args, fail)
+#define WRAP_AS(ret, name, sym, params, f, rd, args, fail)                                  \
 	EXPORT ret name params                                                              \
 	{                                                                                   \
-		__typeof__(&name) n_ = NEXT(name);                                          \
+		__typeof__(&name) n_ = NEXT_AS(name, sym);                                  \
 		touch(f, rd);                                                               \
 		if (!n_) {                                                                  \
 			errno = ENOSYS;                                                     \
@@ -231,27 +233,14 @@ RWRAP(int, __underflow, (FILE *f), f, (f), EOF)
 /* scanf: glibc has two, the C99 one (__isoc99_*, which its headers name
  * for fscanf and the rest) and the old one (the plain names, GNU's %a);
  * each wrapper is named by its symbol, as C cannot name both. */
-#define SCANF_WRAP(cname, sym, params, f, args)                                             \
-	EXPORT int cname params __asm__(sym);                                               \
-	int cname params                                                                    \
-	{                                                                                   \
-		static int(*p_) params;                                                     \
-		__typeof__(p_) q_ = __atomic_load_n(&p_, __ATOMIC_ACQUIRE);                 \
-		if (!q_) {                                                                  \
-			q_ = (__typeof__(p_))dlsym(RTLD_NEXT, sym);                         \
-			__atomic_store_n(&p_, q_, __ATOMIC_RELEASE);                        \
-		}                                                                           \
-		touch(f, 1);                                                                \
-		if (!q_) {                                                                  \
-			errno = ENOSYS;                                                     \
-			return EOF;                                                         \
-		}                                                                           \
-		return q_ args;                                                             \
-	}
-SCANF_WRAP(old_vfscanf, "vfscanf", (FILE *f, const char *fmt, va_list ap), f, (f, fmt, ap))
-SCANF_WRAP(old_vscanf, "vscanf", (const char *fmt, va_list ap), stdin, (fmt, ap))
-SCANF_WRAP(c99_vfscanf, "__isoc99_vfscanf", (FILE *f, const char *fmt, va_list ap), f, (f, fmt, ap))
-SCANF_WRAP(c99_vscanf, "__isoc99_vscanf", (const char *fmt, va_list ap), stdin, (fmt, ap))
+EXPORT int old_vfscanf(FILE *f, const char *fmt, va_list ap) __asm__("vfscanf");
+EXPORT int old_vscanf(const char *fmt, va_list ap) __asm__("vscanf");
+EXPORT int c99_vfscanf(FILE *f, const char *fmt, va_list ap) __asm__("__isoc99_vfscanf");
+EXPORT int c99_vscanf(const char *fmt, va_list ap) __asm__("__isoc99_vscanf");
+WRAP_AS(int, old_vfscanf, "vfscanf", (FILE *f, const char *fmt, va_list ap), f, 1, (f, fmt, ap), EOF)
+WRAP_AS(int, old_vscanf, "vscanf", (const char *fmt, va_list ap), stdin, 1, (fmt, ap), EOF)
+WRAP_AS(int, c99_vfscanf, "__isoc99_vfscanf", (FILE *f, const char *fmt, va_list ap), f, 1, (f, fmt, ap), EOF)
+WRAP_AS(int, c99_vscanf, "__isoc99_vscanf", (const char *fmt, va_list ap), stdin, 1, (fmt, ap), EOF)
 
 /* fclose and freopen close the stream's descriptor through libc's
  * internal close, past close(): shunt lets go of it first, as close()
@@ -270,9 +259,7 @@ static struct sk *stdio_let_go(FILE *f)
 	sk_put(s);
 	if (f->_IO_write_ptr > f->_IO_write_base)
 		touch(f, 0);
-	if ((s = fdtab_take(fd)) && s->kind == SK_CONN)
-		ep_forget_fd(fd);
-	return s;
+	return fdtab_closing(fd);
 }
 
 EXPORT int fclose(FILE *f)
@@ -285,24 +272,25 @@ EXPORT int fclose(FILE *f)
 	return r;
 }
 
-EXPORT FILE *freopen(const char *path, const char *mode, FILE *f)
+static FILE *reopen(FILE *(*next)(const char *, const char *, FILE *), const char *path,
+		    const char *mode, FILE *f)
 {
 	struct sk *s = stdio_let_go(f);
-	FILE *n = R(freopen)(path, mode, f);
+	FILE *n = next(path, mode, f);
 
 	if (s)
 		sk_put(s);
 	return n;
 }
 
+EXPORT FILE *freopen(const char *path, const char *mode, FILE *f)
+{
+	return reopen(R(freopen), path, mode, f);
+}
+
 EXPORT FILE *freopen64(const char *path, const char *mode, FILE *f)
 {
-	struct sk *s = stdio_let_go(f);
-	FILE *n = R(freopen64)(path, mode, f);
-
-	if (s)
-		sk_put(s);
-	return n;
+	return reopen(R(freopen64), path, mode, f);
 }
 
 /* the variadic ones, through their va_list forms */

@@ -294,6 +294,17 @@ static inline void read_all(int fd, void *buf, size_t n)
 	}
 }
 
+/* A listener on 127.0.0.1 (*l, its address in ss/len) and a forked child
+ * to serve it: 0 in the child, its pid in the parent. */
+static inline pid_t serve_forked(int *l, struct sockaddr_storage *ss, socklen_t *len)
+{
+	pid_t p;
+
+	*l = listen_on("127.0.0.1", ss, len);
+	CHECK((p = fork()) >= 0);
+	return p;
+}
+
 /* Read fd to EOF (a failed read fails the test) and compare with want;
  * a difference is told as round r's and fails the test. */
 static inline void expect_text_to_eof(int fd, const char *want, int r)

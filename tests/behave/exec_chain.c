@@ -89,9 +89,8 @@ int main(int argc, char **argv)
 	}
 	struct sockaddr_storage ss;
 	socklen_t len;
-	int l = listen_on("127.0.0.1", &ss, &len);
-	pid_t srv = fork();
-	CHECK(srv >= 0);
+	int l;
+	pid_t srv = serve_forked(&l, &ss, &len);
 	if (!srv) {
 		CHECK((conn_fd = accept(l, NULL, NULL)) >= 0);
 		expect_mode(conn_fd);

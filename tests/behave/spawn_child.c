@@ -41,9 +41,8 @@ int main(int argc, char **argv)
 		return 0;
 	struct sockaddr_storage ss;
 	socklen_t len;
-	int l = listen_on("127.0.0.1", &ss, &len);
-	pid_t srv = fork();
-	CHECK(srv >= 0);
+	int l;
+	pid_t srv = serve_forked(&l, &ss, &len);
 	if (!srv) {
 		for (int r = 0; r < 5; r++) {
 			int c = r == 1 ? accept(l, NULL, NULL) : accept4(l, NULL, NULL, SOCK_CLOEXEC);

@@ -22,9 +22,8 @@ int main(void)
 	deadline(30);
 	struct sockaddr_storage ss;
 	socklen_t len;
-	int l = listen_on("127.0.0.1", &ss, &len);
-	pid_t srv = fork();
-	CHECK(srv >= 0);
+	int l;
+	pid_t srv = serve_forked(&l, &ss, &len);
 	if (!srv) {
 		for (int r = 0; r < ROUNDS; r++) {
 			int c = accept(l, NULL, NULL), a = 0, b = 0;

@@ -37,9 +37,8 @@ int main(int argc, char **argv)
 	}
 	struct sockaddr_storage ss;
 	socklen_t len;
-	int l = listen_on("127.0.0.1", &ss, &len);
-	pid_t srv = fork();
-	CHECK(srv >= 0);
+	int l;
+	pid_t srv = serve_forked(&l, &ss, &len);
 	if (!srv) {
 		for (int round = 0; round < 2; round++) {
 			int c = accept(l, NULL, NULL);
