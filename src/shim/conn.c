@@ -272,6 +272,15 @@ unsigned conn_events(struct conn *c)
 	return (c->tp->flags & TP_SOCKET_EVENTS) || c->mv.rx || (conn_may_move(c) && conn_moving(c)) ? conn_moved_events(c, ev) : ev;
 }
 
+/* POLLPRI: urgent data on the socket (only ever there: move_for_urgent) -
+ * a look at it, for a caller that asked. */
+unsigned conn_urgent(struct conn *c)
+{
+	int r = fd_wait(c->tcp_fd, POLLPRI, 0, 0);
+
+	return r > 0 ? (unsigned)r & POLLPRI : 0;
+}
+
 size_t conn_nread(struct conn *c)
 {
 	size_t n = ring_used(&c->rx) + move_held(c);
@@ -318,6 +327,29 @@ size_t conn_send_room(struct conn *c)
 	return ring_space(&c->tx);
 }
 
+/* Urgent data (MSG_OOB: telnet's and FTP's interrupts, Java's
+ * sendUrgentData probe) travels beside TCP's stream, with its mark,
+ * SIGURG and POLLPRI - nothing the rings carry.  So the sender's
+ * connection moves to TCP at the exact byte first (both halves, as before
+ * a descriptor pass: move.c) and the urgent byte goes on the socket after
+ * every byte before it; the peer follows (reason unsupported-feature, 8).
+ * 0, or -EOPNOTSUPP when it cannot move (a sandbox). */
+static int move_for_urgent(struct sk *s)
+{
+	static int warned;
+	int r = move_pass_wait(s, SHUNT_R_UNSUPPORTED);
+
+	if (!r) {
+		shunt_log("connection (tcp fd %d): urgent data (MSG_OOB): it is plain TCP now",
+			  s->conn->tcp_fd);
+		return 0;
+	}
+	if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+		shunt_warn("an accelerated connection could not move to TCP for urgent data "
+			   "(MSG_OOB: %s): the send fails with EOPNOTSUPP", strerror(-r));
+	return -EOPNOTSUPP;
+}
+
 ssize_t conn_send(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 {
 	struct conn *c = s->conn;
@@ -329,8 +361,6 @@ ssize_t conn_send(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 
 	if (iovcnt < 0 || iovcnt > IOV_MAX)
 		return -EINVAL;
-	if (flags & MSG_OOB)
-		return -EOPNOTSUPP;
 	if (c->broken)
 		return -c->broken;
 	if (c->shut_wr && c->mv.fin) { /* the kernel's FIN is still owed */
@@ -349,6 +379,8 @@ ssize_t conn_send(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 	}
 	if ((c->shut_wr || c->peer_err) && !conn_moving(c))
 		return send_on_kernel(s, len, flags);
+	if ((flags & MSG_OOB) && !conn_moving(c) && (r = move_for_urgent(s)))
+		return r;
 	if (shunt_fault_ring(c))
 		return (ssize_t)len; /* tests only (fault.c): a hostile peer */
 	memcpy(copy, iov0, sizeof(struct iovec) * (size_t)iovcnt);
@@ -458,8 +490,8 @@ ssize_t conn_recv(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 
 	if (iovcnt < 0 || iovcnt > IOV_MAX)
 		return -EINVAL;
-	if (flags & MSG_OOB)
-		return -EOPNOTSUPP;
+	if (flags & MSG_OOB) /* the socket's alone (move_for_urgent): none there is EINVAL, as TCP's */
+		return move_recv_urgent(c, iov0, iovcnt, flags);
 	if (c->broken)
 		return -c->broken;
 	if (c->shut_rd || !len)

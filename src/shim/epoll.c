@@ -302,8 +302,9 @@ static int reg_add(struct epset *ep, int fd, struct sk *s, struct epoll_event *e
 	}
 	/* the socket may carry the connection again (RDMA failover, a peer
 	 * that passed its descriptor: move.c): its writability matters then
-	 * too (edge-triggered: one report now, then only after a move) */
-	in = (struct epoll_event){ .events = EPOLLIN | EPOLLRDHUP | EPOLLET | EPOLLOUT,
+	 * too (edge-triggered: one report now, then only after a move), and
+	 * urgent data is only ever there (conn.c move_for_urgent) */
+	in = (struct epoll_event){ .events = EPOLLIN | EPOLLRDHUP | EPOLLET | EPOLLOUT | EPOLLPRI,
 				   .data.u64 = token((unsigned)fd, TOK_TCP) };
 	r->tcp_on = (!conn_socket_done(s->conn) || (s->conn->tp->flags & TP_SOCKET_EVENTS)) &&
 		    !real.epoll_ctl(ep->epfd, EPOLL_CTL_ADD, s->conn->tcp_fd, &in);
@@ -379,6 +380,7 @@ static uint32_t poll_to_epoll(unsigned p)
 	if (p & POLLRDHUP) e |= EPOLLRDHUP;
 	if (p & POLLERR) e |= EPOLLERR;
 	if (p & POLLHUP) e |= EPOLLHUP;
+	if (p & POLLPRI) e |= EPOLLPRI;
 	return e;
 }
 
@@ -389,7 +391,11 @@ static unsigned interest(uint32_t events)
 
 static uint32_t ready_events(struct epreg *r)
 {
-	return poll_to_epoll(conn_events(r->s->conn)) & (r->events | EPOLLERR | EPOLLHUP);
+	unsigned ev = conn_events(r->s->conn);
+
+	if (r->events & EPOLLPRI)
+		ev |= conn_urgent(r->s->conn);
+	return poll_to_epoll(ev) & (r->events | EPOLLERR | EPOLLHUP);
 }
 
 /* An edge: bytes arrived, space freed, the state changed or a half of an

@@ -22,7 +22,9 @@
 #include <sys/select.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 #include "interpose.h"
 #include "../base/real.h"
@@ -180,6 +182,55 @@ EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_act
 		return ENOSYS;
 	spawn_prepare(0);
 	return next(pid, file, fa, attr, argv, envp);
+}
+
+/* ---- daemon(): a fork, an exit and dup2s that run none of ours ----
+ *
+ * glibc's daemon() forks, ends the parent and puts /dev/null on 0-2 with
+ * its internal fork, _exit and dup2: the child took its share of the rings
+ * late (core.c), the parent left without _exit()'s flush, and a connection
+ * on 0, 1 or 2 (an exec'd handler's, inetd-style) stayed in the descriptor
+ * table - a later write(1, ...), meant for /dev/null, went to the peer.
+ * So it is done here, as glibc does it, through the wrappers. */
+EXPORT int daemon(int nochdir, int noclose)
+{
+	struct stat st;
+	int fd;
+
+	switch (fork()) {
+	case -1:
+		return -1;
+	case 0:
+		break;
+	default:
+		_exit(0);
+	}
+	if (setsid() == -1)
+		return -1;
+	if (!nochdir && chdir("/")) {
+		/* ignored, as glibc's */
+	}
+	if (noclose)
+		return 0;
+	if ((fd = open("/dev/null", O_RDWR)) < 0)
+		return -1;
+	if (fstat(fd, &st)) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	if (!S_ISCHR(st.st_mode) || st.st_rdev != makedev(1, 3)) {
+		close(fd);
+		errno = ENODEV; /* not /dev/null: glibc's answer */
+		return -1;
+	}
+	dup2(fd, STDIN_FILENO);
+	dup2(fd, STDOUT_FILENO);
+	dup2(fd, STDERR_FILENO);
+	if (fd > 2)
+		close(fd);
+	return 0;
 }
 
 /* ---- prctl and syscall: what a program may do behind the wrappers ---- */

@@ -18,7 +18,11 @@
 
 static unsigned accel_revents(struct sk *s, short events)
 {
-	return conn_events(s->conn) & ((unsigned)events | POLLERR | POLLHUP);
+	unsigned ev = conn_events(s->conn);
+
+	if (events & POLLPRI) /* select()'s exceptfds too */
+		ev |= conn_urgent(s->conn);
+	return ev & ((unsigned)events | POLLERR | POLLHUP);
 }
 
 static int remaining_ms(int timeout_ms, uint64_t deadline)
@@ -49,12 +53,14 @@ static int scan_accel(struct pollfd *fds, nfds_t n, struct sk **sks)
  * and *ev, its events - its FIN or RST; once an RDMA connection's sending
  * half moved there, its room (wanted even after the peer's FIN, as epoll.c
  * keeps it registered); after the FIN, for a writer, its reset only (a
- * probe of a gone peer gets one: POLLERR needs no event). */
+ * probe of a gone peer gets one: POLLERR needs no event); urgent data,
+ * when asked for. */
 static int sock_watch(struct conn *c, short app_events, short *ev)
 {
 	*ev = (short)(c->peer_eof ? 0 : POLLIN | POLLRDHUP);
 	if (conn_moving(c))
 		*ev |= (short)((app_events & POLLOUT) | (move_pending(c) ? POLLOUT : 0));
+	*ev |= (short)(app_events & POLLPRI); /* urgent data: the socket's alone */
 	if (c->peer_err)
 		return -1;
 	return *ev || (!conn_socket_done(c) && (app_events & POLLOUT)) ? c->tcp_fd : -1;

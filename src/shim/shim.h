@@ -148,6 +148,7 @@ void sockinfo_rcvlowat(struct conn *c, const void *val, socklen_t len);         
 ssize_t shim_splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t len,
 		    unsigned flags, int *handled);
 unsigned conn_events(struct conn *c);            /* POLL* mask, no system call */
+unsigned conn_urgent(struct conn *c);            /* POLLPRI if urgent data waits (a look at the socket) */
 void conn_refresh(struct conn *c);               /* inspect the kernel socket (FIN/RST) */
 void conn_arm(struct conn *c, unsigned want);    /* ask the peer to signal efd_mine */
 size_t conn_nread(struct conn *c);
@@ -165,6 +166,7 @@ int conn_moved_reason(struct conn *c);           /* why, 0 while not moved */
 unsigned conn_moved_events(struct conn *c, unsigned ring_ev);
 ssize_t move_send_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int flags, int nonblock);
 ssize_t move_recv_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int flags, int nonblock);
+ssize_t move_recv_urgent(struct conn *c, const struct iovec *iov, int iovcnt, int flags); /* MSG_OOB */
 int move_flush(struct conn *c, int flags);       /* what the move owes the peer; -EAGAIN: later */
 /* ... waiting for room until the deadline (shunt_now_ns; UINT64_MAX: for
  * ever - close() when no flusher thread can be had) */

@@ -169,6 +169,17 @@ static ssize_t sock_recv(int fd, const struct iovec *iov, int iovcnt, int flags)
 	return real.recvmsg(fd, &mh, flags);
 }
 
+/* recv(MSG_OOB): urgent data is only ever on the socket (a sender moves
+ * the connection first: conn.c move_for_urgent), and out of the stream's
+ * order, so no ring byte comes before it; none there: the kernel's EINVAL
+ * or EAGAIN, as TCP's. */
+ssize_t move_recv_urgent(struct conn *c, const struct iovec *iov, int iovcnt, int flags)
+{
+	ssize_t n = sock_recv(c->tcp_fd, iov, iovcnt, flags);
+
+	return n < 0 ? -errno : n;
+}
+
 /* A write once the sending half moved (or is to move): writer lock held. */
 ssize_t move_send_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int flags, int nonblock)
 {

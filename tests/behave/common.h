@@ -191,9 +191,9 @@ static inline void expect_mode(int fd)
 	expect_mode_ex(fd, 0);
 }
 
-/* A client whose server forks per connection: over RDMA the server's fork
- * moves the connection to TCP, which the client may have heard already
- * (reason 17, peer-failover). */
+/* A client whose server forks per connection, or uses C stdio on it at
+ * once: over RDMA the server's fork or stdio moves the connection to TCP,
+ * which the client may have heard already (reason 17, peer-failover). */
 static inline void expect_mode_peer_forks(int fd)
 {
 	expect_mode_ex(fd, 1);
@@ -366,6 +366,33 @@ static inline uint8_t pattern(uint64_t pos, uint32_t seed)
 	uint64_t x = pos * 0x9E3779B97F4A7C15ull + seed;
 	x ^= x >> 29;
 	return (uint8_t)(x * 0xBF58476D1CE4E5B9ull >> 56);
+}
+
+/* n bytes of pattern(., seed) from position 0: written; read and
+ * compared (a difference fails the test, naming its position). */
+static inline void write_pattern(int fd, size_t n, uint32_t seed)
+{
+	uint8_t *b = malloc(n);
+
+	CHECK(b);
+	for (size_t i = 0; i < n; i++)
+		b[i] = pattern(i, seed);
+	write_all(fd, b, n);
+	free(b);
+}
+
+static inline void expect_pattern(int fd, size_t n, uint32_t seed)
+{
+	uint8_t *b = malloc(n);
+
+	CHECK(b);
+	read_all(fd, b, n);
+	for (size_t i = 0; i < n; i++)
+		if (b[i] != pattern(i, seed)) {
+			fprintf(stderr, "byte %zu of %zu differs (seed %u)\n", i, n, seed);
+			exit(1);
+		}
+	free(b);
 }
 
 /* The process's mappings (/proc/self/maps lines). */

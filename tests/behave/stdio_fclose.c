@@ -58,7 +58,7 @@ int main(void)
 	close(l);
 	for (int r = 0; r < ROUNDS; r++) {
 		int fd = connect_to(&ss, len);
-		expect_mode(fd);
+		expect_mode_peer_forks(fd);
 		if (r == 2 || r == 3)
 			write_all(fd, "30 12\n", 6);
 		expect_text_to_eof(fd, r == 0 ? "hello\n" : r == 1 ? "" : r == 4 ? "hello4\n" : "42\n", r);

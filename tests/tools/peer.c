@@ -19,25 +19,6 @@ static void die(const char *m)
 	exit(1);
 }
 
-static void send_data(int fd, uint32_t seed)
-{
-	static uint8_t b[N];
-	for (size_t i = 0; i < N; i++)
-		b[i] = pattern(i, seed);
-	write_all(fd, b, N);
-}
-
-static void check_data(int fd, uint32_t seed)
-{
-	static uint8_t b[N];
-	read_all(fd, b, N);
-	for (size_t i = 0; i < N; i++)
-		if (b[i] != pattern(i, seed)) {
-			fprintf(stderr, "peer: byte %zu differs\n", i);
-			exit(1);
-		}
-}
-
 static void report(const char *role, int fd, double first)
 {
 	struct shunt_info in;
@@ -70,17 +51,17 @@ int main(int argc, char **argv)
 			die("accept");
 		t0 = now_s();
 		if (cfirst) {
-			check_data(c, 1);
+			expect_pattern(c, N, 1);
 			first = now_s() - t0;
-			send_data(c, 2);
+			write_pattern(c, N, 2);
 		} else {
-			send_data(c, 2);
-			check_data(c, 1);
+			write_pattern(c, N, 2);
+			expect_pattern(c, N, 1);
 			first = now_s() - t0;
 		}
 		if (argc == 6) {
-			check_data(c, 3);
-			send_data(c, 4);
+			expect_pattern(c, N, 3);
+			write_pattern(c, N, 4);
 		}
 		report("server", c, first);
 		return 0;
@@ -89,18 +70,18 @@ int main(int argc, char **argv)
 	if (connect(fd, ai->ai_addr, ai->ai_addrlen))
 		die("connect");
 	if (cfirst) {
-		send_data(fd, 1);
-		check_data(fd, 2);
+		write_pattern(fd, N, 1);
+		expect_pattern(fd, N, 2);
 	} else {
-		check_data(fd, 2);
-		send_data(fd, 1);
+		expect_pattern(fd, N, 2);
+		write_pattern(fd, N, 1);
 	}
 	first = now_s() - t0;
 	if (argc == 6) {
 		while (access(argv[5], F_OK))
 			usleep(10000);
-		send_data(fd, 3);
-		check_data(fd, 4);
+		write_pattern(fd, N, 3);
+		expect_pattern(fd, N, 4);
 	}
 	char b;
 	ssize_t r = read(fd, &b, 1);

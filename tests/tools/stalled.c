@@ -36,15 +36,6 @@ static void report(const char *role, int i, int fd)
 	printf("role=%s conn=%d mode=%s reason=%u\n", role, i, mode_name(in.mode), in.reason);
 }
 
-static void write_pattern(int fd, size_t n, uint32_t seed)
-{
-	static uint8_t buf[UP];
-
-	for (size_t k = 0; k < n; k++)
-		buf[k] = pattern(k, seed);
-	write_all(fd, buf, n);
-}
-
 int main(int argc, char **argv)
 {
 	int fd[2], l;
