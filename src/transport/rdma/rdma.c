@@ -71,14 +71,19 @@ static int op_pass(struct conn *c, struct shunt_ring_ctl *rx, struct shunt_ring_
 }
 
 /* This process's link carries it, nothing moves it already, nobody shut
- * it: a give-back may move it to TCP and close its two descriptors (its
- * doorbell and the socket's duplicate; giveback.c). */
+ * it - or a pass of this process's moved it to its socket already: a
+ * give-back may move it to TCP (if it is not) and close its two
+ * descriptors (its doorbell and the socket's duplicate; giveback.c). */
 static int op_idle_here(const struct conn *c)
 {
 	const struct rconn *x = c->tpd;
 
-	return x->pid == shunt_pid() && !x->moved && !c->broken && !c->shut_wr && !c->shut_rd &&
-	       !c->peer_eof && !c->peer_err && !c->mv.rx && !c->mv.tx && !c->mv.want;
+	if (x->pid != shunt_pid() || x->moved || c->broken)
+		return 0;
+	if (c->passed) /* moved by a pass of ours (a spawn's, stdio's): on its socket, no FIN owed */
+		return !c->mv.fin;
+	return !c->shut_wr && !c->shut_rd && !c->peer_eof && !c->peer_err && !c->mv.rx && !c->mv.tx &&
+	       !c->mv.want;
 }
 
 /* In a forked child: moved to TCP before the fork, or it stays the parent's. */
