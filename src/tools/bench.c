@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -215,9 +216,16 @@ static void w_setup(int n)
 /* Concurrent set-up: T client threads, each opening C connections in turn
  * (connect, one byte each way, close) against T server threads accepting
  * on one listener in another process; connections per second overall. */
+/* The kernel's own floor (setup-floor, bench/tcp-floor.sh): what a
+ * connection costs TCP with its byte each way (CS_BYTE, the benchmark's)
+ * and without them (CS_NONE: the client waits for the server's close) -
+ * the most an accelerated connection, whose bytes skip the socket, could
+ * save. */
+enum { CS_BYTE, CS_NONE };
+
 struct csetup {
 	struct sockaddr_in a;
-	int l, n;
+	int l, n, mode;
 };
 
 static void *cs_server(void *arg)
@@ -229,8 +237,10 @@ static void *cs_server(void *arg)
 		int fd = accept(cs->l, NULL, NULL);
 		if (fd < 0)
 			return NULL; /* the listener is shut down: done */
-		xfer(fd, &c, 1, 1);
-		xfer(fd, &c, 1, 0);
+		if (cs->mode == CS_BYTE) {
+			xfer(fd, &c, 1, 1);
+			xfer(fd, &c, 1, 0);
+		}
 		close(fd);
 	}
 }
@@ -244,16 +254,29 @@ static void *cs_client(void *arg)
 		int fd = socket(AF_INET, SOCK_STREAM, 0);
 		if (connect(fd, (void *)&cs->a, sizeof cs->a))
 			die("connect");
-		xfer(fd, &c, 1, 0);
-		xfer(fd, &c, 1, 1);
+		if (cs->mode == CS_BYTE) {
+			xfer(fd, &c, 1, 0);
+			xfer(fd, &c, 1, 1);
+		} else if (read(fd, &c, 1) != 0) { /* the server's end */
+			die("setup-floor: no end");
+		}
 		close(fd);
 	}
 	return NULL;
 }
 
-static void w_setup_concurrent(int threads, int per)
+static double cpu_s(int who)
 {
-	struct csetup cs = { .n = per };
+	struct rusage u;
+
+	getrusage(who, &u);
+	return (double)u.ru_utime.tv_sec + (double)u.ru_utime.tv_usec / 1e6 + (double)u.ru_stime.tv_sec +
+	       (double)u.ru_stime.tv_usec / 1e6;
+}
+
+static void w_setup_concurrent(int threads, int per, int mode, int cpu)
+{
+	struct csetup cs = { .n = per, .mode = mode };
 	pthread_t *t = calloc((size_t)threads, sizeof *t);
 	int go[2];
 	double t0;
@@ -280,7 +303,13 @@ static void w_setup_concurrent(int threads, int per)
 	if (write(go[1], "d", 1) != 1)
 		die("write");
 	waitpid(p, NULL, 0);
-	printf("%.0f\n", (double)threads * per / t0);
+	if (!cpu) {
+		printf("%.0f\n", (double)threads * per / t0);
+		return;
+	}
+	/* both processes' CPU time a connection (threads' creation included) */
+	printf("%.0f %.1f\n", (double)threads * per / t0,
+	       (cpu_s(RUSAGE_SELF) + cpu_s(RUSAGE_CHILDREN)) / threads / per * 1e6);
 }
 
 /* The physical limit: two processes, one shared cache line, spinning. */
@@ -347,7 +376,10 @@ int cmd_bench_worker(int argc, char **argv)
 	else if (!strcmp(argv[1], "setup") && argc == 3)
 		w_setup(atoi(argv[2]));
 	else if (!strcmp(argv[1], "setup-concurrent") && argc == 4)
-		w_setup_concurrent(atoi(argv[2]), atoi(argv[3]));
+		w_setup_concurrent(atoi(argv[2]), atoi(argv[3]), CS_BYTE, 0);
+	else if (!strcmp(argv[1], "setup-floor") && argc == 5)
+		w_setup_concurrent(atoi(argv[2]), atoi(argv[3]),
+				   !strcmp(argv[4], "none") ? CS_NONE : CS_BYTE, 1);
 	else if (!strcmp(argv[1], "rawshm") && argc == 4)
 		w_rawshm(strtoul(argv[2], NULL, 10), atoi(argv[3]));
 	else if (!strcmp(argv[1], "memcpy") && argc == 4)

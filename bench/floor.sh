@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# bench/floor.sh [ROUNDS] [OUT_PREFIX] - what a short connection costs, in
+# CPU time, against the kernel's floor (issue #13, item 10): `shunt
+# bench-worker setup-floor THREADS PER byte|none` (setup-concurrent's
+# connect, one byte each way, close; or with no byte: the client waits for
+# the server's close) prints connections a second and both processes' CPU
+# time a connection.  Variants, alternated ROUNDS times (default 5) for 8 x
+# 2,000 and 64 x 250 (or $SHAPES): TCP with its bytes; TCP without them
+# (the floor: an accelerated connection's bytes skip the socket, its TCP
+# set-up and close are made all the same); shunt with every connection
+# offered (SHUNT_BUSY_SHORT=0); shunt's default.  Medians; writes
+# OUT_PREFIX.tsv, .md and .png (default docs/bench/floor).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+T=$(mktemp -d /tmp/shunt-floor.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+mkdir -m 0700 "$T/dir"
+D="SHUNT_DIR=$T/dir LD_PRELOAD=$ROOT/build/libshunt.so"
+NAMES=(tcp tcp-no-bytes offered default)
+ENVS=("-u LD_PRELOAD" "-u LD_PRELOAD" "$D SHUNT_BUSY_SHORT=0" "$D")
+KINDS=(byte none byte byte)
+ROUNDS=${1:-5}
+OUT=${2:-$ROOT/docs/bench/floor}
+IFS=';' read -r -a SHAPES <<< "${SHAPES:-8 2000;64 250}"
+make -s -C "$ROOT" all
+for r in $(seq "$ROUNDS"); do
+	for shape in "${SHAPES[@]}"; do
+		for i in "${!NAMES[@]}"; do
+			# shellcheck disable=SC2086 # ENVS holds words for env
+			echo "${shape/ /x} ${NAMES[$i]} $(env ${ENVS[$i]} "$ROOT/build/shunt" bench-worker setup-floor $shape "${KINDS[$i]}")" >> "$T/runs"
+		done
+	done
+	echo "round $r done" >&2
+done
+python3 - "$T/runs" "$OUT" "$(git -C "$ROOT" rev-parse --short HEAD)" "${NAMES[@]}" <<'PY'
+import statistics, sys
+runs, out, rev, names = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+d = {}
+shapes = []
+for line in open(runs):
+    shape, v, rate, cpu = line.split()
+    if shape not in shapes:
+        shapes.append(shape)
+    d.setdefault((shape, v), []).append((float(rate), float(cpu)))
+with open(out + ".tsv", "w") as t, open(out + ".md", "w") as m:
+    t.write("shape\tvariant\tmedian_conn_per_s\tmedian_cpu_us_per_conn\tcpu_vs_tcp\n")
+    m.write(f"Medians of {len(d[(shapes[0], 'tcp')])} alternated runs ({rev}): connections a second, "
+            "and both processes' CPU time a connection (ratio to TCP's).\n\n")
+    m.write("| threads x connections | " + " | ".join(names) + " |\n|---|" + "---:|" * len(names) + "\n")
+    for s in shapes:
+        tcp = statistics.median(c for _, c in d[(s, "tcp")])
+        cells = []
+        for v in names:
+            rate = statistics.median(r for r, _ in d[(s, v)])
+            cpu = statistics.median(c for _, c in d[(s, v)])
+            t.write(f"{s}\t{v}\t{rate:.0f}\t{cpu:.1f}\t{cpu / tcp:.2f}\n")
+            cells.append(f"{rate:,.0f}/s, {cpu:.1f} us ({cpu / tcp:.2f}x)")
+        m.write(f"| {s.replace('x', ' x ')} | " + " | ".join(cells) + " |\n")
+PY
+if command -v gnuplot > /dev/null; then
+	plots=""
+	for v in "${NAMES[@]}"; do
+		col=$([ -z "$plots" ] && echo "4:xtic(1)" || echo 4)
+		plots+="${plots:+, }'< awk -F\"\t\" \"NR>1 && \\\$2==\\\"$v\\\"\" $OUT.tsv' using $col title '$v'"
+	done
+	gnuplot -e "set terminal pngcairo size 800,480; set output '$OUT.png'; set datafile separator '\t';
+		set title 'CPU time a short connection costs (both processes)';
+		set style data histogram; set style histogram cluster gap 1; set style fill solid 0.8;
+		set ylabel 'us a connection'; set yrange [0:*]; set grid ytics; set key top left;
+		plot $plots"
+fi
+cat "$OUT.md"
