@@ -23,7 +23,9 @@ void base_atfork_child(void);         /* at start and in a forked child */
  * protected from its close() */
 int fd_hide(int fd);                  /* moved up and marked (the same fd on failure) */
 void fd_mark_internal(int fd);        /* marked where it is (a library's) */
-int fd_dup_hidden(int fd);            /* a close-on-exec duplicate, marked */
+int fd_dup_hidden(int fd);            /* a close-on-exec duplicate, marked; never in the reserve */
+int fd_reserve_mark(int reread);      /* the first number of the program's reserve (hidefd.c) */
+int fd_in_reserve(int fd);
 int fdtab_is_internal(int fd);
 unsigned fd_next_internal(unsigned from, unsigned last); /* UINT_MAX: none */
 void fd_close_internal(int fd);

@@ -7,6 +7,7 @@
  * fdtab_is_internal).
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
@@ -51,13 +52,62 @@ static int base(void)
 	return hide_base;
 }
 
-/* A close-on-exec duplicate of fd among shunt's own descriptors, in one call. */
+/* ---- room left for the program ----
+ *
+ * A program's own call that meets EMFILE makes shunt give its descriptors
+ * back and is made again (giveback.c), but libc's calls inside libc -
+ * getaddrinfo's /etc/hosts and DNS socket, getpwnam's files, syslog's
+ * socket - and a descriptor received with SCM_RIGHTS (the kernel drops
+ * what does not fit) cannot be made again: under TCP they would have
+ * found room that shunt's descriptors took.  So the last FD_RESERVE
+ * numbers below RLIMIT_NOFILE are the program's: shunt takes none of them
+ * for a connection's duplicate, and a descriptor the program gets there
+ * makes shunt give some back at once.  Since the kernel hands out the
+ * lowest free number, one that high means the table is that full.  The
+ * limit is read again whenever the mark is met or EMFILE is (a program
+ * that raised or lowered it). */
+#define FD_RESERVE 16
+
+static _Atomic int reserve_mark = -1;
+
+int fd_reserve_mark(int reread)
+{
+	int m = __atomic_load_n(&reserve_mark, __ATOMIC_RELAXED);
+	struct rlimit rl;
+
+	if (m < 0 || reread) {
+		m = INT_MAX;
+		if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur != RLIM_INFINITY &&
+		    rl.rlim_cur <= (rlim_t)INT_MAX)
+			m = rl.rlim_cur > 4 * FD_RESERVE ? (int)rl.rlim_cur - FD_RESERVE : INT_MAX;
+		__atomic_store_n(&reserve_mark, m, __ATOMIC_RELAXED);
+	}
+	return m;
+}
+
+/* fd, just made, is in the program's reserve (the limit read again). */
+int fd_in_reserve(int fd)
+{
+	return fd >= fd_reserve_mark(0) && fd >= fd_reserve_mark(1);
+}
+
+/* A close-on-exec duplicate of fd among shunt's own descriptors, in one
+ * call; -1 with EMFILE rather than one of the program's reserve. */
 int fd_dup_hidden(int fd)
 {
 	int n = real.fcntl(fd, F_DUPFD_CLOEXEC, base());
 
+	if (n >= 0 && base() && fd_in_reserve(n)) { /* the upper half is full: below it */
+		real.close(n);
+		n = -1;
+	}
 	if (n < 0 && base())
 		n = real.fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (n >= 0 && fd_in_reserve(n)) {
+		real.close(n);
+		errno = EMFILE;
+		return -1;
+	}
 	if (n >= 0)
 		mark(n, 1);
 	return n;

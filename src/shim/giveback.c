@@ -13,7 +13,10 @@
  * interpose.c) fails with EMFILE while shunt holds descriptors, idle
  * connections move to TCP at the exact byte - the move made before a
  * descriptor is passed (move.c), with reason `descriptors` - and what they
- * held is closed; the call is made again.  For PRESSURE_NS after, new
+ * held is closed; the call is made again.  The same happens as soon as a
+ * descriptor the program gets lands in its reserve (hidefd.c: the last
+ * numbers below the limit, for libc's own calls, which nothing retries).
+ * For PRESSURE_NS after, new
  * connections stay plain (reason `descriptors`): each then costs the
  * program what TCP's costs.
  *
@@ -122,6 +125,16 @@ static int give_back_one(int fd, struct sk *s)
 	return 1;
 }
 
+/* A descriptor just made for the program landed in its reserve (the last
+ * numbers below RLIMIT_NOFILE, hidefd.c): the table is that full, and
+ * libc's own calls, which nothing retries, would meet EMFILE next - give
+ * back now. */
+void fd_room_after(int fd)
+{
+	if (fd >= fd_reserve_mark(0) && fd_in_reserve(fd))
+		fd_give_back();
+}
+
 int fd_give_back(void)
 {
 	static __thread int inside; /* a call of ours that met EMFILE in here */
@@ -139,6 +152,7 @@ int fd_give_back(void)
 		errno = e;
 		return 0;
 	}
+	fd_reserve_mark(1); /* the limit may have moved */
 	fdtab_each(pick_one, &p);
 	for (int i = 0; i < p.n && freed < BATCH; i++) {
 		struct sk *s = fdtab_get(p.fd[i]);

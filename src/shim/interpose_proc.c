@@ -18,6 +18,7 @@
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <linux/seccomp.h>
 #include <sys/select.h>
 #include <sys/sendfile.h>
@@ -231,6 +232,28 @@ EXPORT int daemon(int nochdir, int noclose)
 	if (fd > 2)
 		close(fd);
 	return 0;
+}
+
+/* ---- the descriptor limit: the program's reserve below it (hidefd.c)
+ * follows a new one.  glibc's setrlimit is prlimit on this process,
+ * called here directly: the sanitizers' runtime sets limits before any
+ * constructor has run, when resolving libc's symbol (dlsym) would crash
+ * it.  A program calling prlimit() itself is seen at its next EMFILE. */
+static int limit_set(__rlimit_resource_t resource, int r)
+{
+	if (!r && resource == RLIMIT_NOFILE)
+		fd_reserve_mark(1);
+	return r;
+}
+
+EXPORT int setrlimit(__rlimit_resource_t resource, const struct rlimit *rl)
+{
+	return limit_set(resource, prlimit(0, resource, rl, NULL));
+}
+
+EXPORT int setrlimit64(__rlimit_resource_t resource, const struct rlimit64 *rl)
+{
+	return limit_set(resource, prlimit64(0, resource, rl, NULL));
 }
 
 /* ---- prctl and syscall: what a program may do behind the wrappers ---- */

@@ -241,6 +241,7 @@ int shim_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t *mask
  * descriptors closed (how many); new connections plain for a while */
 int fd_give_back(void);
 int fd_pressure(void);
+void fd_room_after(int fd); /* the program got fd: in its reserve (hidefd.c), give back now */
 /* A call that makes a descriptor failed with EMFILE: if shunt's own took
  * the room, they go back (giveback.c) and the call is made again - the
  * program's calls (interpose.c) and shunt's own duplicates alike. */
@@ -248,6 +249,8 @@ int fd_pressure(void);
 	do {                                                           \
 		if ((r) < 0 && errno == EMFILE && fd_give_back() > 0)  \
 			(r) = (call);                                  \
+		else if ((r) > 0)                                      \
+			fd_room_after(r);                              \
 	} while (0)
 
 /* bell.c: a poll()ing thread's private epoll set of the doorbells it waits

@@ -395,6 +395,55 @@ static inline void expect_pattern(int fd, size_t n, uint32_t seed)
 	free(b);
 }
 
+/* n clients of the server process pid (listening at ss): each connects
+ * and sends its index as one byte, then each reads it back (the server
+ * echoes it, in any order of connections) and closes; pid must exit 0. */
+static inline void index_echo_clients(const struct sockaddr_storage *ss, socklen_t len, int n, pid_t pid)
+{
+	int *fds = calloc((size_t)n, sizeof *fds), st;
+
+	CHECK(fds);
+	for (int i = 0; i < n; i++) {
+		char c = (char)i;
+		fds[i] = connect_to(ss, len);
+		CHECK(send(fds[i], &c, 1, 0) == 1);
+	}
+	for (int i = 0; i < n; i++) {
+		char c;
+		CHECK(recv(fds[i], &c, 1, MSG_WAITALL) == 1 && c == (char)i);
+		close(fds[i]);
+	}
+	free(fds);
+	CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+/* The server's side of index_echo_clients: each byte echoed. */
+static inline void echo_each(const int *fds, int n)
+{
+	for (int i = 0; i < n; i++) {
+		char c;
+		CHECK(recv(fds[i], &c, 1, MSG_WAITALL) == 1);
+		CHECK(send(fds[i], &c, 1, 0) == 1);
+	}
+}
+
+/* rounds servers in turn, each a forked process running server(listener,
+ * round) for n index_echo_clients. */
+static inline void index_echo_rounds(int rounds, int n, int (*server)(int l, int round))
+{
+	for (int r = 0; r < rounds; r++) {
+		struct sockaddr_storage ss;
+		socklen_t len;
+		int l;
+		pid_t pid = serve_forked(&l, &ss, &len);
+
+		if (!pid)
+			_exit(server(l, r));
+		close(l);
+		index_echo_clients(&ss, len, n, pid);
+	}
+}
+
 /* The process's mappings (/proc/self/maps lines). */
 static inline int count_maps(void)
 {

@@ -54,39 +54,13 @@ static int server(int l, int fill)
 				exit(1);
 			}
 	}
-	for (int i = 0; i < N; i++) {
-		char c;
-		CHECK(recv(fds[i], &c, 1, MSG_WAITALL) == 1);
-		CHECK(send(fds[i], &c, 1, 0) == 1);
-	}
+	echo_each(fds, N);
 	return 0;
 }
 
 int main(void)
 {
-	struct sockaddr_storage ss;
-	socklen_t len;
-	int l, fds[N], st;
-	pid_t pid;
-
 	deadline(120);
-	for (int fill = 0; fill < 2; fill++) {
-	pid = serve_forked(&l, &ss, &len);
-	if (!pid)
-		_exit(server(l, fill));
-	close(l);
-	for (int i = 0; i < N; i++)
-		fds[i] = connect_to(&ss, len);
-	for (int i = 0; i < N; i++) {
-		char c = (char)i;
-		CHECK(send(fds[i], &c, 1, 0) == 1);
-	}
-	for (int i = 0; i < N; i++) {
-		char c;
-		CHECK(recv(fds[i], &c, 1, MSG_WAITALL) == 1 && c == (char)i);
-		close(fds[i]);
-	}
-	CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
-	}
+	index_echo_rounds(2, N, server);
 	return 0;
 }
