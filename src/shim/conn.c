@@ -272,7 +272,7 @@ unsigned conn_events(struct conn *c)
 	return (c->tp->flags & TP_SOCKET_EVENTS) || c->mv.rx || (conn_may_move(c) && conn_moving(c)) ? conn_moved_events(c, ev) : ev;
 }
 
-/* POLLPRI: urgent data on the socket (only ever there: move_for_urgent) -
+/* POLLPRI: urgent data on the socket (only ever there: conn_move_for) -
  * a look at it, for a caller that asked. */
 unsigned conn_urgent(struct conn *c)
 {
@@ -327,27 +327,43 @@ size_t conn_send_room(struct conn *c)
 	return ring_space(&c->tx);
 }
 
-/* Urgent data (MSG_OOB: telnet's and FTP's interrupts, Java's
- * sendUrgentData probe) travels beside TCP's stream, with its mark,
- * SIGURG and POLLPRI - nothing the rings carry.  So the sender's
- * connection moves to TCP at the exact byte first (both halves, as before
- * a descriptor pass: move.c) and the urgent byte goes on the socket after
- * every byte before it; the peer follows (reason unsupported-feature, 8).
- * 0, or -EOPNOTSUPP when it cannot move (a sandbox). */
-static int move_for_urgent(struct sk *s)
+/* What only the kernel's packets carry: urgent data (MSG_OOB: telnet's
+ * and FTP's interrupts, Java's sendUrgentData probe) travels beside TCP's
+ * stream with its mark, SIGURG and POLLPRI; zerocopy completions
+ * (MSG_ZEROCOPY) and timestamps (SO_TIMESTAMP*) come from the kernel's
+ * handling of each packet - nothing the rings carry.  So the connection
+ * moves to TCP at the exact byte first (both halves, as before a
+ * descriptor pass: move.c) and the feature is the socket's from then on;
+ * the peer follows (reason unsupported-feature, 8).  0, or -EOPNOTSUPP
+ * when it cannot move (a sandbox), said once. */
+int conn_move_for(struct sk *s, const char *what)
 {
 	static int warned;
 	int r = move_pass_wait(s, SHUNT_R_UNSUPPORTED);
 
 	if (!r) {
-		shunt_log("connection (tcp fd %d): urgent data (MSG_OOB): it is plain TCP now",
-			  s->conn->tcp_fd);
+		shunt_log("connection (tcp fd %d): %s: it is plain TCP now", s->conn->tcp_fd, what);
 		return 0;
 	}
 	if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
-		shunt_warn("an accelerated connection could not move to TCP for urgent data "
-			   "(MSG_OOB: %s): the send fails with EOPNOTSUPP", strerror(-r));
+		shunt_warn("an accelerated connection could not move to TCP for %s (%s): it goes "
+			   "without (urgent data: EOPNOTSUPP)", what, strerror(-r));
 	return -EOPNOTSUPP;
+}
+
+/* A send's flags that need the socket: MSG_OOB; MSG_ZEROCOPY once the
+ * program enabled SO_ZEROCOPY (the kernel ignores the flag otherwise, and
+ * so does the ring).  0 or -EOPNOTSUPP (urgent data that cannot move). */
+static int send_needs_socket(struct sk *s, int flags)
+{
+	int on = 0;
+	socklen_t l = sizeof on;
+
+	if (flags & MSG_OOB)
+		return conn_move_for(s, "urgent data (MSG_OOB)");
+	if (!real.getsockopt(s->conn->tcp_fd, SOL_SOCKET, SO_ZEROCOPY, &on, &l) && on)
+		conn_move_for(s, "zerocopy (MSG_ZEROCOPY)"); /* if not, its copy is the ring's */
+	return 0;
 }
 
 ssize_t conn_send(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
@@ -379,7 +395,7 @@ ssize_t conn_send(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 	}
 	if ((c->shut_wr || c->peer_err) && !conn_moving(c))
 		return send_on_kernel(s, len, flags);
-	if ((flags & MSG_OOB) && !conn_moving(c) && (r = move_for_urgent(s)))
+	if ((flags & (MSG_OOB | MSG_ZEROCOPY)) && !conn_moving(c) && (r = send_needs_socket(s, flags)))
 		return r;
 	if (shunt_fault_ring(c))
 		return (ssize_t)len; /* tests only (fault.c): a hostile peer */
@@ -472,7 +488,7 @@ ssize_t conn_send(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 	return r;
 }
 
-ssize_t conn_recv(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
+ssize_t conn_recvmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int flags, struct msghdr *ctl)
 {
 	struct conn *c = s->conn;
 	size_t len = iov_total(iov0, iovcnt), total = 0;
@@ -490,7 +506,14 @@ ssize_t conn_recv(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 
 	if (iovcnt < 0 || iovcnt > IOV_MAX)
 		return -EINVAL;
-	if (flags & MSG_OOB) /* the socket's alone (move_for_urgent): none there is EINVAL, as TCP's */
+	/* recvmsg's control buffer, for a read off the socket (its capacity
+	 * kept in sock); ctl says what came: none from the rings */
+	struct msghdr sock = ctl ? *ctl : (struct msghdr){ 0 };
+	if (ctl) {
+		ctl->msg_controllen = 0;
+		ctl->msg_flags = 0;
+	}
+	if (flags & MSG_OOB) /* the socket's alone (conn_move_for): none there is EINVAL, as TCP's */
 		return move_recv_urgent(c, iov0, iovcnt, flags);
 	if (c->broken)
 		return -c->broken;
@@ -544,7 +567,11 @@ ssize_t conn_recv(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 			/* the peer moved to TCP: its bytes follow there (after
 			 * what the move held back: a MSG_WAITALL read goes on) */
 			int held = move_held(c) != 0;
-			ssize_t m = move_recv_tcp(c, iov, iovcnt, flags, nonblock);
+			ssize_t m = move_recv_tcp(c, iov, iovcnt, flags, nonblock, ctl ? &sock : NULL);
+			if (ctl && m >= 0) {
+				ctl->msg_controllen = sock.msg_controllen;
+				ctl->msg_flags = sock.msg_flags;
+			}
 			if (m > 0)
 				total += (size_t)m;
 			r = m < 0 ? (int)m : 0;

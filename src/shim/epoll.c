@@ -303,7 +303,7 @@ static int reg_add(struct epset *ep, int fd, struct sk *s, struct epoll_event *e
 	/* the socket may carry the connection again (RDMA failover, a peer
 	 * that passed its descriptor: move.c): its writability matters then
 	 * too (edge-triggered: one report now, then only after a move), and
-	 * urgent data is only ever there (conn.c move_for_urgent) */
+	 * urgent data is only ever there (conn.c conn_move_for) */
 	in = (struct epoll_event){ .events = EPOLLIN | EPOLLRDHUP | EPOLLET | EPOLLOUT | EPOLLPRI,
 				   .data.u64 = token((unsigned)fd, TOK_TCP) };
 	r->tcp_on = (!conn_socket_done(s->conn) || (s->conn->tp->flags & TP_SOCKET_EVENTS)) &&

@@ -304,6 +304,8 @@ static int do_accept(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 	pa = own ? (plen <= sizeof peer ? (struct sockaddr *)&peer : NULL)
 		 : al && *al <= given && *al >= sizeof(struct sockaddr_in) ? addr : NULL;
 	rdv_accept(ls, nfd, s, pa);
+	if (ls->kernel_opts && s->kind == SK_CONN) /* it inherited the listener's timestamps */
+		conn_move_for(s, "timestamps (SO_TIMESTAMP*), from the listener");
 	sk_put(ls);
 	stats_update(s, nfd);
 	shunt_log("accept fd %d: %s, %s", nfd, s->kind != SK_CONN ? "tcp" : s->conn->tp->name,
@@ -530,6 +532,41 @@ EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 	return 0;
 }
 
+/* Timestamps (SO_TIMESTAMP, SO_TIMESTAMPNS, SO_TIMESTAMPING) come from
+ * the kernel's handling of each packet - receive ones in recvmsg's
+ * control data, transmit ones on the error queue - which the rings never
+ * see: the connection moves to TCP (conn.c conn_move_for); a socket not
+ * yet connected stays plain, and a listener's accepted connections move
+ * (they inherit the option). */
+static int turns_on_timestamps(int name, const void *val, socklen_t len)
+{
+	int v;
+
+	if (name != SO_TIMESTAMP_OLD && name != SO_TIMESTAMP_NEW && name != SO_TIMESTAMPNS_OLD &&
+	    name != SO_TIMESTAMPNS_NEW && name != SO_TIMESTAMPING_OLD && name != SO_TIMESTAMPING_NEW)
+		return 0;
+	if (!val || len < sizeof v)
+		return 0;
+	memcpy(&v, val, sizeof v); /* SO_TIMESTAMPING's struct begins with its flags */
+	return v != 0;
+}
+
+static void kernel_feature(int fd, const char *what)
+{
+	struct sk *s = fdtab_get(fd);
+
+	if (!s)
+		return;
+	if (s->kind == SK_CONN) {
+		conn_move_for(s, what);
+	} else if (s->kind == SK_TCP || s->kind == SK_LISTEN) {
+		s->kernel_opts = 1;
+		if (s->kind == SK_TCP && !s->is_client)
+			s->reason = SHUNT_R_UNSUPPORTED; /* connect() keeps it plain */
+	}
+	sk_put(s);
+}
+
 EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 {
 	int r = R(setsockopt)(fd, level, name, val, len);
@@ -551,6 +588,8 @@ EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t le
 			sk_put(s);
 		}
 	}
+	if (!r && level == SOL_SOCKET && turns_on_timestamps(name, val, len))
+		kernel_feature(fd, "timestamps (SO_TIMESTAMP*)");
 	if (!r && level == SOL_SOCKET && name == SO_RCVLOWAT && (s = get_kind(fd, SK_CONN))) {
 		sockinfo_rcvlowat(s->conn, val, len);
 		sk_put(s);

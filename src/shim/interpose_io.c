@@ -65,18 +65,21 @@ static ssize_t accel_send(int fd, const struct iovec *iov, int cnt, int flags, i
 	return edge(r);
 }
 
-static ssize_t accel_recv(int fd, const struct iovec *iov, int cnt, int flags, int *handled)
+static ssize_t accel_recv(int fd, const struct iovec *iov, int cnt, int flags, int *handled,
+			  struct msghdr *ctl)
 {
-	struct sk *s = fdtab_get(fd);
+	struct sk *s;
 	ssize_t r;
 
 	*handled = 0;
-	if (!s)
+	if (flags & MSG_ERRQUEUE) /* the kernel's (zerocopy completions, timestamps): never ring bytes */
+		return 0;
+	if (!(s = fdtab_get(fd)))
 		return 0;
 	if (s->kind != SK_CONN)
 		return settle(s, fd, 0, flags, handled);
 	*handled = 1;
-	r = conn_recv(s, iov, cnt, flags);
+	r = conn_recvmsg(s, iov, cnt, flags, ctl);
 	sk_put(s);
 	return edge(r);
 }
@@ -85,7 +88,7 @@ EXPORT ssize_t read(int fd, void *buf, size_t n)
 {
 	struct iovec iov = { buf, n };
 	int h;
-	ssize_t r = accel_recv(fd, &iov, 1, 0, &h);
+	ssize_t r = accel_recv(fd, &iov, 1, 0, &h, NULL);
 
 	return h ? r : R(read)(fd, buf, n);
 }
@@ -100,7 +103,7 @@ EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
 EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
 {
 	int h;
-	ssize_t r = accel_recv(fd, iov, cnt, 0, &h);
+	ssize_t r = accel_recv(fd, iov, cnt, 0, &h, NULL);
 
 	return h ? r : R(readv)(fd, iov, cnt);
 }
@@ -109,7 +112,7 @@ EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
 {
 	struct iovec iov = { buf, n };
 	int h;
-	ssize_t r = accel_recv(fd, &iov, 1, flags, &h);
+	ssize_t r = accel_recv(fd, &iov, 1, flags, &h, NULL);
 
 	return h ? r : R(recv)(fd, buf, n, flags);
 }
@@ -125,7 +128,7 @@ EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr 
 {
 	struct iovec iov = { buf, n };
 	int h;
-	ssize_t r = accel_recv(fd, &iov, 1, flags, &h);
+	ssize_t r = accel_recv(fd, &iov, 1, flags, &h, NULL);
 
 	if (!h)
 		return R(recvfrom)(fd, buf, n, flags, a, al);
@@ -144,15 +147,16 @@ EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int fl
 
 EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 {
+	struct msghdr ctl = *m; /* its control buffer, for bytes read off the socket */
 	int h;
-	ssize_t r = accel_recv(fd, m->msg_iov, (int)m->msg_iovlen, flags, &h);
+	ssize_t r = accel_recv(fd, m->msg_iov, (int)m->msg_iovlen, flags, &h, &ctl);
 
 	if (!h)
 		return R(recvmsg)(fd, m, flags);
 	if (r >= 0) {
 		m->msg_namelen = 0;
-		m->msg_controllen = 0;
-		m->msg_flags = 0;
+		m->msg_controllen = ctl.msg_controllen; /* none from the rings */
+		m->msg_flags = ctl.msg_flags;
 	}
 	return r;
 }
@@ -365,7 +369,7 @@ EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 
 EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags, struct timespec *tmo)
 {
-	struct sk *s = get_kind(fd, SK_CONN);
+	struct sk *s = flags & MSG_ERRQUEUE ? NULL : get_kind(fd, SK_CONN);
 	uint64_t end = tmo ? shunt_now_ns() + (uint64_t)tmo->tv_sec * 1000000000ull + (uint64_t)tmo->tv_nsec : 0;
 	unsigned i;
 	ssize_t r0;

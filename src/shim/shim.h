@@ -62,6 +62,7 @@ struct sk {
 	struct shunt_tuple tuple; /* as the rendezvous saw it (valid if has_tuple) */
 	int has_tuple;            /* SK_TUPLE_*: what of tuple is known */
 	int ag_listen;            /* a listener registered with the agent (saves SYNs) */
+	int kernel_opts;          /* timestamps asked for: what it connects or accepts goes to TCP */
 	uint16_t short_port;      /* client: the port whose registry learns how long it lived */
 	uint64_t born_ns;         /* ... and when its connect was decided */
 	uint16_t listen_port;     /* a listener in the port's registry (0: none) */
@@ -130,7 +131,14 @@ extern int conn_timeouts_maybe;
 void conn_set_timeout(struct conn *c, int name, const void *val, socklen_t len);
 void conn_discard(struct conn *c);
 ssize_t conn_send(struct sk *s, const struct iovec *iov, int iovcnt, int flags);
-ssize_t conn_recv(struct sk *s, const struct iovec *iov, int iovcnt, int flags);
+/* ctl (recvmsg's, or NULL): its control buffer gets what a read off the
+ * socket brings (a moved connection: timestamps), and its controllen and
+ * flags say what came - 0 from the rings */
+ssize_t conn_recvmsg(struct sk *s, const struct iovec *iov, int iovcnt, int flags, struct msghdr *ctl);
+static inline ssize_t conn_recv(struct sk *s, const struct iovec *iov, int iovcnt, int flags)
+{
+	return conn_recvmsg(s, iov, iovcnt, flags, NULL);
+}
 int conn_shutdown(struct sk *s, int how);
 static inline size_t iov_total(const struct iovec *iov, int n)
 {
@@ -148,6 +156,7 @@ void sockinfo_rcvlowat(struct conn *c, const void *val, socklen_t len);         
 ssize_t shim_splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t len,
 		    unsigned flags, int *handled);
 unsigned conn_events(struct conn *c);            /* POLL* mask, no system call */
+int conn_move_for(struct sk *s, const char *what); /* a kernel-only feature: to TCP first */
 unsigned conn_urgent(struct conn *c);            /* POLLPRI if urgent data waits (a look at the socket) */
 void conn_refresh(struct conn *c);               /* inspect the kernel socket (FIN/RST) */
 void conn_arm(struct conn *c, unsigned want);    /* ask the peer to signal efd_mine */
@@ -165,7 +174,8 @@ static inline int conn_may_move(const struct conn *c)
 int conn_moved_reason(struct conn *c);           /* why, 0 while not moved */
 unsigned conn_moved_events(struct conn *c, unsigned ring_ev);
 ssize_t move_send_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int flags, int nonblock);
-ssize_t move_recv_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int flags, int nonblock);
+ssize_t move_recv_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int flags, int nonblock,
+		      struct msghdr *ctl);
 ssize_t move_recv_urgent(struct conn *c, const struct iovec *iov, int iovcnt, int flags); /* MSG_OOB */
 int move_flush(struct conn *c, int flags);       /* what the move owes the peer; -EAGAIN: later */
 /* ... waiting for room until the deadline (shunt_now_ns; UINT64_MAX: for

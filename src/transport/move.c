@@ -170,7 +170,7 @@ static ssize_t sock_recv(int fd, const struct iovec *iov, int iovcnt, int flags)
 }
 
 /* recv(MSG_OOB): urgent data is only ever on the socket (a sender moves
- * the connection first: conn.c move_for_urgent), and out of the stream's
+ * the connection first: conn.c conn_move_for), and out of the stream's
  * order, so no ring byte comes before it; none there: the kernel's EINVAL
  * or EAGAIN, as TCP's. */
 ssize_t move_recv_urgent(struct conn *c, const struct iovec *iov, int iovcnt, int flags)
@@ -258,12 +258,16 @@ void move_held_free(struct conn *c)
 
 /* A read once the ring is empty and the peer moved: rx lock held.  What
  * the move held back comes first. */
-ssize_t move_recv_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int flags, int nonblock)
+ssize_t move_recv_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int flags, int nonblock,
+		      struct msghdr *ctl)
 {
 	ssize_t n;
 
-	if (move_held(c))
+	if (move_held(c)) {
+		if (ctl) /* bytes of the rings: no control data */
+			ctl->msg_controllen = 0;
 		return (ssize_t)move_take_held(c, iov, iovcnt, flags);
+	}
 	while (__atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) != 2) {
 		conn_refresh(c);
 		if (__atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) == 2)
@@ -281,7 +285,19 @@ ssize_t move_recv_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int f
 		c->mv.rx_end = 0;
 		return -e;
 	}
-	n = sock_recv(c->tcp_fd, iov, iovcnt, flags);
+	if (ctl && ctl->msg_control) { /* recvmsg's control data (timestamps) is the socket's */
+		struct msghdr mh = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt,
+				     .msg_control = ctl->msg_control, .msg_controllen = ctl->msg_controllen };
+		n = real.recvmsg(c->tcp_fd, &mh, flags);
+		if (n >= 0) {
+			ctl->msg_controllen = mh.msg_controllen;
+			ctl->msg_flags = mh.msg_flags;
+		}
+	} else {
+		n = sock_recv(c->tcp_fd, iov, iovcnt, flags);
+		if (ctl)
+			ctl->msg_controllen = 0;
+	}
 	if (n > 0 && !(flags & MSG_PEEK))
 		c->mv.rx_pos += (uint64_t)n;
 	if (n == 0 && c->mv.rx_pos < c->mv.rx_end) {
