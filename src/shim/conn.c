@@ -351,6 +351,20 @@ int conn_move_for(struct sk *s, const char *what)
 	return -EOPNOTSUPP;
 }
 
+/* sendmsg's control data that TCP acts on: its socket-level messages
+ * (SO_TIMESTAMPING asks for the send's timestamps, SO_MARK, SCM_TXTIME;
+ * an unknown type is its EINVAL) but for SCM_RIGHTS and SCM_CREDENTIALS,
+ * which TCP ignores, as it ignores other levels. */
+static int kernel_cmsgs(const struct msghdr *m)
+{
+	if (!m->msg_control || m->msg_controllen < sizeof(struct cmsghdr))
+		return 0;
+	for (struct cmsghdr *h = CMSG_FIRSTHDR(m); h; h = CMSG_NXTHDR((struct msghdr *)m, h))
+		if (h->cmsg_level == SOL_SOCKET && h->cmsg_type != SCM_RIGHTS && h->cmsg_type != SCM_CREDENTIALS)
+			return 1;
+	return 0;
+}
+
 /* A send's flags that need the socket: MSG_OOB; MSG_ZEROCOPY once the
  * program enabled SO_ZEROCOPY (the kernel ignores the flag otherwise, and
  * so does the ring).  0 or -EOPNOTSUPP (urgent data that cannot move). */
@@ -366,7 +380,7 @@ static int send_needs_socket(struct sk *s, int flags)
 	return 0;
 }
 
-ssize_t conn_send(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
+ssize_t conn_sendmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int flags, const struct msghdr *ctl)
 {
 	struct conn *c = s->conn;
 	size_t len = iov_total(iov0, iovcnt), total = 0;
@@ -397,6 +411,10 @@ ssize_t conn_send(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 		return send_on_kernel(s, len, flags);
 	if ((flags & (MSG_OOB | MSG_ZEROCOPY)) && !conn_moving(c) && (r = send_needs_socket(s, flags)))
 		return r;
+	if (ctl && !kernel_cmsgs(ctl))
+		ctl = NULL;
+	if (ctl && !conn_moving(c) && conn_move_for(s, "control data (sendmsg)"))
+		ctl = NULL; /* a sandbox: sent without it, as before (said once) */
 	if (shunt_fault_ring(c))
 		return (ssize_t)len; /* tests only (fault.c): a hostile peer */
 	memcpy(copy, iov0, sizeof(struct iovec) * (size_t)iovcnt);
@@ -405,7 +423,7 @@ ssize_t conn_send(struct sk *s, const struct iovec *iov0, int iovcnt, int flags)
 		return -c->broken;
 	while (total < len || !len) {
 		if (conn_may_move(c) && conn_moving(c)) { /* the link failed, the peer left: on with TCP */
-			ssize_t m = move_send_tcp(c, iov, iovcnt, flags, nonblock);
+			ssize_t m = move_send_tcp(c, iov, iovcnt, flags, nonblock, ctl);
 			if (m > 0)
 				total += (size_t)m;
 			moved = 1;

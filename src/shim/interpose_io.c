@@ -49,7 +49,8 @@ static ssize_t settle(struct sk *s, int fd, int writing, int flags, int *handled
 	return edge(r);
 }
 
-static ssize_t accel_send(int fd, const struct iovec *iov, int cnt, int flags, int *handled)
+static ssize_t accel_send(int fd, const struct iovec *iov, int cnt, int flags, int *handled,
+			  const struct msghdr *ctl)
 {
 	struct sk *s = fdtab_get(fd);
 	ssize_t r;
@@ -60,7 +61,7 @@ static ssize_t accel_send(int fd, const struct iovec *iov, int cnt, int flags, i
 	if (s->kind != SK_CONN)
 		return settle(s, fd, 1, flags, handled);
 	*handled = 1;
-	r = conn_send(s, iov, cnt, flags);
+	r = conn_sendmsg(s, iov, cnt, flags, ctl);
 	sk_put(s);
 	return edge(r);
 }
@@ -165,7 +166,7 @@ EXPORT ssize_t write(int fd, const void *buf, size_t n)
 {
 	struct iovec iov = { (void *)buf, n };
 	int h;
-	ssize_t r = accel_send(fd, &iov, 1, 0, &h);
+	ssize_t r = accel_send(fd, &iov, 1, 0, &h, NULL);
 
 	return h ? r : R(write)(fd, buf, n);
 }
@@ -173,7 +174,7 @@ EXPORT ssize_t write(int fd, const void *buf, size_t n)
 EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
 {
 	int h;
-	ssize_t r = accel_send(fd, iov, cnt, 0, &h);
+	ssize_t r = accel_send(fd, iov, cnt, 0, &h, NULL);
 
 	return h ? r : R(writev)(fd, iov, cnt);
 }
@@ -182,7 +183,7 @@ EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 {
 	struct iovec iov = { (void *)buf, n };
 	int h;
-	ssize_t r = accel_send(fd, &iov, 1, flags, &h);
+	ssize_t r = accel_send(fd, &iov, 1, flags, &h, NULL);
 
 	return h ? r : R(send)(fd, buf, n, flags);
 }
@@ -192,7 +193,7 @@ EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct
 {
 	struct iovec iov = { (void *)buf, n };
 	int h;
-	ssize_t r = accel_send(fd, &iov, 1, flags, &h);
+	ssize_t r = accel_send(fd, &iov, 1, flags, &h, NULL);
 
 	/* A connected TCP socket ignores the address, as the kernel does. */
 	return h ? r : R(sendto)(fd, buf, n, flags, a, al);
@@ -232,7 +233,7 @@ static void pass_moves(const struct msghdr *m)
 EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 {
 	int h;
-	ssize_t r = accel_send(fd, m->msg_iov, (int)m->msg_iovlen, flags, &h);
+	ssize_t r = accel_send(fd, m->msg_iov, (int)m->msg_iovlen, flags, &h, m);
 
 	if (h)
 		return r;
@@ -349,7 +350,7 @@ EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 	}
 	for (i = 0; i < n && i < UIO_MAXIOV; i++) {
 		struct msghdr *m = &v[i].msg_hdr;
-		ssize_t r = conn_send(s, m->msg_iov, (int)m->msg_iovlen, flags);
+		ssize_t r = conn_sendmsg(s, m->msg_iov, (int)m->msg_iovlen, flags, m);
 		if (r < 0) {
 			if (!i) {
 				sk_put(s);

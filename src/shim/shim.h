@@ -130,7 +130,14 @@ void conn_load_timeouts(struct conn *c);
 extern int conn_timeouts_maybe;
 void conn_set_timeout(struct conn *c, int name, const void *val, socklen_t len);
 void conn_discard(struct conn *c);
-ssize_t conn_send(struct sk *s, const struct iovec *iov, int iovcnt, int flags);
+/* ctl (sendmsg's, or NULL): control data TCP acts on (SO_TIMESTAMPING
+ * asks for a send's timestamps; an unknown type is EINVAL): the
+ * connection moves to TCP and the socket gets it */
+ssize_t conn_sendmsg(struct sk *s, const struct iovec *iov, int iovcnt, int flags, const struct msghdr *ctl);
+static inline ssize_t conn_send(struct sk *s, const struct iovec *iov, int iovcnt, int flags)
+{
+	return conn_sendmsg(s, iov, iovcnt, flags, NULL);
+}
 /* ctl (recvmsg's, or NULL): its control buffer gets what a read off the
  * socket brings (a moved connection: timestamps), and its controllen and
  * flags say what came - 0 from the rings */
@@ -173,7 +180,8 @@ static inline int conn_may_move(const struct conn *c)
 }
 int conn_moved_reason(struct conn *c);           /* why, 0 while not moved */
 unsigned conn_moved_events(struct conn *c, unsigned ring_ev);
-ssize_t move_send_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int flags, int nonblock);
+ssize_t move_send_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int flags, int nonblock,
+		      const struct msghdr *ctl);
 ssize_t move_recv_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int flags, int nonblock,
 		      struct msghdr *ctl);
 ssize_t move_recv_urgent(struct conn *c, const struct iovec *iov, int iovcnt, int flags); /* MSG_OOB */

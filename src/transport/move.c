@@ -181,7 +181,8 @@ ssize_t move_recv_urgent(struct conn *c, const struct iovec *iov, int iovcnt, in
 }
 
 /* A write once the sending half moved (or is to move): writer lock held. */
-ssize_t move_send_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int flags, int nonblock)
+ssize_t move_send_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int flags, int nonblock,
+		      const struct msghdr *ctl)
 {
 	int fl = (flags & MSG_NOSIGNAL) | (nonblock ? MSG_DONTWAIT : 0);
 	ssize_t n;
@@ -199,7 +200,13 @@ ssize_t move_send_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int f
 	}
 	if (r) /* EPIPE raised SIGPIPE unless the caller said MSG_NOSIGNAL, as the kernel does */
 		return r;
-	n = sock_send(c->tcp_fd, iov, iovcnt, flags);
+	if (ctl) { /* sendmsg's control data, the kernel's to judge */
+		struct msghdr mh = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt,
+				     .msg_control = ctl->msg_control, .msg_controllen = ctl->msg_controllen };
+		n = real.sendmsg(c->tcp_fd, &mh, flags);
+	} else {
+		n = sock_send(c->tcp_fd, iov, iovcnt, flags);
+	}
 	return n < 0 ? -errno : n;
 }
 

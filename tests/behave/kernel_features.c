@@ -7,7 +7,8 @@
  * put a timestamp in recvmsg's control data.  The rings carry none of
  * these: the connection moves to TCP at the exact byte first.  Before, a
  * MSG_ERRQUEUE read returned stream bytes, a zerocopy sender waited for
- * ever for its completion, and no timestamp came. */
+ * ever for its completion, no timestamp came, and a send's control data
+ * was dropped (the unknown type's send succeeded). */
 #include "common.h"
 #include <linux/errqueue.h>
 #include <sys/ioctl.h>
@@ -74,6 +75,23 @@ static void read_stamped(int fd, size_t n, int level_type)
 	}
 }
 
+/* One byte, 'z', with one socket-level control message of type t
+ * carrying descriptor 0. */
+static ssize_t send_ctl(int fd, int t)
+{
+	char ctl[CMSG_SPACE(sizeof(int))] = { 0 }, z = 'z';
+	struct iovec iov = { &z, 1 };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof ctl };
+	struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+	int zero = 0;
+
+	h->cmsg_level = SOL_SOCKET;
+	h->cmsg_type = t;
+	h->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(h), &zero, sizeof zero);
+	return sendmsg(fd, &m, 0);
+}
+
 int main(void)
 {
 	struct sockaddr_storage ss, ss2;
@@ -103,6 +121,13 @@ int main(void)
 		read_stamped(c, 3, SCM_TIMESTAMP);
 		expect_plain_now(c);
 		write_all(c, "k", 1);
+		close(c);
+		/* control data in a send: the kernel's to judge */
+		c = accept(l, NULL, NULL);
+		CHECK(c >= 0);
+		read_all(c, b, 2);
+		CHECK(b[0] == 'z' && b[1] == 'q');
+		CHECK(read(c, b, 1) == 0); /* the refused send carried nothing */
 		close(c);
 		_exit(0);
 	}
@@ -150,6 +175,17 @@ int main(void)
 	write_all(fd, "abc", 3);
 	read_all(fd, b, 1);
 	CHECK(b[0] == 'k');
+	close(fd);
+
+	/* control data in a send: SCM_RIGHTS is ignored on TCP (the byte
+	 * goes), a socket-level type TCP does not know is EINVAL (nothing goes) */
+	fd = connect_to(&ss, len);
+	expect_mode(fd);
+	CHECK(send_ctl(fd, SCM_RIGHTS) == 1);
+	expect_mode(fd);
+	errno = 0;
+	CHECK(send_ctl(fd, 0x7ff) == -1 && errno == EINVAL);
+	write_all(fd, "q", 1);
 	close(fd);
 	CHECK(wait_child(p) == 0);
 	return 0;
