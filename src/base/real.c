@@ -16,6 +16,8 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 			ok = 0; \
 	} while (0)
 
+#define OPTIONAL(name) (*(void **)&real.name = dlsym(RTLD_NEXT, #name))
+
 static void resolve(void)
 {
 	int ok = 1;
@@ -46,9 +48,10 @@ static void resolve(void)
 		real.open64 = real.open;
 	if (!real.openat64)
 		real.openat64 = real.openat;
-	/* Newer than some libcs: optional. */
-	*(void **)&real.epoll_pwait2 = dlsym(RTLD_NEXT, "epoll_pwait2");
-	*(void **)&real.execveat = dlsym(RTLD_NEXT, "execveat");
+	/* Newer than some libcs, or in librt before glibc 2.34: optional. */
+	OPTIONAL(epoll_pwait2); OPTIONAL(execveat);
+	OPTIONAL(preadv2); OPTIONAL(pwritev2); OPTIONAL(preadv64v2); OPTIONAL(pwritev64v2);
+	OPTIONAL(aio_read); OPTIONAL(aio_write); OPTIONAL(aio_read64); OPTIONAL(aio_write64);
 	__atomic_store_n(&ready, ok, __ATOMIC_RELEASE);
 }
 

@@ -9,6 +9,7 @@
 #ifndef SHUNT_REAL_H
 #define SHUNT_REAL_H
 #define _GNU_SOURCE
+#include <aio.h>
 #include <dirent.h>
 #include <poll.h>
 #include <stdio.h>
@@ -89,6 +90,16 @@ struct real_fns {
 	FILE *(*freopen)(const char *, const char *, FILE *);
 	FILE *(*freopen64)(const char *, const char *, FILE *);
 	int (*fclose)(FILE *);
+	/* readv/writev with flags (offset -1: the stream's position) */
+	ssize_t (*preadv2)(int, const struct iovec *, int, off_t, int);
+	ssize_t (*pwritev2)(int, const struct iovec *, int, off_t, int);
+	ssize_t (*preadv64v2)(int, const struct iovec *, int, off_t, int);
+	ssize_t (*pwritev64v2)(int, const struct iovec *, int, off_t, int);
+	/* POSIX AIO: glibc's threads use libc's internal read and write */
+	int (*aio_read)(struct aiocb *);
+	int (*aio_write)(struct aiocb *);
+	int (*aio_read64)(struct aiocb64 *);
+	int (*aio_write64)(struct aiocb64 *);
 };
 
 extern struct real_fns real;

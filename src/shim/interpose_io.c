@@ -109,6 +109,54 @@ EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
 	return h ? r : R(readv)(fd, iov, cnt);
 }
 
+/* preadv2/pwritev2 at offset -1 are readv/writev at the file position -
+ * a socket's stream (RWF_NOWAIT: without waiting); another offset is the
+ * kernel's ESPIPE, a flag it does not know its EOPNOTSUPP (both from the
+ * socket, before any byte moves).  -1: not ours to serve. */
+static int rwf_msg_flags(off_t off, int rwf)
+{
+	if (off != -1 || (rwf & ~(RWF_HIPRI | RWF_DSYNC | RWF_SYNC | RWF_NOWAIT | RWF_APPEND)))
+		return -1;
+	return rwf & RWF_NOWAIT ? MSG_DONTWAIT : 0;
+}
+
+static ssize_t rw2(int wr, int fd, const struct iovec *iov, int cnt, off_t off, int rwf,
+		   ssize_t (*next)(int, const struct iovec *, int, off_t, int))
+{
+	int f = rwf_msg_flags(off, rwf), h = 0;
+	ssize_t r = 0;
+
+	if (f >= 0)
+		r = wr ? accel_send(fd, iov, cnt, f, &h, NULL) : accel_recv(fd, iov, cnt, f, &h, NULL);
+	if (h)
+		return r;
+	if (!next) {
+		errno = ENOSYS;
+		return -1;
+	}
+	return next(fd, iov, cnt, off, rwf);
+}
+
+EXPORT ssize_t preadv2(int fd, const struct iovec *iov, int cnt, off_t off, int rwf)
+{
+	return rw2(0, fd, iov, cnt, off, rwf, R(preadv2));
+}
+
+EXPORT ssize_t preadv64v2(int fd, const struct iovec *iov, int cnt, off_t off, int rwf)
+{
+	return rw2(0, fd, iov, cnt, off, rwf, R(preadv64v2) ? R(preadv64v2) : R(preadv2));
+}
+
+EXPORT ssize_t pwritev2(int fd, const struct iovec *iov, int cnt, off_t off, int rwf)
+{
+	return rw2(1, fd, iov, cnt, off, rwf, R(pwritev2));
+}
+
+EXPORT ssize_t pwritev64v2(int fd, const struct iovec *iov, int cnt, off_t off, int rwf)
+{
+	return rw2(1, fd, iov, cnt, off, rwf, R(pwritev64v2) ? R(pwritev64v2) : R(pwritev2));
+}
+
 EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
 {
 	struct iovec iov = { buf, n };
