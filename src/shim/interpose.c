@@ -424,6 +424,8 @@ EXPORT int dup3(int fd, int nfd, int flags)
 	return after_dup(fd, R(dup3)(fd, nfd, flags));
 }
 
+static void kernel_feature(int fd, const char *what, int inherited);
+
 static int do_fcntl(int fd, int cmd, void *arg)
 {
 	int r = R(fcntl)(fd, cmd, arg);
@@ -438,6 +440,8 @@ static int do_fcntl(int fd, int cmd, void *arg)
 	if (cmd == F_SETFL && (s = fdtab_get(fd))) {
 		s->nonblock = !!((long)arg & O_NONBLOCK);
 		sk_put(s);
+		if ((long)arg & O_ASYNC)
+			kernel_feature(fd, "signal-driven I/O (O_ASYNC)", 0);
 	}
 	return r;
 }
@@ -491,6 +495,8 @@ EXPORT int ioctl(int fd, unsigned long req, ...)
 	if (!r && req == FIONBIO)
 		s->nonblock = !!*(int *)arg;
 	sk_put(s);
+	if (!r && req == FIOASYNC && *(int *)arg)
+		kernel_feature(fd, "signal-driven I/O (FIOASYNC)", 0);
 	return r;
 }
 
@@ -534,10 +540,12 @@ EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 
 /* Timestamps (SO_TIMESTAMP, SO_TIMESTAMPNS, SO_TIMESTAMPING) come from
  * the kernel's handling of each packet - receive ones in recvmsg's
- * control data, transmit ones on the error queue - which the rings never
- * see: the connection moves to TCP (conn.c conn_move_for); a socket not
- * yet connected stays plain, and a listener's accepted connections move
- * (they inherit the option). */
+ * control data, transmit ones on the error queue - and signal-driven I/O
+ * (O_ASYNC, FIOASYNC: SIGIO) from its socket's readiness, which the rings
+ * never touch: the connection moves to TCP (conn.c conn_move_for); a
+ * socket not yet connected stays plain, and a listener's accepted
+ * connections move (they inherit timestamps; O_ASYNC only makes its own
+ * SIGIO for new connections, which stays the kernel's). */
 static int turns_on_timestamps(int name, const void *val, socklen_t len)
 {
 	int v;
@@ -551,7 +559,7 @@ static int turns_on_timestamps(int name, const void *val, socklen_t len)
 	return v != 0;
 }
 
-static void kernel_feature(int fd, const char *what)
+static void kernel_feature(int fd, const char *what, int inherited)
 {
 	struct sk *s = fdtab_get(fd);
 
@@ -560,7 +568,7 @@ static void kernel_feature(int fd, const char *what)
 	if (s->kind == SK_CONN) {
 		conn_move_for(s, what);
 	} else if (s->kind == SK_TCP || s->kind == SK_LISTEN) {
-		s->kernel_opts = 1;
+		s->kernel_opts |= inherited;
 		if (s->kind == SK_TCP && !s->is_client)
 			s->reason = SHUNT_R_UNSUPPORTED; /* connect() keeps it plain */
 	}
@@ -589,7 +597,7 @@ EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t le
 		}
 	}
 	if (!r && level == SOL_SOCKET && turns_on_timestamps(name, val, len))
-		kernel_feature(fd, "timestamps (SO_TIMESTAMP*)");
+		kernel_feature(fd, "timestamps (SO_TIMESTAMP*)", 1);
 	if (!r && level == SOL_SOCKET && name == SO_RCVLOWAT && (s = get_kind(fd, SK_CONN))) {
 		sockinfo_rcvlowat(s->conn, val, len);
 		sk_put(s);
