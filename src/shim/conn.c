@@ -527,6 +527,7 @@ ssize_t conn_recvmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int fla
 	/* recvmsg's control buffer, for a read off the socket (its capacity
 	 * kept in sock); ctl says what came: none from the rings */
 	struct msghdr sock = ctl ? *ctl : (struct msghdr){ 0 };
+	size_t cap = sock.msg_controllen;
 	if (ctl) {
 		ctl->msg_controllen = 0;
 		ctl->msg_flags = 0;
@@ -585,6 +586,7 @@ ssize_t conn_recvmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int fla
 			/* the peer moved to TCP: its bytes follow there (after
 			 * what the move held back: a MSG_WAITALL read goes on) */
 			int held = move_held(c) != 0;
+			sock.msg_controllen = cap;
 			ssize_t m = move_recv_tcp(c, iov, iovcnt, flags, nonblock, ctl ? &sock : NULL);
 			if (ctl && m >= 0) {
 				ctl->msg_controllen = sock.msg_controllen;
