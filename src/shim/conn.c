@@ -273,11 +273,17 @@ unsigned conn_events(struct conn *c)
 }
 
 /* POLLPRI: urgent data on the socket (only ever there: conn_move_for) -
- * a look at it, for a caller that asked. */
+ * a look at it, for a caller that asked, once the connection moved: a
+ * sender moves first, and its move is seen before its bytes (the ring
+ * word; the FAILOVER message ahead of them on the socket), so a poll
+ * spinning on a connection that never moved makes no system call. */
 unsigned conn_urgent(struct conn *c)
 {
-	int r = fd_wait(c->tcp_fd, POLLPRI, 0, 0);
+	int r;
 
+	if (!c->passed && !__atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) && !conn_may_move(c))
+		return 0;
+	r = fd_wait(c->tcp_fd, POLLPRI, 0, 0);
 	return r > 0 ? (unsigned)r & POLLPRI : 0;
 }
 
