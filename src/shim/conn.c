@@ -397,6 +397,8 @@ ssize_t conn_sendmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int fla
 
 	if (iovcnt < 0 || iovcnt > IOV_MAX)
 		return -EINVAL;
+	if (iov_null(iov0, iovcnt))
+		return -EFAULT;
 	if (c->broken)
 		return -c->broken;
 	if (c->shut_wr && c->mv.fin) { /* the kernel's FIN is still owed */
@@ -538,6 +540,9 @@ ssize_t conn_recvmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int fla
 		ctl->msg_controllen = 0;
 		ctl->msg_flags = 0;
 	}
+	/* bytes to copy to NULL: the kernel's EFAULT once there are some
+	 * (before, it waits as for any read; MSG_TRUNC copies nothing) */
+	int bad = !trunc && iov_null(iov0, iovcnt);
 	if (flags & MSG_OOB) /* the socket's alone (conn_move_for): none there is EINVAL, as TCP's */
 		return move_recv_urgent(c, iov0, iovcnt, flags);
 	if (c->broken)
@@ -571,6 +576,10 @@ ssize_t conn_recvmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int fla
 				return -c->broken;
 			continue;
 		}
+		if (bad && ring_used(&c->rx)) {
+			r = -EFAULT;
+			break;
+		}
 		n = ring_readv(&c->rx, trunc ? NULL : iov, iovcnt, len - total, peek);
 		if (n < 0) {
 			conn_break(c, "impossible producer cursor");
@@ -592,6 +601,10 @@ ssize_t conn_recvmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int fla
 			/* the peer moved to TCP: its bytes follow there (after
 			 * what the move held back: a MSG_WAITALL read goes on) */
 			int held = move_held(c) != 0;
+			if (bad && held) {
+				r = -EFAULT;
+				break;
+			}
 			sock.msg_controllen = cap;
 			ssize_t m = move_recv_tcp(c, iov, iovcnt, flags, nonblock, ctl ? &sock : NULL);
 			if (ctl && m >= 0) {

@@ -196,10 +196,14 @@ EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int fl
 
 EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 {
-	struct msghdr ctl = *m; /* its control buffer, for bytes read off the socket */
+	struct msghdr ctl;
 	int h;
-	ssize_t r = accel_recv(fd, m->msg_iov, (int)m->msg_iovlen, flags, &h, &ctl);
+	ssize_t r;
 
+	if (!m) /* the kernel's EFAULT */
+		return R(recvmsg)(fd, m, flags);
+	ctl = *m; /* its control buffer, for bytes read off the socket */
+	r = accel_recv(fd, m->msg_iov, (int)m->msg_iovlen, flags, &h, &ctl);
 	if (!h)
 		return R(recvmsg)(fd, m, flags);
 	if (r >= 0) {
@@ -281,7 +285,11 @@ static void pass_moves(const struct msghdr *m)
 EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 {
 	int h;
-	ssize_t r = accel_send(fd, m->msg_iov, (int)m->msg_iovlen, flags, &h, m);
+	ssize_t r;
+
+	if (!m) /* the kernel's EFAULT */
+		return R(sendmsg)(fd, m, flags);
+	r = accel_send(fd, m->msg_iov, (int)m->msg_iovlen, flags, &h, m);
 
 	if (h)
 		return r;
@@ -384,7 +392,7 @@ EXPORT ssize_t splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t l
  * one's error. */
 EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 {
-	struct sk *s = get_kind(fd, SK_CONN);
+	struct sk *s = v || !n ? get_kind(fd, SK_CONN) : NULL; /* none: the kernel's EFAULT */
 	unsigned i;
 	ssize_t r0;
 
@@ -418,7 +426,7 @@ EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 
 EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags, struct timespec *tmo)
 {
-	struct sk *s = flags & MSG_ERRQUEUE ? NULL : get_kind(fd, SK_CONN);
+	struct sk *s = flags & MSG_ERRQUEUE || (!v && n) ? NULL : get_kind(fd, SK_CONN);
 	uint64_t end = tmo ? shunt_now_ns() + (uint64_t)tmo->tv_sec * 1000000000ull + (uint64_t)tmo->tv_nsec : 0;
 	unsigned i;
 	ssize_t r0;

@@ -151,9 +151,21 @@ static inline size_t iov_total(const struct iovec *iov, int n)
 {
 	size_t t = 0;
 
-	for (int i = 0; i < n; i++)
+	for (int i = 0; iov && i < n; i++)
 		t += iov[i].iov_len;
 	return t;
+}
+/* An array, or a buffer of positive length, at NULL: the kernel's EFAULT
+ * (other bad addresses fault in the copy, where the kernel would say
+ * EFAULT: only NULL is looked for, without a system call). */
+static inline int iov_null(const struct iovec *iov, int n)
+{
+	if (!iov)
+		return n > 0;
+	for (int i = 0; i < n; i++)
+		if (!iov[i].iov_base && iov[i].iov_len)
+			return 1;
+	return 0;
 }
 size_t conn_send_room(struct conn *c);
 /* sockinfo.c: the kernel's answers about an accelerated socket, corrected */

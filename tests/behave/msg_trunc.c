@@ -2,7 +2,9 @@
  * the count and consumes the bytes without copying them (the buffer may be
  * NULL), with MSG_PEEK it neither copies nor consumes, with MSG_WAITALL it
  * waits for the whole count - as the kernel does (issue #13, item 3: the
- * shim used to copy, and crashed on a NULL buffer). */
+ * shim used to copy, and crashed on a NULL buffer).  Without MSG_TRUNC a
+ * NULL buffer (or message) is EFAULT once there are bytes, as the
+ * kernel's, and consumes none (the shim crashed there too). */
 #include "common.h"
 #include <sys/ioctl.h>
 
@@ -14,6 +16,7 @@ int main(void)
 	socklen_t len;
 	int l = listen_on("127.0.0.1", &ss, &len), n = 0;
 	static uint8_t buf[N];
+	char *volatile nul = NULL; /* past the compiler's nonnull checks */
 
 	deadline(20);
 	pid_t p = test_fork();
@@ -28,6 +31,18 @@ int main(void)
 	}
 	int fd = connect_to(&ss, len);
 	expect_mode(fd);
+	/* a NULL buffer without MSG_TRUNC: EFAULT, and nothing consumed
+	 * (nor with a NULL message) */
+	while (ioctl(fd, FIONREAD, &n) == 0 && n < 1)
+		usleep(1000);
+	errno = 0;
+	CHECK(read(fd, nul, 10) == -1 && errno == EFAULT);
+	errno = 0;
+	CHECK(recvmsg(fd, (struct msghdr *)nul, 0) == -1 && errno == EFAULT);
+	errno = 0;
+	CHECK(sendmsg(fd, (struct msghdr *)nul, 0) == -1 && errno == EFAULT);
+	errno = 0;
+	CHECK(write(fd, nul, 10) == -1 && errno == EFAULT);
 	CHECK(recv(fd, NULL, 1000, MSG_TRUNC | MSG_WAITALL) == 1000);
 	while (ioctl(fd, FIONREAD, &n) == 0 && n < N - 1000)
 		usleep(1000);
@@ -44,6 +59,8 @@ int main(void)
 	for (size_t i = 0; i < 1000; i++)
 		CHECK(buf[i] == pattern(9000 + i, 5));
 	CHECK(ioctl(fd, FIONREAD, &n) == 0 && n == 0);
+	errno = 0; /* nothing there: a NULL buffer waits as any read (here: EAGAIN) */
+	CHECK(recv(fd, nul, 10, MSG_DONTWAIT) == -1 && errno == EAGAIN);
 	write_all(fd, "e", 1);
 	CHECK(wait_child(p) == 0);
 	return 0;
