@@ -131,7 +131,7 @@ static int give_back_one(int fd, struct sk *s)
  * back now. */
 void fd_room_after(int fd)
 {
-	if (fd >= fd_reserve_mark(0) && fd_in_reserve(fd))
+	if (fd_in_reserve(fd)) /* one compare unless it is there */
 		fd_give_back();
 }
 
