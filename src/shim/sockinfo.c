@@ -66,13 +66,20 @@ int sockinfo_ioctl(struct conn *c, unsigned long req, int *out)
 {
 	uint64_t used;
 
-	if (req == SIOCATMARK && (__atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) != 2 ||
-				  ring_used(&c->rx) || move_held(c))) {
-		/* urgent data is only ever on the socket, after a move (conn.c
-		 * conn_send): bytes still to read before the socket's come
-		 * first, so the next byte is not at the mark */
-		*out = 0;
-		return 1;
+	if (req == SIOCATMARK) {
+		/* the peer's move may wait on the socket, ahead of its urgent
+		 * byte, unread by anything yet (a poll that found POLLPRI at
+		 * its first look does not read it): read it now */
+		if (__atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) != 2 && !ring_used(&c->rx) && !move_held(c))
+			conn_refresh(c);
+		if (__atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) != 2 || ring_used(&c->rx) || move_held(c)) {
+			/* urgent data is only ever on the socket, after a move
+			 * (conn.c conn_move_for): bytes still to read before
+			 * the socket's come first, so the next byte is not at
+			 * the mark */
+			*out = 0;
+			return 1;
+		}
 	}
 	if (!(c->tp->flags & TP_SHARED_RINGS))
 		return 0;

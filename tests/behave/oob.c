@@ -64,10 +64,20 @@ static void wait_urgent(int fd)
 	struct timeval tv = { 0, 0 };
 	fd_set ex;
 
-	CHECK(poll(&p, 1, 10000) == 1 && (p.revents & POLLPRI));
-	FD_ZERO(&ex);
-	FD_SET(fd, &ex);
-	CHECK(select(fd + 1, NULL, NULL, &ex, &tv) == 1 && FD_ISSET(fd, &ex));
+	int r;
+
+	/* SIGURG may come first: the kernel signals an urgent pointer as it
+	 * arrives, possibly ahead of the byte (a segment queued before the
+	 * send(MSG_OOB) carries the pointer), and a poll with nothing ready
+	 * then says EINTR - on plain TCP too; a program polls again */
+	while ((r = poll(&p, 1, 10000)) < 0 && errno == EINTR)
+		;
+	CHECK(r == 1 && (p.revents & POLLPRI));
+	do {
+		FD_ZERO(&ex);
+		FD_SET(fd, &ex);
+	} while ((r = select(fd + 1, NULL, NULL, &ex, &tv)) < 0 && errno == EINTR);
+	CHECK(r == 1 && FD_ISSET(fd, &ex));
 }
 
 static void server(int l)
