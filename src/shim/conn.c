@@ -265,8 +265,8 @@ unsigned conn_events(struct conn *c)
 		ev |= POLLRDHUP;
 	if (ring_space(&c->tx) || c->shut_wr || c->peer_err)
 		ev |= POLLOUT | POLLWRNORM;
-	if (c->peer_err)
-		ev |= POLLERR;
+	if (c->peer_err && !__atomic_load_n(&c->reset_told, __ATOMIC_ACQUIRE))
+		ev |= POLLERR; /* the kernel's: until a call reported it */
 	if (c->peer_err || (c->shut_wr && eof))
 		ev |= POLLHUP;
 	return (c->tp->flags & TP_SOCKET_EVENTS) || c->mv.rx || (conn_may_move(c) && conn_moving(c)) ? conn_moved_events(c, ev) : ev;
@@ -319,6 +319,26 @@ static ssize_t send_on_kernel(struct sk *s, size_t len, int flags)
 	ssize_t r = real.send(s->conn->tcp_fd, &zero, len ? 1 : 0, flags & ~MSG_DONTWAIT);
 
 	return r < 0 ? -errno : r;
+}
+
+/* The peer's error (a reset the socket showed, a broken move): reported
+ * once, by whichever call comes first - a read, a send, SO_ERROR - as the
+ * kernel reports its socket's; then a send says EPIPE, a read EOF.  0:
+ * told before. */
+int conn_take_error(struct conn *c)
+{
+	int e = c->peer_err;
+
+	return e && !__atomic_exchange_n(&c->reset_told, 1, __ATOMIC_ACQ_REL) ? e : 0;
+}
+
+/* A send once the peer's error is known: the error, once, else the
+ * socket's EPIPE (SIGPIPE). */
+static ssize_t send_after_error(struct sk *s, size_t len, int flags)
+{
+	int e = conn_take_error(s->conn);
+
+	return e ? -e : send_on_kernel(s, len, flags);
 }
 
 /* What a non-blocking send would take now (splice.c sizes its read from a
@@ -415,8 +435,16 @@ ssize_t conn_sendmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int fla
 			raise(SIGPIPE);
 		return -EPIPE;
 	}
-	if ((c->shut_wr || c->peer_err) && !conn_moving(c))
+	if (c->peer_err && !conn_moving(c))
+		return send_after_error(s, len, flags);
+	if (c->shut_wr && !conn_moving(c))
 		return send_on_kernel(s, len, flags);
+	if (c->tp->peer_gone && c->tp->peer_gone(c) && !conn_moving(c))
+		/* the peer closed it: TCP's answers are its socket's - the
+		 * first send after the close is taken (the peer's kernel
+		 * answers with a reset), the next fails - not a ring's worth
+		 * of bytes taken for nobody */
+		return move_send_socket(c, iov0, iovcnt, flags);
 	if ((flags & (MSG_OOB | MSG_ZEROCOPY)) && !conn_moving(c) && (r = send_needs_socket(s, flags)))
 		return r;
 	if (ctl && !kernel_cmsgs(ctl))
@@ -499,7 +527,7 @@ ssize_t conn_sendmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int fla
 	if (!len || moved)
 		return r;
 	if (c->peer_err)
-		return send_on_kernel(s, len, flags);
+		return send_after_error(s, len, flags);
 	if (nonblock) {
 		if (!armed)
 			conn_arm(c, POLLOUT);
@@ -547,8 +575,18 @@ ssize_t conn_recvmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int fla
 		return move_recv_urgent(c, iov0, iovcnt, flags);
 	if (c->broken)
 		return -c->broken;
-	if (c->shut_rd || !len)
+	if (c->shut_rd)
 		return 0;
+	if (!len) {
+		/* recv() of no bytes: TCP's waits until there is something
+		 * to read, the end or an error (non-blocking: EAGAIN), takes
+		 * nothing and says 0 (read() and readv() say 0 at once:
+		 * interpose_io.c) - a 1-byte peek, its byte dropped */
+		char one;
+		struct iovec peek1 = { &one, 1 };
+		ssize_t n = conn_recvmsg(s, &peek1, 1, (flags & MSG_DONTWAIT) | MSG_PEEK, NULL);
+		return n < 0 ? n : 0;
+	}
 	memcpy(copy, iov0, sizeof(struct iovec) * (size_t)iovcnt);
 	want = waitall ? len : (size_t)rx_lowat(c) < len ? (size_t)rx_lowat(c) : len;
 	if (peekall)
@@ -660,11 +698,8 @@ ssize_t conn_recvmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int fla
 			__atomic_store_n(&s->stat->rx, s->stat->rx + total, __ATOMIC_RELAXED);
 		return (ssize_t)total;
 	}
-	if (!r && c->peer_err && !rx_eof(c) && !c->mv.rx) {
-		if (c->peer_reset)
-			__atomic_store_n(&c->reset_told, 1, __ATOMIC_RELEASE);
-		return -c->peer_err;
-	}
+	if (!r && c->peer_err && !rx_eof(c) && !c->mv.rx)
+		return -conn_take_error(c); /* once; then EOF, as the kernel's */
 	return r;
 }
 

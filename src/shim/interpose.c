@@ -513,6 +513,19 @@ EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 		}
 		return r;
 	}
+	if (level == SOL_SOCKET && name == SO_ERROR && val && len && *len >= sizeof(int)) {
+		/* the peer's error, once, as the kernel's (conn_take_error):
+		 * shunt's look at the socket may have taken the kernel's */
+		int r = R(getsockopt)(fd, level, name, val, len), e;
+		if (!r && (s = get_kind(fd, SK_CONN))) {
+			memcpy(&e, val, sizeof e);
+			int t = conn_take_error(s->conn);
+			if (!e && t)
+				memcpy(val, &t, sizeof t);
+			sk_put(s);
+		}
+		return r;
+	}
 	if (level != SOL_SHUNT)
 		return R(getsockopt)(fd, level, name, val, len);
 	s = fdtab_get(fd);

@@ -66,8 +66,11 @@ static ssize_t accel_send(int fd, const struct iovec *iov, int cnt, int flags, i
 	return edge(r);
 }
 
+/* file: read(), readv(), preadv2() - the kernel's file layer answers a
+ * read of no bytes with 0 before the socket sees it (recv() waits for
+ * something to read: conn.c). */
 static ssize_t accel_recv(int fd, const struct iovec *iov, int cnt, int flags, int *handled,
-			  struct msghdr *ctl)
+			  struct msghdr *ctl, int file)
 {
 	struct sk *s;
 	ssize_t r;
@@ -80,7 +83,7 @@ static ssize_t accel_recv(int fd, const struct iovec *iov, int cnt, int flags, i
 	if (s->kind != SK_CONN)
 		return settle(s, fd, 0, flags, handled);
 	*handled = 1;
-	r = conn_recvmsg(s, iov, cnt, flags, ctl);
+	r = file && cnt >= 0 && cnt <= IOV_MAX && !iov_total(iov, cnt) ? 0 : conn_recvmsg(s, iov, cnt, flags, ctl);
 	sk_put(s);
 	return edge(r);
 }
@@ -89,7 +92,7 @@ EXPORT ssize_t read(int fd, void *buf, size_t n)
 {
 	struct iovec iov = { buf, n };
 	int h;
-	ssize_t r = accel_recv(fd, &iov, 1, 0, &h, NULL);
+	ssize_t r = accel_recv(fd, &iov, 1, 0, &h, NULL, 1);
 
 	return h ? r : R(read)(fd, buf, n);
 }
@@ -104,7 +107,7 @@ EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
 EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
 {
 	int h;
-	ssize_t r = accel_recv(fd, iov, cnt, 0, &h, NULL);
+	ssize_t r = accel_recv(fd, iov, cnt, 0, &h, NULL, 1);
 
 	return h ? r : R(readv)(fd, iov, cnt);
 }
@@ -127,7 +130,7 @@ static ssize_t rw2(int wr, int fd, const struct iovec *iov, int cnt, off_t off, 
 	ssize_t r = 0;
 
 	if (f >= 0)
-		r = wr ? accel_send(fd, iov, cnt, f, &h, NULL) : accel_recv(fd, iov, cnt, f, &h, NULL);
+		r = wr ? accel_send(fd, iov, cnt, f, &h, NULL) : accel_recv(fd, iov, cnt, f, &h, NULL, 1);
 	if (h)
 		return r;
 	if (!next) {
@@ -161,7 +164,7 @@ EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
 {
 	struct iovec iov = { buf, n };
 	int h;
-	ssize_t r = accel_recv(fd, &iov, 1, flags, &h, NULL);
+	ssize_t r = accel_recv(fd, &iov, 1, flags, &h, NULL, 0);
 
 	return h ? r : R(recv)(fd, buf, n, flags);
 }
@@ -177,7 +180,7 @@ EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr 
 {
 	struct iovec iov = { buf, n };
 	int h;
-	ssize_t r = accel_recv(fd, &iov, 1, flags, &h, NULL);
+	ssize_t r = accel_recv(fd, &iov, 1, flags, &h, NULL, 0);
 
 	if (!h)
 		return R(recvfrom)(fd, buf, n, flags, a, al);
@@ -200,10 +203,10 @@ EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 	int h;
 	ssize_t r;
 
-	if (!m) /* the kernel's EFAULT */
+	if (!m || m->msg_iovlen > IOV_MAX) /* the kernel's EFAULT, EMSGSIZE: before any byte */
 		return R(recvmsg)(fd, m, flags);
 	ctl = *m; /* its control buffer, for bytes read off the socket */
-	r = accel_recv(fd, m->msg_iov, (int)m->msg_iovlen, flags, &h, &ctl);
+	r = accel_recv(fd, m->msg_iov, (int)m->msg_iovlen, flags, &h, &ctl, 0);
 	if (!h)
 		return R(recvmsg)(fd, m, flags);
 	if (r >= 0) {
@@ -287,7 +290,7 @@ EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 	int h;
 	ssize_t r;
 
-	if (!m) /* the kernel's EFAULT */
+	if (!m || m->msg_iovlen > IOV_MAX) /* the kernel's EFAULT, EMSGSIZE: before any byte */
 		return R(sendmsg)(fd, m, flags);
 	r = accel_send(fd, m->msg_iov, (int)m->msg_iovlen, flags, &h, m);
 

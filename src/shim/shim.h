@@ -177,6 +177,7 @@ ssize_t shim_splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t len
 unsigned conn_events(struct conn *c);            /* POLL* mask, no system call */
 int conn_move_for(struct sk *s, const char *what); /* a kernel-only feature: to TCP first */
 unsigned conn_urgent(struct conn *c);            /* POLLPRI if urgent data waits (a look at the socket) */
+int conn_take_error(struct conn *c);              /* the peer's error, once (0: told before) */
 void conn_refresh(struct conn *c);               /* inspect the kernel socket (FIN/RST) */
 void conn_arm(struct conn *c, unsigned want);    /* ask the peer to signal efd_mine */
 size_t conn_nread(struct conn *c);
@@ -196,6 +197,7 @@ ssize_t move_send_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int f
 		      const struct msghdr *ctl);
 ssize_t move_recv_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int flags, int nonblock,
 		      struct msghdr *ctl);
+ssize_t move_send_socket(struct conn *c, const struct iovec *iov, int iovcnt, int flags); /* to a closed peer */
 ssize_t move_recv_urgent(struct conn *c, const struct iovec *iov, int iovcnt, int flags); /* MSG_OOB */
 int move_flush(struct conn *c, int flags);       /* what the move owes the peer; -EAGAIN: later */
 /* ... waiting for room until the deadline (shunt_now_ns; UINT64_MAX: for

@@ -169,6 +169,15 @@ static ssize_t sock_recv(int fd, const struct iovec *iov, int iovcnt, int flags)
 	return real.recvmsg(fd, &mh, flags);
 }
 
+/* The application's bytes straight to the kernel socket (a peer that
+ * closed: conn.c), as a plain socket's call would send them. */
+ssize_t move_send_socket(struct conn *c, const struct iovec *iov, int iovcnt, int flags)
+{
+	ssize_t n = sock_send(c->tcp_fd, iov, iovcnt, flags);
+
+	return n < 0 ? -errno : n;
+}
+
 /* recv(MSG_OOB): urgent data is only ever on the socket (a sender moves
  * the connection first: conn.c conn_move_for), and out of the stream's
  * order, so no ring byte comes before it; none there: the kernel's EINVAL

@@ -68,6 +68,9 @@ struct transport {
 	int (*move_tx)(struct conn *c);        /* the sending half moves (writer lock held) */
 	int (*peer_left)(struct conn *c);      /* the peer moved without a word on the socket:
 						  our sending half moves too (NULL: never) */
+	int (*peer_gone)(const struct conn *c);/* the peer's last holder closed it - its kernel
+						  socket is closed (a look at shared memory;
+						  NULL: the socket alone tells) */
 	void (*move_progress)(struct conn *c); /* what a move owes, from any call (NULL: none) */
 	/* Both halves to the socket before SCM_RIGHTS carries the descriptor
 	 * away, or a give-back (reader lock rx held; why: the reason).  *t:
@@ -180,7 +183,8 @@ struct conn {
 	_Atomic int peer_err;     /* the kernel socket saw an error (positive errno) */
 	_Atomic int peer_reset;   /* the peer reset it through the transport (its
 				     kernel RST may still be on its way) */
-	_Atomic int reset_told;   /* ... and a call has reported ECONNRESET: EPIPE from now on */
+	_Atomic int reset_told;   /* a call reported peer_err (ECONNRESET...): as the
+				     kernel's, once; then a send says EPIPE, a read EOF */
 	_Atomic int64_t spin_ns;  /* adaptive spin budget */
 	_Atomic uint64_t last_probe_ns;
 	uint64_t last_gone_probe_ns; /* a non-blocking writer's probe (conn.c) */

@@ -4,9 +4,13 @@
  * waits for the whole count - as the kernel does (issue #13, item 3: the
  * shim used to copy, and crashed on a NULL buffer).  Without MSG_TRUNC a
  * NULL buffer (or message) is EFAULT once there are bytes, as the
- * kernel's, and consumes none (the shim crashed there too). */
+ * kernel's, and consumes none (the shim crashed there too); more than
+ * IOV_MAX pieces are the kernel's EINVAL (writev, readv) or EMSGSIZE
+ * (sendmsg, recvmsg: shunt said EINVAL). */
 #include "common.h"
+#include <limits.h>
 #include <sys/ioctl.h>
+#include <sys/uio.h>
 
 #define N 10000
 
@@ -43,6 +47,20 @@ int main(void)
 	CHECK(sendmsg(fd, (struct msghdr *)nul, 0) == -1 && errno == EFAULT);
 	errno = 0;
 	CHECK(write(fd, nul, 10) == -1 && errno == EFAULT);
+	/* more than IOV_MAX pieces: writev/readv EINVAL, sendmsg/recvmsg
+	 * EMSGSIZE - the kernel's, before any byte */
+	static struct iovec many[IOV_MAX + 1];
+	for (int i = 0; i <= IOV_MAX; i++)
+		many[i] = (struct iovec){ buf, 1 };
+	struct msghdr mh = { .msg_iov = many, .msg_iovlen = IOV_MAX + 1 };
+	errno = 0;
+	CHECK(writev(fd, many, IOV_MAX + 1) == -1 && errno == EINVAL);
+	errno = 0;
+	CHECK(readv(fd, many, IOV_MAX + 1) == -1 && errno == EINVAL);
+	errno = 0;
+	CHECK(sendmsg(fd, &mh, 0) == -1 && errno == EMSGSIZE);
+	errno = 0;
+	CHECK(recvmsg(fd, &mh, 0) == -1 && errno == EMSGSIZE);
 	CHECK(recv(fd, NULL, 1000, MSG_TRUNC | MSG_WAITALL) == 1000);
 	while (ioctl(fd, FIONREAD, &n) == 0 && n < N - 1000)
 		usleep(1000);

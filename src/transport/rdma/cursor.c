@@ -483,16 +483,29 @@ static void moved_free(struct conn *c)
 	free(rcn(c));
 }
 
+/* The application asked for an abortive close (SO_LINGER 0: a reset
+ * whatever is unread) - the kernel's word for it, not in a sandbox. */
+static int linger_zero(struct conn *c)
+{
+	struct linger lg;
+	socklen_t n = sizeof lg;
+
+	return !shunt_sandboxed && !real.getsockopt(c->tcp_fd, SOL_SOCKET, SO_LINGER, &lg, &n) &&
+	       lg.l_onoff && !lg.l_linger;
+}
+
 /* The last close (conn_closing), or the process's end, with bytes of the
- * peer's unread: TCP resets the connection, so the closing word says so
- * and the socket goes with a reset too (SO_LINGER 0).  Only while the
- * connection is on RDMA here: once moved, the socket's own unread bytes
- * and the same option decide. */
+ * peer's unread, or after SO_LINGER 0: TCP resets the connection, so the
+ * closing word says so (else the peer would read the word's clean end
+ * before the kernel's RST) and the socket goes with a reset too.  Only
+ * while the connection is on RDMA here: once moved, the socket's own
+ * unread bytes and the same option decide. */
 void rdma_conn_closing(struct conn *c)
 {
 	if (rcn(c)->close_reset || rcn(c)->moved || c->passed || rcn(c)->pid != shunt_pid())
 		return; /* (passed: the socket is another process's now) */
-	if (!ring_used(&c->rx) && !(__atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) == 2 && conn_nread(c)))
+	if (!ring_used(&c->rx) && !(__atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) == 2 && conn_nread(c)) &&
+	    !linger_zero(c))
 		return;
 	rcn(c)->close_reset = 1;
 	conn_reset_on_close(c);

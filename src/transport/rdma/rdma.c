@@ -133,6 +133,16 @@ static int op_exec_adopt(const char *e, int *fdp, struct conn **out, int *used, 
 	return 0;
 }
 
+/* The peer's application closed it: its closing word came (its socket
+ * closes after it).  A moved connection's word (FAILOVER with it) moved
+ * ours first. */
+static int op_peer_gone(const struct conn *c)
+{
+	const struct rdma_conn *rc = ((const struct rconn *)c->tpd)->rc;
+
+	return rc && __atomic_load_n(&rc->closed_rcvd, __ATOMIC_ACQUIRE);
+}
+
 const struct transport rdma_transport = {
 	.name = "rdma",
 	.mode = SHUNT_M_RDMA,
@@ -148,6 +158,7 @@ const struct transport rdma_transport = {
 	.release = op_release,
 	.discard = rdma_conn_free,
 	.move_tx = rdma_fo_begin,
+	.peer_gone = op_peer_gone,
 	.pass = op_pass,
 	.idle_here = op_idle_here,
 	.fork_child = op_fork_child,

@@ -97,6 +97,16 @@ static void shm_refresh(struct conn *c)
 	}
 }
 
+/* The peer's last holder closed it: its release (shm_release) closes the
+ * kernel socket before it drops the owner.  A word the peer can write: a
+ * lie sends our bytes to the socket instead of the ring - to the liar. */
+static int shm_peer_gone(const struct conn *c)
+{
+	struct shm_conn *m = shm_of(c);
+
+	return !__atomic_load_n(&arena_seg(m->arena, m->segno)->owner[!c->side], __ATOMIC_ACQUIRE);
+}
+
 /* a move's resend (shm_move.c) goes before the FIN */
 static int shm_shutdown(struct conn *c)
 {
@@ -270,6 +280,7 @@ const struct transport shm_transport = {
 	.sole_owner = shm_sole_owner,
 	.move_tx = shm_move_tx,
 	.peer_left = shm_peer_left,
+	.peer_gone = shm_peer_gone,
 	.move_progress = shm_move_progress,
 	.pass = shm_pass,
 	.side_moved = shm_side_moved,
