@@ -75,9 +75,10 @@ $(BUILD)/tests/behave/%: tests/behave/%.c tests/behave/common.h $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -Wno-vla-larger-than -o $@ $< -lpthread $(BEHAVE_LIBS_$*)
 
+TOOL_LIBS_static_cat := -static
 $(BUILD)/tests/tools/%: tests/tools/%.c $(HDRS) $(COMMON_SRC) src/common/agent.h tests/behave/common.h
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -o $@ $<
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -o $@ $< $(TOOL_LIBS_$*)
 
 tests: all $(UNIT) $(BEHAVE) $(TOOLS) $(BPF_TESTS) $(BUILD)/libshunt-faults.so
 

@@ -575,8 +575,6 @@ ssize_t conn_recvmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int fla
 		return move_recv_urgent(c, iov0, iovcnt, flags);
 	if (c->broken)
 		return -c->broken;
-	if (c->shut_rd)
-		return 0;
 	if (!len) {
 		/* recv() of no bytes: TCP's waits until there is something
 		 * to read, the end or an error (non-blocking: EAGAIN), takes
@@ -598,7 +596,7 @@ ssize_t conn_recvmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int fla
 		ssize_t n;
 		if ((peekall || (!waitall && want > 1)) && !total && !nonblock &&
 		    !__atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) &&
-		    ring_used(&c->rx) < want && !rx_eof(c) && !c->peer_err) {
+		    ring_used(&c->rx) < want && !rx_eof(c) && !c->peer_err && !c->shut_rd) {
 			/* not all there yet: nap, the lock released (rare: no
 			 * wake-up says "this many"; and what is there stays
 			 * unread, as the kernel leaves it) */
@@ -661,8 +659,10 @@ ssize_t conn_recvmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int fla
 			break;
 		}
 		/* EOF only if the ring is still empty after seeing the flag:
-		 * the writer sets it after its last byte. */
-		if (rx_eof(c) || c->peer_err) {
+		 * the writer sets it after its last byte.  After our
+		 * shutdown(SHUT_RD) Linux's TCP still hands out what came
+		 * (before and after it), and says 0 instead of waiting. */
+		if (rx_eof(c) || c->peer_err || c->shut_rd) {
 			if (ring_used(&c->rx))
 				continue;
 			break;
@@ -707,8 +707,10 @@ int conn_shutdown(struct sk *s, int how)
 {
 	struct conn *c = s->conn;
 
-	if (how == SHUT_RD || how == SHUT_RDWR)
+	if (how == SHUT_RD || how == SHUT_RDWR) {
 		c->shut_rd = 1;
+		conn_wake_local(c, POLLIN); /* a blocked reader returns */
+	}
 	if (how == SHUT_WR || how == SHUT_RDWR) {
 		/* Take the writer lock so the flag follows every byte in flight. */
 		struct shunt_ring_ctl *locked = conn_lock(c, 0);

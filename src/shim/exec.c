@@ -24,7 +24,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <elf.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/xattr.h>
 #include <netinet/in.h>
 #include "shim.h"
 #include "../base/real.h"
@@ -80,6 +83,12 @@ static void collect(int fd, struct sk *s, void *arg)
 	h->nfds = nfds;
 }
 
+static void count_conn(int fd, struct sk *s, void *arg)
+{
+	(void)fd;
+	((struct handover *)arg)->count += s->kind == SK_CONN;
+}
+
 static const char *self_path(void)
 {
 	static Dl_info info;
@@ -89,15 +98,130 @@ static const char *self_path(void)
 	return info.dli_fname;
 }
 
-/* Build the environment for the new image; NULL means "use envp as is". */
-static char **prepare(char *const envp[], struct handover *h)
+/* ---- will the new image load us? ----
+ *
+ * Not when the kernel runs it in secure-execution mode (its effective ids
+ * differ from our real ones: set-user-ID or set-group-ID to another user,
+ * or file capabilities - the loader then ignores LD_PRELOAD's paths), nor
+ * when it has no loader (statically linked: no PT_INTERP - Go's programs,
+ * busybox-static) or is of another class or machine (the loader says
+ * "wrong ELF class" and goes on without us).  A script's interpreter
+ * decides for it.  Such a program would read the bare kernel socket of
+ * each connection it inherits, while the bytes are in the rings: they move
+ * to TCP first, as for posix_spawn.  NULL: it will load us (or there is no
+ * telling - a file we may not read, binfmt_misc: as before). */
+#if defined(__x86_64__)
+#define SELF_MACHINE EM_X86_64
+#elif defined(__aarch64__)
+#define SELF_MACHINE EM_AARCH64
+#endif
+#define SELF_CLASS (sizeof(void *) == 8 ? ELFCLASS64 : ELFCLASS32)
+
+static const char *foreign_image(int fd, int depth)
 {
-	const char *lib = self_path(), *pre = NULL;
+	unsigned char b[256];
+	struct stat st;
+	struct statvfs v;
+	Elf64_Ehdr eh;
+	ssize_t n;
+	int suid;
+
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode))
+		return NULL;
+	suid = fstatvfs(fd, &v) || !(v.f_flag & ST_NOSUID);
+	if ((suid && (st.st_mode & S_ISUID) ? st.st_uid : geteuid()) != getuid() ||
+	    (suid && (st.st_mode & S_ISGID) ? st.st_gid : getegid()) != getgid())
+		return "a set-user-ID or set-group-ID program (secure execution)";
+	if (getuid() && suid && fgetxattr(fd, "security.capability", NULL, 0) > 0)
+		return "a program with file capabilities (secure execution)";
+	n = pread(fd, b, sizeof b - 1, 0);
+	if (n >= 2 && b[0] == '#' && b[1] == '!') {
+		char *p = (char *)b + 2, *e;
+		const char *why = NULL;
+		int ifd;
+		b[n] = 0;
+		while (*p == ' ' || *p == '\t')
+			p++;
+		for (e = p; *e && *e != ' ' && *e != '\t' && *e != '\n'; e++)
+			;
+		*e = 0;
+		if (depth < 4 && *p && (ifd = R(open)(p, O_RDONLY | O_CLOEXEC)) >= 0) {
+			why = foreign_image(ifd, depth + 1);
+			R(close)(ifd);
+		}
+		return why;
+	}
+	if (n < (ssize_t)sizeof eh || memcmp(b, ELFMAG, SELFMAG))
+		return NULL;
+	memcpy(&eh, b, sizeof eh);
+#ifdef SELF_MACHINE
+	if (b[EI_CLASS] != SELF_CLASS || eh.e_machine != SELF_MACHINE)
+		return "a program for another architecture";
+#endif
+	if (b[EI_CLASS] != ELFCLASS64 || eh.e_phentsize < sizeof(Elf64_Phdr))
+		return NULL;
+	for (unsigned i = 0; i < eh.e_phnum && i < 128; i++) {
+		Elf64_Phdr ph;
+		if (pread(fd, &ph, sizeof ph, (off_t)(eh.e_phoff + (uint64_t)i * eh.e_phentsize)) != sizeof ph)
+			return NULL;
+		if (ph.p_type == PT_INTERP)
+			return NULL;
+	}
+	return "a statically linked program";
+}
+
+/* The image execve(path) runs, opened to look at (-1: no telling). */
+static int image_open(const char *path, int search)
+{
+	const char *dirs, *d;
+	char buf[4096];
+
+	if (!path || !*path)
+		return -1;
+	if (!search || strchr(path, '/'))
+		return R(open)(path, O_RDONLY | O_CLOEXEC);
+	/* execvp's search: the first executable file along PATH */
+	dirs = getenv("PATH");
+	for (d = dirs && *dirs ? dirs : "/bin:/usr/bin"; d; d = strchr(d, ':') ? strchr(d, ':') + 1 : NULL) {
+		size_t l = strcspn(d, ":");
+		if ((size_t)snprintf(buf, sizeof buf, "%.*s%s%s", (int)l, d, l ? "/" : "", path) >= sizeof buf)
+			continue;
+		if (!access(buf, X_OK))
+			return R(open)(buf, O_RDONLY | O_CLOEXEC);
+	}
+	return -1;
+}
+
+/* Does the image (path, along PATH if search; or the descriptor img)
+ * run without us?  Why, or NULL. */
+static const char *image_foreign(const char *path, int search, int img)
+{
+	int e = errno, fd = img >= 0 ? img : image_open(path, search);
+	const char *why = fd >= 0 ? foreign_image(fd, 0) : NULL;
+
+	if (fd >= 0 && img < 0)
+		R(close)(fd);
+	errno = e;
+	return why;
+}
+
+/* Build the environment for the new image; NULL means "use envp as is".
+ * The image: path (along PATH if search), or the descriptor img. */
+static char **prepare(char *const envp[], struct handover *h, const char *path, int search, int img)
+{
+	const char *lib = self_path(), *pre = NULL, *why;
 	char **out, *pre_new = NULL, *inh = NULL;
 	size_t n = 0, k = 0;
 
 	memset(h, 0, sizeof *h);
+	fdtab_each(count_conn, h);
+	why = h->count && !shunt_sandboxed ? image_foreign(path, search, img) : NULL;
+	if (why) /* no hand-over: what it inherits is plain TCP first (RDMA's unread bytes too) */
+		spawn_prepare(0, why);
+	h->count = 0;
 	transports_share_prepare("exec", SHUNT_R_FORK);
+	if (why)
+		return NULL;
 	fdtab_each(collect, h);
 	if (!h->count)
 		return NULL;
@@ -154,7 +278,7 @@ static void undo(char **env, char *const envp[], struct handover *h)
 EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
 	struct handover h;
-	char **env = prepare(envp, &h);
+	char **env = prepare(envp, &h, path, 0, -1);
 	int r = R(execve)(path, argv, env ? env : envp);
 
 	undo(env, envp, &h);
@@ -179,7 +303,7 @@ EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 		errno = ENOSYS;
 		return -1;
 	}
-	env = prepare(envp, &h);
+	env = prepare(envp, &h, file, 1, -1);
 	r = real_execvpe(file, argv, env ? env : envp);
 	undo(env, envp, &h);
 	return r;
@@ -193,7 +317,7 @@ EXPORT int execvp(const char *file, char *const argv[])
 EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
 	struct handover h;
-	char **env = prepare(envp, &h);
+	char **env = prepare(envp, &h, NULL, 0, fd);
 	int r = R(fexecve)(fd, argv, env ? env : envp);
 
 	undo(env, envp, &h);

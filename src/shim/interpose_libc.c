@@ -63,7 +63,7 @@ EXPORT FILE *popen(const char *cmd, const char *type)
 {
 	FILE *f;
 
-	spawn_prepare(1);
+	spawn_prepare(1, "a standard descriptor of a system()/popen() shell");
 	f = R(popen)(cmd, type);
 
 	AGAIN_IF_NULL_EMFILE(f, R(popen)(cmd, type));
@@ -75,7 +75,7 @@ EXPORT FILE *popen(const char *cmd, const char *type)
 EXPORT int system(const char *cmd)
 {
 	if (cmd)
-		spawn_prepare(1);
+		spawn_prepare(1, "a standard descriptor of a system()/popen() shell");
 	return R(system)(cmd);
 }
 

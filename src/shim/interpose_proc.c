@@ -95,9 +95,9 @@ static void spawn_move(int fd, struct sk *s, const char *why)
 	if (!r)
 		shunt_log("fd %d: %s: the connection is plain TCP now (reason fork-exec)", fd, why);
 	else if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
-		shunt_warn("fd %d, an accelerated connection, goes to a posix_spawn child but could not "
-			   "move to TCP first (%s): the child will not see its data; keep this service "
-			   "plain (SHUNT_PORTS, SHUNT_DISABLE: docs/architecture.md)", fd, strerror(-r));
+		shunt_warn("fd %d, an accelerated connection, goes to a program without shunt (%s) but "
+			   "could not move to TCP first (%s): it will not see its data; keep this service "
+			   "plain (SHUNT_PORTS, SHUNT_DISABLE: docs/architecture.md)", fd, why, strerror(-r));
 }
 
 struct fd_list {
@@ -122,7 +122,7 @@ static void inheritable_conn(int fd, struct sk *s, void *arg)
 	l->fd[l->n++] = fd;
 }
 
-void spawn_prepare(int std_only)
+void spawn_prepare(int std_only, const char *why)
 {
 	struct fd_list l = { 0 };
 	int e = errno, fl;
@@ -135,7 +135,7 @@ void spawn_prepare(int std_only)
 		if (!s)
 			continue;
 		if ((fl = R(fcntl)(l.fd[i], F_GETFD)) >= 0 && !(fl & FD_CLOEXEC) && !s->conn->passed)
-			spawn_move(l.fd[i], s, "inherited by a posix_spawn child");
+			spawn_move(l.fd[i], s, why);
 		sk_put(s);
 	}
 	free(l.fd);
@@ -169,7 +169,7 @@ EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_acti
 
 	if (!next && !(*(void **)&next = dlsym(RTLD_NEXT, "posix_spawn")))
 		return ENOSYS;
-	spawn_prepare(0);
+	spawn_prepare(0, "inherited by a posix_spawn child");
 	return next(pid, path, fa, attr, argv, envp);
 }
 
@@ -181,7 +181,7 @@ EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_act
 
 	if (!next && !(*(void **)&next = dlsym(RTLD_NEXT, "posix_spawnp")))
 		return ENOSYS;
-	spawn_prepare(0);
+	spawn_prepare(0, "inherited by a posix_spawn child");
 	return next(pid, file, fa, attr, argv, envp);
 }
 

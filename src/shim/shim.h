@@ -208,8 +208,8 @@ int sock_hung_up(int fd);                        /* the peer's FIN or RST is the
 int move_pending(const struct conn *c);          /* ... is not all on the socket yet */
 int move_pass(struct sk *s, int why);            /* before SCM_RIGHTS carries it away (why: reason) */
 int move_pass_wait(struct sk *s, int why);       /* ... waiting out a move the peer is making */
-void spawn_prepare(int std_only);                /* before libc spawns a child: what it inherits moves
-						    (std_only: only descriptors 0-2, a shell's) */
+void spawn_prepare(int std_only, const char *why); /* before a program without shunt gets what it
+						    inherits: it moves (std_only: only 0-2, a shell's) */
 #define LOCK_BOUND_NS 2000000000ull              /* a ring lock's wait: no holder sleeps with one */
 void move_follow(struct conn *c);                /* another holder passed our side: follow */
 const char *move_cause(int why);                 /* a pass's cause, for the log */

@@ -110,10 +110,21 @@ int rdma_conn_pass(struct conn *c, int why)
 	uint64_t deadline = shunt_now_ns() + MOVE_WAIT_MS * 1000000ull;
 	int r;
 
-	if (rcn(c)->pid != shunt_pid() || rcn(c)->moved)
-		return -EBUSY; /* not this process's link: moved before a fork */
-	if (c->mv.rx || conn_moving(c))
-		return -EBUSY; /* moving already: our ring may hold what the socket will not */
+	if (rcn(c)->moved || c->mv.rx || conn_moving(c)) {
+		/* moved already (before a fork or exec, a failed link): the
+		 * socket is the connection once both halves are there and
+		 * nothing is left in our ring or unsent - else our ring may
+		 * hold what the socket will not (a caller that waits comes
+		 * again: the peer's FAILOVER message may be on its way) */
+		if (__atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) != 2)
+			conn_refresh(c);
+		if (__atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) == 2 && __atomic_load_n(&c->mv.tx, __ATOMIC_ACQUIRE) &&
+		    !ring_used(&c->rx) && !move_held(c) && !move_pending(c))
+			return 0;
+		return -EBUSY;
+	}
+	if (rcn(c)->pid != shunt_pid())
+		return -EBUSY; /* not this process's link (SHUNT_RDMA_FORK=keep's child) */
 	c->mv.pass = 1;
 	rdma_fo_request(c, why);
 	r = move_tx(c, deadline, why);
