@@ -532,12 +532,16 @@ int ep_wait(struct sk *eps, int epfd, struct epoll_event *evs, int max, int time
 	if (max <= 0)
 		return real.epoll_pwait(epfd, evs, max, timeout_ms, mask) < 0 ? -errno : 0;
 	for (;;) {
-		int n, k;
+		int n, k, cs;
 
+		/* a look at a socket under the lock (conn_refresh's recv) is
+		 * a cancellation point: not with the set's lock held */
+		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
 		pthread_mutex_lock(&ep->lock);
 		ep->round++;
 		n = run_checks(ep, evs, 0, max);
 		pthread_mutex_unlock(&ep->lock);
+		pthread_setcancelstate(cs, NULL);
 		/* the kernel writes into the caller's array (threads may wait
 		 * on one set at once); a doorbell's group may report more than
 		 * one event, so its answer is copied aside under the lock */
@@ -545,10 +549,12 @@ int ep_wait(struct sk *eps, int epfd, struct epoll_event *evs, int max, int time
 				     n ? 0 : timeout_ms, mask);
 		if (k < 0)
 			return n ? n : -errno;
+		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
 		pthread_mutex_lock(&ep->lock);
 		memcpy(ep->kev, evs + n, (size_t)k * sizeof *evs);
 		n = translate(ep, evs, k, n, max);
 		pthread_mutex_unlock(&ep->lock);
+		pthread_setcancelstate(cs, NULL);
 		if (n || !timeout_ms)
 			return n;
 		if (timeout_ms > 0) {

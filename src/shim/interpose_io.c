@@ -61,7 +61,9 @@ static ssize_t accel_send(int fd, const struct iovec *iov, int cnt, int flags, i
 	if (s->kind != SK_CONN)
 		return settle(s, fd, 1, flags, handled);
 	*handled = 1;
+	cancel_hold(s);
 	r = conn_sendmsg(s, iov, cnt, flags, ctl);
+	cancel_release(s);
 	sk_put(s);
 	return edge(r);
 }
@@ -83,7 +85,9 @@ static ssize_t accel_recv(int fd, const struct iovec *iov, int cnt, int flags, i
 	if (s->kind != SK_CONN)
 		return settle(s, fd, 0, flags, handled);
 	*handled = 1;
+	cancel_hold(s);
 	r = file && cnt >= 0 && cnt <= IOV_MAX && !iov_total(iov, cnt) ? 0 : conn_recvmsg(s, iov, cnt, flags, ctl);
+	cancel_release(s);
 	sk_put(s);
 	return edge(r);
 }
@@ -351,7 +355,9 @@ EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t count)
 	}
 	if (!s)
 		return R(sendfile)(out, in, off, count);
+	cancel_hold(s);
 	r = accel_sendfile(s, in, off, count);
+	cancel_release(s);
 	sk_put(s);
 	return edge(r);
 }
@@ -407,11 +413,13 @@ EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 				pass_moves(&v[i].msg_hdr);
 		return R(sendmmsg)(fd, v, n, flags);
 	}
+	cancel_hold(s);
 	for (i = 0; i < n && i < UIO_MAXIOV; i++) {
 		struct msghdr *m = &v[i].msg_hdr;
 		ssize_t r = conn_sendmsg(s, m->msg_iov, (int)m->msg_iovlen, flags, m);
 		if (r < 0) {
 			if (!i) {
+				cancel_release(s);
 				sk_put(s);
 				return (int)edge(r);
 			}
@@ -423,6 +431,7 @@ EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 			break;
 		}
 	}
+	cancel_release(s);
 	sk_put(s);
 	return (int)i;
 }
@@ -436,6 +445,7 @@ EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags, struct
 
 	if (!s)
 		return settled_plain(fd, 0, flags, &r0) ? (int)r0 : R(recvmmsg)(fd, v, n, flags, tmo);
+	cancel_hold(s);
 	for (i = 0; i < n && i < UIO_MAXIOV; i++) {
 		struct msghdr *m = &v[i].msg_hdr;
 		int f = flags & ~MSG_WAITFORONE;
@@ -445,6 +455,7 @@ EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags, struct
 		r = conn_recv(s, m->msg_iov, (int)m->msg_iovlen, f);
 		if (r < 0) {
 			if (!i) {
+				cancel_release(s);
 				sk_put(s);
 				return (int)edge(r);
 			}
@@ -459,6 +470,7 @@ EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags, struct
 			break;
 		}
 	}
+	cancel_release(s);
 	sk_put(s);
 	return (int)i;
 }

@@ -245,7 +245,9 @@ int shim_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t *mask
 		goto out;
 	}
 	ext = n + 1 + (nfds_t)naccel <= 192 ? stack_ext : calloc(n + 1 + (nfds_t)naccel, sizeof *ext);
+	cancel_hold_all(sks, n); /* poll is a cancellation point (cancel.c) */
 	r = ext ? poll_loop(fds, n, sks, timeout_ms, mask, ext) : -ENOMEM;
+	cancel_release_all();
 	for (nfds_t i = 0; i < n; i++)
 		if (sks[i])
 			sk_put(sks[i]);

@@ -105,6 +105,44 @@ struct sk *fdtab_closing(int fd);      /* ... as a close does (its epoll registr
 					  reference is put after the kernel's close */
 struct sk *sk_new(int kind, int domain);
 void sk_put(struct sk *s);
+/* cancel.c: a wrapper's references, given back if the thread is canceled
+ * inside (a stack: holds and releases pair, innermost first) */
+#define CANCEL_HELD_MAX 4
+struct cancel_held {
+	struct sk *s[CANCEL_HELD_MAX];
+	unsigned n;
+	int armed;
+	struct sk **v; /* poll's array: nv references (NULL entries: none) */
+	size_t nv;
+};
+extern __thread __attribute__((tls_model("initial-exec"))) struct cancel_held cancel_held;
+void cancel_arm(void);
+static inline void cancel_hold(struct sk *s)
+{
+	if (__builtin_expect(!cancel_held.armed, 0))
+		cancel_arm();
+	if (cancel_held.n < CANCEL_HELD_MAX)
+		cancel_held.s[cancel_held.n] = s;
+	cancel_held.n++;
+}
+static inline void cancel_release(struct sk *s)
+{
+	(void)s;
+	if (--cancel_held.n < CANCEL_HELD_MAX)
+		cancel_held.s[cancel_held.n] = NULL;
+}
+static inline void cancel_hold_all(struct sk **v, size_t n)
+{
+	if (__builtin_expect(!cancel_held.armed, 0))
+		cancel_arm();
+	cancel_held.v = v;
+	cancel_held.nv = n;
+}
+static inline void cancel_release_all(void)
+{
+	cancel_held.v = NULL;
+	cancel_held.nv = 0;
+}
 static inline struct sk *sk_ref(struct sk *s) { __atomic_add_fetch(&s->refs, 1, __ATOMIC_RELAXED); return s; }
 void fdtab_each(void (*fn)(int fd, struct sk *s, void *arg), void *arg);
 long fd_close_range(unsigned first, unsigned last, unsigned flags,

@@ -143,8 +143,11 @@ ssize_t shim_splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t len
 		r = -ESPIPE;
 	else if (!len)
 		r = 0;
-	else
+	else {
+		cancel_hold(s);
 		r = to ? to_conn(s, out, in, len, flags) : from_conn(s, in, out, len, flags);
+		cancel_release(s);
+	}
 	sk_put(s);
 	return r;
 }

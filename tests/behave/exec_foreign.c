@@ -12,6 +12,7 @@
 #include <libgen.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/wait.h>
 
 #define BULK (300 * 1024)
 #define CHUNK 16384
@@ -94,14 +95,23 @@ int main(int argc, char **argv)
 		n++;
 	else
 		fprintf(stderr, "exec_foreign: no set-user-ID program here (not root, or nosuid): static only\n");
-	for (int i = 0; i < n; i++) {
-		p = test_fork();
-		if (!p)
-			serve(l, progs[i]);
-		echo_through(&ss, len);
-		CHECK(wait_child(p) == 0);
+	p = test_fork();
+	if (!p) {
+		/* a service process per program, forked before its accept */
+		for (int i = 0; i < n; i++) {
+			pid_t q = fork();
+			int st;
+			CHECK(q >= 0);
+			if (!q)
+				serve(l, progs[i]);
+			CHECK(waitpid(q, &st, 0) == q && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+		}
+		_exit(0);
 	}
 	close(l);
+	for (int i = 0; i < n; i++)
+		echo_through(&ss, len);
+	CHECK(wait_child(p) == 0);
 	if (n > 1) {
 		unlink(progs[1]);
 		rmdir(dir);

@@ -21,8 +21,10 @@ out=$("$ROOT/tests/vm/pair.sh" -t 900 -- env BUILD="$BUILD" SPLIT_BEHAVE="${SPLI
 rc=$?
 rm -rf "$ROOT/$BUILD/tmp/split.$$".*
 [ $rc = 77 ] && { echo "$out" | tail -3; exit 77; }
-# A's failures are printed before B's end: both, when something failed
-[ $rc = 0 ] || die "two hosts (rc $rc): $(echo "$out" | grep -A7 '^\[A\] behave .* (server) rc' | head -40; echo "$out" | tail -30)"
+# A's failures are printed before B's end, and the runner shows a failure's
+# last lines: the end, then every behaviour program's failure on both hosts
+[ $rc = 0 ] || die "two hosts (rc $rc): $(echo "$out" | tail -30; echo '--- the failures:'
+	echo "$out" | grep -A7 -E '^\[A\] behave .* \(server\) rc|^\[B\] FAIL behave' | head -40)"
 [ "$(echo "$out" | grep -c '^\[A\] role=server mode=rdma reason=0')" = 2 ] || die "host A: $(echo "$out" | grep role=)"
 [ "$(echo "$out" | grep -c '^\[B\] role=client mode=rdma reason=0')" = 2 ] || die "host B: $(echo "$out" | grep role=)"
 [ "$(echo "$out" | grep -c '^\[B\] ok ')" = $((5 + nsplit)) ] || die "host B: $(echo "$out" | grep -v spare | tail -20)"
