@@ -86,7 +86,7 @@ static void collect(int fd, struct sk *s, void *arg)
 static void count_conn(int fd, struct sk *s, void *arg)
 {
 	(void)fd;
-	((struct handover *)arg)->count += s->kind == SK_CONN;
+	*(int *)arg += s->kind == SK_CONN;
 }
 
 static const char *self_path(void)
@@ -212,13 +212,13 @@ static char **prepare(char *const envp[], struct handover *h, const char *path, 
 	const char *lib = self_path(), *pre = NULL, *why;
 	char **out, *pre_new = NULL, *inh = NULL;
 	size_t n = 0, k = 0;
+	int nconn = 0;
 
 	memset(h, 0, sizeof *h);
-	fdtab_each(count_conn, h);
-	why = h->count && !shunt_sandboxed ? image_foreign(path, search, img) : NULL;
+	fdtab_each(count_conn, &nconn);
+	why = nconn && !shunt_sandboxed ? image_foreign(path, search, img) : NULL;
 	if (why) /* no hand-over: what it inherits is plain TCP first (RDMA's unread bytes too) */
 		spawn_prepare(0, why);
-	h->count = 0;
 	transports_share_prepare("exec", SHUNT_R_FORK);
 	if (why)
 		return NULL;

@@ -514,19 +514,9 @@ EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 		return r;
 	}
 	if (level == SOL_SOCKET && name == SO_ERROR && val && len && *len >= sizeof(int)) {
-		/* the peer's error, once, as the kernel's (conn_take_error):
-		 * shunt's look at the socket may have taken the kernel's */
-		int r = R(getsockopt)(fd, level, name, val, len), e;
+		int r = R(getsockopt)(fd, level, name, val, len);
 		if (!r && (s = get_kind(fd, SK_CONN))) {
-			struct conn *c = s->conn;
-			int told = __atomic_load_n(&c->reset_told, __ATOMIC_ACQUIRE), t;
-			memcpy(&e, val, sizeof e);
-			t = conn_take_error(c);
-			if (!e && t)
-				memcpy(val, &t, sizeof t);
-			else if (e && told && e == c->peer_err)
-				memset(val, 0, sizeof e); /* the same reset, told already: the
-							     transport's word came before the RST */
+			sockinfo_so_error(s->conn, val);
 			sk_put(s);
 		}
 		return r;

@@ -63,7 +63,7 @@ static ssize_t accel_send(int fd, const struct iovec *iov, int cnt, int flags, i
 	*handled = 1;
 	cancel_hold(s);
 	r = conn_sendmsg(s, iov, cnt, flags, ctl);
-	cancel_release(s);
+	cancel_release();
 	sk_put(s);
 	return edge(r);
 }
@@ -87,7 +87,7 @@ static ssize_t accel_recv(int fd, const struct iovec *iov, int cnt, int flags, i
 	*handled = 1;
 	cancel_hold(s);
 	r = file && cnt >= 0 && cnt <= IOV_MAX && !iov_total(iov, cnt) ? 0 : conn_recvmsg(s, iov, cnt, flags, ctl);
-	cancel_release(s);
+	cancel_release();
 	sk_put(s);
 	return edge(r);
 }
@@ -357,7 +357,7 @@ EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t count)
 		return R(sendfile)(out, in, off, count);
 	cancel_hold(s);
 	r = accel_sendfile(s, in, off, count);
-	cancel_release(s);
+	cancel_release();
 	sk_put(s);
 	return edge(r);
 }
@@ -419,7 +419,7 @@ EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 		ssize_t r = conn_sendmsg(s, m->msg_iov, (int)m->msg_iovlen, flags, m);
 		if (r < 0) {
 			if (!i) {
-				cancel_release(s);
+				cancel_release();
 				sk_put(s);
 				return (int)edge(r);
 			}
@@ -431,7 +431,7 @@ EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 			break;
 		}
 	}
-	cancel_release(s);
+	cancel_release();
 	sk_put(s);
 	return (int)i;
 }
@@ -455,7 +455,7 @@ EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags, struct
 		r = conn_recv(s, m->msg_iov, (int)m->msg_iovlen, f);
 		if (r < 0) {
 			if (!i) {
-				cancel_release(s);
+				cancel_release();
 				sk_put(s);
 				return (int)edge(r);
 			}
@@ -470,7 +470,7 @@ EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags, struct
 			break;
 		}
 	}
-	cancel_release(s);
+	cancel_release();
 	sk_put(s);
 	return (int)i;
 }

@@ -146,7 +146,7 @@ static int do_epoll_wait(int epfd, struct epoll_event *evs, int max, int ms, con
 		return R(epoll_pwait)(epfd, evs, max, ms, m);
 	cancel_hold(s);
 	r = ep_wait(s, epfd, evs, max, ms, m);
-	cancel_release(s);
+	cancel_release();
 	sk_put(s);
 	return (int)edge(r);
 }

@@ -125,9 +125,8 @@ static inline void cancel_hold(struct sk *s)
 		cancel_held.s[cancel_held.n] = s;
 	cancel_held.n++;
 }
-static inline void cancel_release(struct sk *s)
+static inline void cancel_release(void)
 {
-	(void)s;
 	if (--cancel_held.n < CANCEL_HELD_MAX)
 		cancel_held.s[cancel_held.n] = NULL;
 }
@@ -209,6 +208,7 @@ size_t conn_send_room(struct conn *c);
 /* sockinfo.c: the kernel's answers about an accelerated socket, corrected */
 void sockinfo_tcp_info(struct conn *c, void *val, socklen_t len);
 int sockinfo_ioctl(struct conn *c, unsigned long req, int *out);
+void sockinfo_so_error(struct conn *c, void *val);
 void sockinfo_rcvlowat(struct conn *c, const void *val, socklen_t len);           /* bytes a send would take now */
 ssize_t shim_splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t len,
 		    unsigned flags, int *handled);

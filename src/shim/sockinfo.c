@@ -12,6 +12,9 @@
  *                  memory; over RDMA the peer reports its reads lazily,
  *                  so the kernel's answer stands)
  *   SIOCOUTQNSD    0: nothing waits to be sent, the ring is the wire
+ *   SO_ERROR       the peer's error, once, as the kernel's (conn_take_error:
+ *                  shunt's own look at the socket may have taken the
+ *                  kernel's report)
  *   SO_RCVLOWAT    kept per connection (conn.c honours it in recv, poll,
  *                  epoll); capped at half the ring, as the kernel caps it
  *                  at half the largest receive buffer
@@ -93,6 +96,20 @@ int sockinfo_ioctl(struct conn *c, unsigned long req, int *out)
 		return 1;
 	}
 	return 0;
+}
+
+/* After the kernel answered SO_ERROR (*val, an int). */
+void sockinfo_so_error(struct conn *c, void *val)
+{
+	int told = __atomic_load_n(&c->reset_told, __ATOMIC_ACQUIRE), e, t;
+
+	memcpy(&e, val, sizeof e);
+	t = conn_take_error(c);
+	if (!e && t)
+		memcpy(val, &t, sizeof t);
+	else if (e && told && e == c->peer_err)
+		memset(val, 0, sizeof e); /* the same reset, told already: the
+					     transport's word came before the RST */
 }
 
 /* After the kernel took SO_RCVLOWAT. */

@@ -146,7 +146,7 @@ ssize_t shim_splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t len
 	else {
 		cancel_hold(s);
 		r = to ? to_conn(s, out, in, len, flags) : from_conn(s, in, out, len, flags);
-		cancel_release(s);
+		cancel_release();
 	}
 	sk_put(s);
 	return r;
