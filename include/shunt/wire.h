@@ -26,11 +26,13 @@
 #include <stdint.h>
 #include <stddef.h>
 
-#define SHUNT_WIRE_VERSION 5u /* 2: doorbells per arena, not per segment; 3: answers in the offer
+#define SHUNT_WIRE_VERSION 6u /* 2: doorbells per arena, not per segment; 3: answers in the offer
 				 slot; 4: a slot answer names only an arena the client confirmed
 				 a connection in, and the client may ask again (NEED_ARENA);
 				 5: the registry counts its reserved slots, a stat record
-				 may leave its local address to `shunt ss` */
+				 may leave its local address to `shunt ss`; 6: a client's
+				 first bytes in its slot (early[]), a slot answer is final
+				 (no confirm wait), an arena says when its client unmapped it */
 #define SHUNT_SHORT_MS 10     /* a connection that ends sooner is short-lived (registry) */
 
 /* ---- fallback reason codes: stable, shown by `shunt ss`, never renumbered ---- */
@@ -100,11 +102,14 @@ enum shunt_slot_state {
 	SLOT_ANSWERED = 7,   /* server claimed and delivered: the segment is named in the slot
 				(answer_seg), or by an accept message already queued on the
 				client's socket (answer_seg == SHUNT_SLOT_BY_MSG) */
-	SLOT_NEED_ARENA = 8, /* client: the slot answer names an arena it no longer maps (it
-				dropped it when its descriptors ran out): send it again, by
-				message; the server -> ANSWERED (by message) or FAILED */
-	/* After CLAIMED the decision moves into the segment (confirm field):
-	 * the client CASes 0->1 once attached, the server 0->2 on time-out. */
+	SLOT_NEED_ARENA = 8, /* retired (versions 4-5: the client asked again for an arena it
+				had dropped; now an answer in the slot names only one the
+				client maps: shunt_arena_hdr.client_unmapped) */
+	/* An answer by message leaves the decision to the segment (confirm
+	 * field): the client CASes 0->1 once attached, the server 0->2 on
+	 * time-out.  An answer in the slot, or to a pending offer, is final:
+	 * the client, which made its duplicate of the socket before it
+	 * offered, attaches (src/setup/rdv.h). */
 };
 
 /* An address in v4-mapped IPv6 form so AF_INET and AF_INET6 ends compare. */
@@ -157,6 +162,26 @@ struct shunt_plain_rec {
 };
 _Static_assert(sizeof(struct shunt_plain_rec) == 64, "plain record layout");
 
+/* A client's first bytes, written after its connect() returned and before
+ * the server's answer (src/setup/early.c): the server copies them into the
+ * segment's client->server ring before it answers, so the first request
+ * of a connection costs no turn of the set-up.  len is the client's (it
+ * adds with a CAS) until the server sets SHUNT_EARLY_TAKEN: then no byte
+ * more.  Only in a private directory (a shared one's members could read
+ * or write them). */
+#define SHUNT_EARLY_MAX 1020u
+#define SHUNT_EARLY_TAKEN 0x80000000u
+/* The client leaves its offer pending: it waits for no answer now, so an
+ * answer by message is final too (the server does not wait for the
+ * client's confirmation, which would come only at its next call). */
+#define SHUNT_EARLY_PENDING 0x40000000u
+#define SHUNT_EARLY_LEN(v) ((v) & ~(SHUNT_EARLY_TAKEN | SHUNT_EARLY_PENDING))
+struct shunt_early {
+	_Atomic uint32_t len;
+	uint8_t data[SHUNT_EARLY_MAX];
+};
+_Static_assert(sizeof(struct shunt_early) == 1024, "early data layout");
+
 struct shunt_registry {
 	uint32_t magic;
 	uint32_t version;
@@ -185,6 +210,7 @@ struct shunt_registry {
 	_Atomic uint32_t plain_head; /* next record of plain[] to write */
 	uint32_t plain_pad[15];
 	struct shunt_plain_rec plain[SHUNT_REG_PLAIN];
+	struct shunt_early early[SHUNT_REG_SLOTS]; /* early[i] goes with slots[i] */
 };
 
 /* ---- 2. the arena and its segments ----
@@ -202,7 +228,10 @@ struct shunt_arena_hdr {
 	uint64_t proc[2];       /* [0] client, [1] server: process ids of SHUNT_DIR (s<id>) */
 	uint32_t nslots;        /* SHUNT_ARENA_SLOTS */
 	uint32_t ring_size;     /* bytes per direction in every segment */
-	uint8_t pad[24];
+	_Atomic uint32_t client_unmapped; /* the client process unmapped it (set before
+					     its munmap, cleared when it maps it again):
+					     answers then carry its descriptors */
+	uint8_t pad[20];
 };
 _Static_assert(sizeof(struct shunt_arena_hdr) == 64, "arena header layout");
 

@@ -87,7 +87,7 @@ static int client_wait_answer(struct shunt_slot *sl, uint64_t nonce, int tcp_fd,
 			return SHUNT_R_HANDSHAKE;
 		if (st == SLOT_DECLINED)
 			return SHUNT_R_DESCRIPTORS;
-		if (st != SLOT_OFFERED && st != SLOT_CLAIMED && st != SLOT_NEED_ARENA)
+		if (st != SLOT_OFFERED && st != SLOT_CLAIMED)
 			return SHUNT_R_HANDSHAKE;
 		/* The server is usually microseconds away: spin on the slot
 		 * first, then sleep on it in short steps, looking at the TCP
@@ -125,20 +125,6 @@ static int client_wait_msg(struct shunt_slot *sl, uint64_t nonce, int tcp_fd, st
 	r = client_wait_answer(sl, nonce, tcp_fd, got, start, wait_ns, spin_ns);
 	shunt_spin_end(turn);
 	return r;
-}
-
-/* The slot answer names an arena we do not map: one we dropped when our
- * descriptors ran out (giveback.c), while the server still counts on it.
- * Ask again: the server sends the arena with the answer, by message. */
-static int client_need_arena(struct shunt_slot *sl, uint64_t nonce, int tcp_fd, struct got_msg *got)
-{
-	int r;
-
-	if (!rdv_slot_cas(sl, SLOT_ANSWERED, SLOT_NEED_ARENA))
-		return SHUNT_R_HANDSHAKE;
-	r = client_wait_answer(sl, nonce, tcp_fd, got, shunt_now_ns(),
-			       (uint64_t)shunt_cfg.accept_wait_ms * 1000000ull, 0);
-	return !r && got->in_slot ? SHUNT_R_HANDSHAKE : r; /* it must come with its descriptors */
 }
 
 /* Is the sender of an accept message the server of this connection?  Our
@@ -188,15 +174,17 @@ int rdv_dup_or_give_back(int fd)
 	return d;
 }
 
-/* Attach the segment the accept message names.  If we cannot, decline
- * through the segment's confirm word when we can reach it (the server then
- * falls back at once), else the server times out to TCP. */
-int rdv_client_attach(struct sk *s, int fd, uint64_t nonce, struct got_msg *g)
+/* Attach the segment the accept message names.  Our duplicate of the
+ * socket: *dupfd, made before the offer (taken on success: -1, else left
+ * to the caller), or NULL: made here.  If we cannot, decline through the
+ * segment's confirm word when we can reach it (the server then falls back
+ * at once), else the server times out to TCP. */
+int rdv_client_attach(struct sk *s, int fd, int *dupfd, uint64_t nonce, struct got_msg *g)
 {
 	int has_arena = !!(g->m.flags & SHUNT_MSG_F_ARENA);
+	int d = dupfd ? *dupfd : -1;
 	struct arena *a;
 	struct conn *c;
-	int dupfd;
 
 	if (!sender_is_server(fd, g)) {
 		shunt_warn("accept message from uid %d, who does not own this connection's server: refused",
@@ -204,21 +192,28 @@ int rdv_client_attach(struct sk *s, int fd, uint64_t nonce, struct got_msg *g)
 		rdv_close_fds(g->fds, has_arena ? 3 : 0);
 		return SHUNT_R_HANDSHAKE;
 	}
-	/* An answer without the arena names one we confirmed a connection in
-	 * (every answer before that carries it): if it is not mapped here we
-	 * dropped it since - the server declines once our TCP bytes or its
-	 * time-out tell it, and sends the arena with its next answer. */
+	/* An answer in the slot names an arena we map (we keep every one
+	 * while an offer is in flight, and say when we unmap one: arena.c);
+	 * an answer by message carries the arena unless it is mapped here. */
 	if (arena_client_get(g->m.arena, has_arena ? g->fds : NULL, &a))
 		return SHUNT_R_HANDSHAKE;
-	dupfd = rdv_dup_or_give_back(fd);
-	if (dupfd < 0 || shm_attach(&c, a, g->m.seg, 0, dupfd, &nonce)) {
+	if (!dupfd)
+		d = rdv_dup_or_give_back(fd);
+	if (d < 0 || shm_attach(&c, a, g->m.seg, 0, d, &nonce)) {
 		if (g->m.seg < SHUNT_ARENA_SLOTS && arena_seg(a, g->m.seg)->nonce == nonce)
 			confirm_decide(arena_seg(a, g->m.seg), 2);
-		fd_close_internal(dupfd);
+		if (!dupfd)
+			fd_close_internal(d);
 		arena_put(a); /* the server drops our owner when it sees the decline */
 		return SHUNT_R_RESOURCE;
 	}
+	if (dupfd)
+		*dupfd = -1; /* the connection's now */
 	if (!confirm_decide(shm_of(c)->seg, 1)) {
+		if (dupfd) { /* the caller's again: the stream goes on there */
+			*dupfd = c->tcp_fd;
+			c->tcp_fd = -1;
+		}
 		conn_discard(c); /* the server timed out first and dropped our owner */
 		return SHUNT_R_HANDSHAKE;
 	}
@@ -434,50 +429,96 @@ int rdv_connect(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len
 	return ret;
 }
 
-/* A local shunt server listens on the port: offer it the connection. */
+/* A local shunt server listens on the port: offer it the connection.
+ * Our duplicate of the socket is made first - a slot answer is final
+ * (the server does not wait for us), so nothing may fail after it but
+ * what the server did wrong.  The answer is waited for here, or - when the
+ * connection is up and we may write its first bytes into the slot - at
+ * the program's first call that needs it (early.c). */
 static int connect_offer(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len,
 			 struct portreg *p, const struct shunt_addr *dst)
 {
 	struct shunt_slot *sl;
 	uint64_t nonce, sock_id;
 	struct shunt_tuple tu;
-	struct got_msg got;
-	int ret, reason;
+	struct offer *o;
+	int ret, dupfd, leave;
 
 	s->reason = SHUNT_R_RESOURCE;
-	if (rdv_csock_get(&sock_id) || !(sl = rdv_slot_reserve(p, sock_id, &nonce, dst)))
+	if (rdv_csock_get(&sock_id) || (dupfd = rdv_dup_or_give_back(fd)) < 0)
 		return rdv_sys(real.connect(fd, addr, len));
-
-	ret = rdv_sys(real.connect(fd, addr, len));
-	if (ret && ret != -EINPROGRESS) {
-		rdv_slot_free(p, sl);
-		return ret;
+	arena_offer_begin();
+	if (!(sl = rdv_slot_reserve(p, sock_id, &nonce, dst))) {
+		arena_offer_end();
+		fd_close_internal(dupfd);
+		return rdv_sys(real.connect(fd, addr, len));
 	}
+	ret = rdv_sys(real.connect(fd, addr, len));
+	if (ret && ret != -EINPROGRESS)
+		goto fail;
 	if (ret == -EINPROGRESS && !wait_established(fd, shunt_cfg.accept_wait_ms)) {
 		s->reason = SHUNT_R_CONNECT_SLOW;
-		rdv_slot_free(p, sl);
-		return ret;
+		goto fail;
 	}
 	/* Build the tuple aside: a server scanning CONNECTING slots reads
 	 * tuple.server meanwhile and must never see it half rewritten. */
 	if (rdv_sock_tuple_known(fd, &tu.client, &tu.server, rdv_is_any(dst) ? NULL : addr)) {
 		s->reason = SHUNT_R_HANDSHAKE;
-		rdv_slot_free(p, sl);
-		return ret;
+		goto fail;
 	}
 	sl->tuple.client = tu.client;
 	if (memcmp(&sl->tuple.server, &tu.server, sizeof tu.server))
 		sl->tuple.server = tu.server;
 	s->tuple = tu;
 	s->has_tuple = SK_TUPLE_BOTH;
+	o = malloc(sizeof *o);
+	if (!o) {
+		s->reason = SHUNT_R_RESOURCE;
+		goto fail;
+	}
+	*o = (struct offer){ .p = p, .sl = sl, .early = &p->r->early[sl - p->r->slots],
+			     .nonce = nonce, .dupfd = dupfd, .fd = -1 };
+	leave = !ret && rdv_early_ok();
+	__atomic_store_n(&o->early->len, leave ? SHUNT_EARLY_PENDING : 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&sl->state, SLOT_OFFERED, __ATOMIC_RELEASE);
 	offers_changed(p);
-	reason = client_wait_msg(sl, nonce, fd, &got);
-	if (!reason && got.in_slot && !arena_client_maps(got.m.arena))
-		reason = client_need_arena(sl, nonce, fd, &got);
-	rdv_slot_free(p, sl);
-	if (!reason)
-		reason = rdv_client_attach(s, fd, nonce, &got);
-	s->reason = reason;
+	s->offer = o;
+	if (!leave) {
+		rdv_offer_settle(s); /* now: no first bytes to carry */
+	} else {
+		s->reason = SHUNT_R_NONE; /* pending */
+		rdv_early_begin(s, fd);
+	}
 	return ret;
+fail:
+	rdv_slot_free(p, sl);
+	arena_offer_end();
+	fd_close_internal(dupfd);
+	return ret;
+}
+
+/* The server's answer to the offer o, and our attach; the slot freed.
+ * Returns the decision (SHUNT_R_NONE: accelerated); if it is not, the
+ * first bytes we wrote into the slot are the caller's to send
+ * (*resend), or - a final answer we could not take - the connection is
+ * the server's and is to be ended (*cut). */
+int rdv_offer_finish(struct sk *s, struct offer *o, int *resend, int *cut)
+{
+	struct got_msg got;
+	int reason = client_wait_msg(o->sl, o->nonce, o->dupfd, &got), final = 0;
+
+	*resend = *cut = 0;
+	if (!reason) {
+		final = got.in_slot || o->counted; /* the server waits for no confirmation */
+		reason = final && !arena_client_maps(got.m.arena)
+				 ? SHUNT_R_HANDSHAKE
+				 : rdv_client_attach(s, o->dupfd, &o->dupfd, o->nonce, &got);
+	}
+	if (reason && final)
+		*cut = 1;
+	else if (reason)
+		*resend = 1; /* the server reads the socket from its first byte */
+	rdv_slot_free(o->p, o->sl);
+	arena_offer_end();
+	return reason;
 }

@@ -19,8 +19,14 @@
  *                                             id and segment into the slot;
  *   <------ else accept message + 3 fds ----- a new one: sendmsg to c<id>
  *                                             CLAIMED -> ANSWERED (CAS)
- *   attach, segment.confirm 0 -> 1 (CAS)      wait for confirm (CAS 0->2 on
- *   free the slot                             time-out), return
+ *   attach, segment.confirm 0 -> 1 (CAS)      by message: wait for confirm
+ *   free the slot                             (CAS 0->2 on time-out); in the
+ *                                             slot: final, return at once
+ *
+ * The client's wait for the answer may come after connect() returned, at
+ * its first call that needs the connection; its first writes go into the
+ * slot meanwhile and the server copies them into the ring before it
+ * answers (early.c).
  *
  * Why it never guesses: the slot is reserved before the SYN exists, so when
  * the server holds the accepted socket, a shunt client's offer is either
@@ -28,7 +34,8 @@
  * client is not shunt: plain, with no wait.  Each side commits with one CAS
  * (OFFERED->CLAIMED against OFFERED->ABANDONED, CLAIMED->ANSWERED against
  * CLAIMED->FAILED, then confirm 0->1 against 0->2), so exactly one outcome
- * exists and both sides see it.  A shunt server writes nothing before it
+ * exists and both sides see it (an answer in the slot is final: the client
+ * made its duplicate of the socket before it offered, and maps the arena).  A shunt server writes nothing before it
  * claims, so a client that sees bytes or FIN on the TCP socket while it
  * waits knows the server is plain and stops.  Most connections between two
  * processes that met before take no system call of the set-up beyond the
@@ -70,6 +77,19 @@ struct got_msg {
 };
 
 
+/* A client's offer from its publication to its settling (client.c,
+ * early.c): the answer may be waited for after connect() returned. */
+struct offer {
+	struct portreg *p;
+	struct shunt_slot *sl;
+	struct shunt_early *early; /* the slot's area for our first bytes */
+	uint64_t nonce;
+	int dupfd;    /* our duplicate of the socket, made before the offer (-1: taken) */
+	int fd;       /* the program's descriptor at connect() (log, `shunt ss`); -1: none */
+	uint32_t len; /* bytes we put in early->data */
+	int counted;  /* one of the process's pending offers (early.c) */
+};
+
 /* registry.c */
 int rdv_sys(long r);
 void rdv_path_of(char *buf, size_t n, char kind, uint64_t id);
@@ -98,7 +118,12 @@ int rdv_send_accept(uint64_t sock_id, unsigned slot, uint64_t nonce, struct aren
 /* client.c */
 int rdv_tcp_has_input(int fd);
 int rdv_dup_or_give_back(int fd);
-int rdv_client_attach(struct sk *s, int fd, uint64_t nonce, struct got_msg *g);
+int rdv_client_attach(struct sk *s, int fd, int *dupfd, uint64_t nonce, struct got_msg *g);
+int rdv_offer_finish(struct sk *s, struct offer *o, int *resend, int *cut);
+
+/* early.c */
+int rdv_early_ok(void);
+void rdv_early_begin(struct sk *s, int fd);
 int rdv_plain_seen(struct portreg *p, const struct shunt_tuple *t, uint64_t now);
 int rdv_msg_await(uint64_t nonce, struct got_msg *out, uint64_t deadline);
 void rdv_msgsock_exit(void);

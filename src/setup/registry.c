@@ -477,12 +477,14 @@ int rdv_listen(int fd, struct sk *s)
 /* ---- slots ---- */
 
 /* The registry's count of slots not FREE (wire.h: advice for accept's
- * fast path) moves with every transition to or from FREE. */
+ * fast path) moves with every transition to or from FREE.  A slot is
+ * reaped once its client is gone: a live one may keep its offer pending
+ * for as long as its program leaves the connection untouched (early.c). */
 static void slot_reap_if_stale(struct portreg *p, struct shunt_slot *sl, uint64_t now)
 {
 	uint32_t st = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE);
 
-	if (st != SLOT_FREE && now - sl->stamp_ns > STALE_SLOT_NS &&
+	if (st != SLOT_FREE && now - sl->stamp_ns > STALE_SLOT_NS && !shunt_proc_alive(sl->sock_id) &&
 	    __atomic_compare_exchange_n(&sl->state, &st, SLOT_FREE, 0, __ATOMIC_ACQ_REL,
 					__ATOMIC_RELAXED))
 		__atomic_sub_fetch(&p->r->reserved, 1, __ATOMIC_RELEASE);

@@ -72,43 +72,16 @@ static int claim(struct shunt_slot *sl, const struct shunt_tuple *t, uint64_t *n
 	return 1;
 }
 
-/* The offer a server answered, for answering again (NEED_ARENA); sl is
- * NULL for the in-band handshake. */
-struct answered {
-	struct shunt_slot *sl;
-	unsigned idx;
-	uint64_t nonce, sock_id;
-};
-
-/* The answer is in: CLAIMED (or NEED_ARENA) -> ANSWERED (the client may
- * have given up meanwhile, -> FAILED: then no), and the client woken if
- * asleep. */
-static int slot_answered(struct shunt_slot *sl, uint32_t from)
+/* The answer is in: CLAIMED -> ANSWERED (the client may have given up
+ * meanwhile, -> FAILED: then no), and the client woken if asleep. */
+static int slot_answered(struct shunt_slot *sl)
 {
-	if (!rdv_slot_cas(sl, from, SLOT_ANSWERED))
+	if (!rdv_slot_cas(sl, SLOT_CLAIMED, SLOT_ANSWERED))
 		return 0;
 	/* a wake of a slot that was freed and reused is spurious, harmless */
 	if (__atomic_load_n(&sl->client_waiting, __ATOMIC_SEQ_CST))
 		shunt_futex_wake(&sl->state, 1);
 	return 1;
-}
-
-/* The client asked for the arena again (it dropped it: giveback.c): send
- * it with the answer, by message.  -1 if that failed (we decline). */
-static int answer_need_arena(struct conn *c, const struct answered *o)
-{
-	struct shunt_slot *sl = o ? o->sl : NULL;
-
-	if (!sl || __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE) != SLOT_NEED_ARENA || sl->nonce != o->nonce)
-		return 0;
-	__atomic_store_n(&shm_of(c)->arena->peer_maps, 0, __ATOMIC_RELEASE);
-	sl->answer_seg = SHUNT_SLOT_BY_MSG;
-	if (rdv_send_accept(o->sock_id, o->idx, o->nonce, shm_of(c)->arena, shm_of(c)->segno, 1)) {
-		rdv_slot_cas(sl, SLOT_NEED_ARENA, SLOT_FAILED);
-		return -1;
-	}
-	slot_answered(sl, SLOT_NEED_ARENA);
-	return 0;
 }
 
 /* The server's side of the segment's confirm word: decline (0 -> 2)
@@ -123,7 +96,7 @@ static uint32_t server_decline(struct conn *c)
 	return v;
 }
 
-static int server_wait_confirm(struct conn *c, int tcp_fd, uint64_t wait_ns, const struct answered *o)
+static int server_wait_confirm(struct conn *c, int tcp_fd, uint64_t wait_ns)
 {
 	_Atomic uint32_t *confirm = &shm_of(c)->seg->confirm;
 	uint64_t start = shunt_now_ns(), spin = (uint64_t)(shunt_cfg.spin_ns > 0 ? shunt_cfg.spin_ns : 0);
@@ -143,11 +116,8 @@ static int server_wait_confirm(struct conn *c, int tcp_fd, uint64_t wait_ns, con
 		}
 		shunt_spin_end(turn);
 		turn = 0;
-		if (shunt_now_ns() - start > wait_ns || rdv_tcp_has_input(tcp_fd) ||
-		    answer_need_arena(c, o)) {
+		if (shunt_now_ns() - start > wait_ns || rdv_tcp_has_input(tcp_fd)) {
 			v = server_decline(c);
-			if (v == 2 && o && o->sl) /* a client waiting for the arena again */
-				rdv_slot_cas(o->sl, SLOT_NEED_ARENA, SLOT_FAILED);
 			break;
 		}
 		/* asleep until the client's decision wakes us (1 ms steps:
@@ -160,21 +130,48 @@ static int server_wait_confirm(struct conn *c, int tcp_fd, uint64_t wait_ns, con
 	return v == 1;
 }
 
-/* Take a segment for the client process sock_id, attach our side and tell
- * the client: through the slot sl when the client confirmed a connection
- * in that arena (a private directory: only our user writes it), else - a new arena's
- * descriptors, another user's client, the in-band handshake (sl NULL) - by
- * an accept message.  0 and *out, or the fallback reason. */
-static int server_offer(int fd, uint64_t sock_id, struct shunt_slot *sl, unsigned idx,
-			uint64_t nonce, struct conn **out)
+/* The client's first bytes (early.c), into the ring it writes, before we
+ * answer: its attach finds them there as its own.  No byte more after
+ * this; bytes it could not add go through the ring.  -EPROTO for a length
+ * the client cannot have written. */
+static int take_early(struct shunt_early *e, struct conn *c)
 {
-	int dupfd = -1, send_fds, by_msg;
+	uint32_t len = __atomic_load_n(&e->len, __ATOMIC_ACQUIRE);
+
+	while (!(len & SHUNT_EARLY_TAKEN) &&
+	       !__atomic_compare_exchange_n(&e->len, &len, len | SHUNT_EARLY_TAKEN, 0, __ATOMIC_ACQ_REL,
+					    __ATOMIC_ACQUIRE))
+		;
+	len = SHUNT_EARLY_LEN(len);
+	if (len > SHUNT_EARLY_MAX || len > c->rx.size)
+		return -EPROTO;
+	memcpy(c->rx.data, e->data, len);
+	__atomic_store_n(&c->rx.ctl->prod, (uint64_t)len, __ATOMIC_RELEASE);
+	return 0;
+}
+
+/* Take a segment for the client process sock_id, attach our side, take
+ * the client's first bytes (early: its slot's, NULL for none) and tell the
+ * client: through the slot sl when the client maps that arena (a private
+ * directory: only our user writes it), else - a new arena's descriptors,
+ * another user's client, the in-band handshake (sl NULL) - by an accept
+ * message.  0 and *out (*final: answered in the slot - the client
+ * attaches, nothing to wait for), or the fallback reason. */
+static int server_offer(int fd, uint64_t sock_id, struct shunt_slot *sl, struct shunt_early *early,
+			unsigned idx, uint64_t nonce, struct conn **out, int *final)
+{
+	int dupfd = -1, send_fds, by_msg, pending;
 	struct arena *a;
 	unsigned seg;
 	struct conn *c;
 
 	if (arena_server_take(sock_id, nonce, &a, &seg, &send_fds))
 		return SHUNT_R_RESOURCE;
+	by_msg = !sl || send_fds || shunt_dir_shared();
+	/* a client that left its offer pending confirms only at its next
+	 * call: its answer is final, however it goes (early.c) */
+	pending = early && !shunt_dir_shared() &&
+		  (__atomic_load_n(&early->len, __ATOMIC_ACQUIRE) & SHUNT_EARLY_PENDING);
 	dupfd = rdv_dup_or_give_back(fd);
 	if (dupfd < 0 || shm_attach(&c, a, seg, 1, dupfd, &nonce)) {
 		fd_close_internal(dupfd);
@@ -182,8 +179,19 @@ static int server_offer(int fd, uint64_t sock_id, struct shunt_slot *sl, unsigne
 		arena_release(a, seg, 1);
 		return SHUNT_R_RESOURCE;
 	}
-	by_msg = !sl || send_fds || shunt_dir_shared();
+	if (early && !shunt_dir_shared() && take_early(early, c)) {
+		arena_drop_owner(a, seg, 0);
+		conn_free(c);
+		return SHUNT_R_HANDSHAKE;
+	}
 	shunt_fault_answer_stall(); /* tests only (fault.c) */
+	/* an answer in the slot is final: never into a slot reused while we
+	 * stalled (its client gave up and freed it; a new offer is there) */
+	if (sl && !by_msg && __atomic_load_n(&sl->nonce, __ATOMIC_ACQUIRE) != nonce) {
+		arena_drop_owner(a, seg, 0);
+		conn_free(c);
+		return SHUNT_R_HANDSHAKE;
+	}
 	if (sl) {
 		sl->answer_arena = a->id;
 		sl->answer_seg = by_msg ? SHUNT_SLOT_BY_MSG : seg;
@@ -194,19 +202,22 @@ static int server_offer(int fd, uint64_t sock_id, struct shunt_slot *sl, unsigne
 	     * another server's stale answer took the slot's next offer, whose
 	     * client may then attach to our segment all the same: the confirm
 	     * word decides, as always */
-	    (sl && !slot_answered(sl, SLOT_CLAIMED) && server_decline(c) != 1)) {
+	    (sl && !slot_answered(sl) && server_decline(c) != 1)) {
 		arena_drop_owner(a, seg, 0);
 		conn_free(c);
 		return SHUNT_R_HANDSHAKE;
 	}
+	*final = !by_msg || pending;
+	if (*final)
+		__atomic_store_n(&a->peer_maps, 1, __ATOMIC_RELEASE);
 	*out = c;
 	return 0;
 }
 
 /* The client's decision, through the segment's confirm word. */
-static int server_commit(struct sk *s, int fd, struct conn *c, uint64_t wait_ns, const struct answered *o)
+static int server_commit(struct sk *s, int fd, struct conn *c, uint64_t wait_ns)
 {
-	if (!server_wait_confirm(c, fd, wait_ns, o)) {
+	if (!server_wait_confirm(c, fd, wait_ns)) {
 		/* maybe it could not map the arena: the next answer carries it */
 		__atomic_store_n(&shm_of(c)->arena->peer_maps, 0, __ATOMIC_RELEASE);
 		arena_drop_owner(shm_of(c)->arena, shm_of(c)->segno, 0); /* the client never took its share */
@@ -219,19 +230,24 @@ static int server_commit(struct sk *s, int fd, struct conn *c, uint64_t wait_ns,
 	return SHUNT_R_NONE;
 }
 
-static int server_build(struct sk *s, int fd, unsigned idx, struct shunt_slot *sl,
+static int server_build(struct sk *s, int fd, unsigned idx, struct shunt_slot *sl, struct shunt_early *early,
 			uint64_t nonce, uint64_t sock_id)
 {
 	struct conn *c;
-	int r = server_offer(fd, sock_id, sl, idx, nonce, &c);
+	int final = 0, r = server_offer(fd, sock_id, sl, early, idx, nonce, &c, &final);
 
 	if (r) {
 		rdv_slot_cas(sl, SLOT_CLAIMED, SLOT_FAILED);
 		s->reason = r;
 		return 0;
 	}
-	s->reason = server_commit(s, fd, c, CONFIRM_WAIT_NS,
-				  &(struct answered){ .sl = sl, .idx = idx, .nonce = nonce, .sock_id = sock_id });
+	if (final) { /* the client attaches (client.c) */
+		s->conn = c;
+		s->kind = SK_CONN;
+		s->reason = SHUNT_R_NONE;
+		return 0;
+	}
+	s->reason = server_commit(s, fd, c, CONFIRM_WAIT_NS);
 	return 0;
 }
 
@@ -259,12 +275,14 @@ int rdv_inband_ready(uint64_t *sock_id)
 
 int rdv_inband_offer(int fd, uint64_t sock_id, uint64_t nonce, struct conn **c)
 {
-	return server_offer(fd, sock_id, NULL, SHUNT_MSG_NO_SLOT, nonce, c);
+	int final;
+
+	return server_offer(fd, sock_id, NULL, NULL, SHUNT_MSG_NO_SLOT, nonce, c, &final);
 }
 
 int rdv_inband_commit(struct sk *s, int fd, struct conn *c, uint64_t wait_ns)
 {
-	return server_commit(s, fd, c, wait_ns, NULL);
+	return server_commit(s, fd, c, wait_ns);
 }
 
 /* Client: the accept message the ACCEPT announced is already queued on our
@@ -275,7 +293,7 @@ int rdv_inband_attach(struct sk *s, int fd, uint64_t nonce, uint64_t deadline)
 
 	if (rdv_msg_await(nonce, &got, deadline))
 		return SHUNT_R_HANDSHAKE;
-	return rdv_client_attach(s, fd, nonce, &got);
+	return rdv_client_attach(s, fd, NULL, nonce, &got);
 }
 
 /* No local offer: if the SYN carried our option, the client's PROPOSAL is
@@ -416,5 +434,5 @@ int rdv_accept(const struct sk *ls, int fd, struct sk *s, const struct sockaddr 
 		s->reason = SHUNT_R_HANDSHAKE;
 		return 0;
 	}
-	return server_build(s, fd, idx, sl, nonce, sock_id);
+	return server_build(s, fd, idx, sl, &p->r->early[idx], nonce, sock_id);
 }

@@ -149,8 +149,10 @@ static void closing_at_exit(int fd, struct sk *s, void *arg)
 
 void conn_exit_all(void)
 {
-	if (!shunt_sandboxed && !shunt_in_handler())
+	if (!shunt_sandboxed && !shunt_in_handler()) {
+		rdv_offers_settle_all(); /* the first bytes reach the server */
 		fdtab_each(closing_at_exit, NULL);
+	}
 }
 
 __attribute__((destructor)) static void conn_exit_dtor(void)

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "shim.h"
@@ -81,6 +82,25 @@ static void open_dir(void)
 uint64_t shunt_proc_id(void)
 {
 	return proc_id;
+}
+
+/* Is process `id` of SHUNT_DIR alive?  It holds a lock on its s<id> file
+ * while it lives (stats.c); no file: gone.  Unknown counts as alive. */
+int shunt_proc_alive(uint64_t id)
+{
+	char path[SHUNT_DIR_NAME_MAX];
+	int fd, alive;
+
+	if (shunt_dirfd < 0)
+		return 1;
+	shunt_dir_name(path, 's', id);
+	/* O_NONBLOCK: a FIFO planted under that name must not hang us */
+	fd = real.openat(shunt_dirfd, path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return errno != ENOENT;
+	alive = flock(fd, LOCK_EX | LOCK_NB) != 0;
+	real.close(fd);
+	return alive;
 }
 
 uint64_t shunt_netns_ino(void)
@@ -196,6 +216,7 @@ void shunt_fork_before(void)
 {
 	uint64_t gen = shunt_random64() | 1;
 
+	rdv_offers_settle_all();
 	fdtab_each(hold_for_child, &gen);
 	fork_gen_pre = gen;
 }

@@ -215,6 +215,7 @@ static char **prepare(char *const envp[], struct handover *h, const char *path, 
 	int nconn = 0;
 
 	memset(h, 0, sizeof *h);
+	rdv_offers_settle_all(); /* an offer is this process's, not the new image's */
 	fdtab_each(count_conn, &nconn);
 	why = nconn && !shunt_sandboxed ? image_foreign(path, search, img) : NULL;
 	if (why) /* no hand-over: what it inherits is plain TCP first (RDMA's unread bytes too) */

@@ -66,7 +66,7 @@ static int ref_not_zero(struct sk *s)
 	return 1;
 }
 
-struct sk *fdtab_get(int fd)
+struct sk *fdtab_peek(int fd)
 {
 	struct sk *_Atomic *p = slot(fd, 0);
 	struct sk *s;
@@ -83,6 +83,17 @@ struct sk *fdtab_get(int fd)
 			return s;
 		sk_put(s); /* closed (and maybe reused) meanwhile */
 	}
+}
+
+/* Every call on a connection but a send that fits the slot (early.c)
+ * finds its offer settled. */
+struct sk *fdtab_get(int fd)
+{
+	struct sk *s = fdtab_peek(fd);
+
+	if (s && __builtin_expect(__atomic_load_n(&s->offer, __ATOMIC_ACQUIRE) != NULL, 0))
+		rdv_offer_settle(s);
+	return s;
 }
 
 void fdtab_set(int fd, struct sk *s)
@@ -103,9 +114,15 @@ struct sk *fdtab_take(int fd)
 {
 	struct sk *_Atomic *p = slot(fd, 0);
 
+	struct sk *s;
+
 	if (!p || !__atomic_load_n(p, __ATOMIC_ACQUIRE))
 		return NULL;
-	return __atomic_exchange_n(p, NULL, __ATOMIC_ACQ_REL);
+	s = __atomic_exchange_n(p, NULL, __ATOMIC_ACQ_REL);
+	/* a close (or dup2 over it): the first bytes reach the server first */
+	if (s && __builtin_expect(__atomic_load_n(&s->offer, __ATOMIC_ACQUIRE) != NULL, 0))
+		rdv_offer_settle(s);
+	return s;
 }
 
 struct sk *fdtab_closing(int fd)

@@ -219,7 +219,9 @@ EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 	r = rdv_connect(fd, s, addr, len);
 	if (r == 0 || r == -EINPROGRESS)
 		stats_update(s, fd);
-	if (s->kind == SK_CONN)
+	if (s->offer) /* pending: said when it settles (early.c) */
+		;
+	else if (s->kind == SK_CONN)
 		shunt_log("connect fd %d: accelerated (%s)", fd, s->conn->tp->name);
 	else
 		shunt_log("connect fd %d: tcp, %s", fd, shunt_reason_str((unsigned)s->reason));

@@ -52,12 +52,18 @@ static ssize_t settle(struct sk *s, int fd, int writing, int flags, int *handled
 static ssize_t accel_send(int fd, const struct iovec *iov, int cnt, int flags, int *handled,
 			  const struct msghdr *ctl)
 {
-	struct sk *s = fdtab_get(fd);
+	struct sk *s = fdtab_peek(fd);
 	ssize_t r;
 
 	*handled = 0;
 	if (!s)
 		return 0;
+	if (__builtin_expect(__atomic_load_n(&s->offer, __ATOMIC_ACQUIRE) != NULL, 0) &&
+	    (r = rdv_early_send(s, iov, cnt, flags, ctl)) != -EAGAIN) {
+		*handled = 1;
+		sk_put(s);
+		return edge(r);
+	}
 	if (s->kind != SK_CONN)
 		return settle(s, fd, 1, flags, handled);
 	*handled = 1;

@@ -68,6 +68,8 @@ struct sk {
 	uint16_t listen_port;     /* a listener in the port's registry (0: none) */
 	_Atomic int hs;           /* enum sk_hs: a late handshake message may head the stream */
 	pthread_mutex_t hs_lock;  /* serialises inband_settle (all zero = unlocked) */
+	struct offer *offer;      /* a client's offer not settled yet (src/setup/early.c) */
+	pthread_mutex_t offer_lock; /* serialises its use (all zero = unlocked) */
 	struct sk *next_free;     /* on the free list (fdtab.c) */
 };
 
@@ -95,10 +97,12 @@ int shunt_dir_shared(void);   /* a configured directory other users write too */
 void shunt_dir_name(char name[SHUNT_DIR_NAME_MAX], char kind, uint64_t id);
 uint64_t shunt_netns_ino(void);
 uint64_t shunt_proc_id(void);
+int shunt_proc_alive(uint64_t id);
 mode_t shunt_file_mode(void);
 
 /* fdtab.c */
-struct sk *fdtab_get(int fd);          /* takes a reference, or NULL */
+struct sk *fdtab_get(int fd);          /* takes a reference, or NULL; a pending offer settled */
+struct sk *fdtab_peek(int fd);         /* the same, the offer left pending */
 void fdtab_set(int fd, struct sk *s);  /* installs (takes over one reference) */
 struct sk *fdtab_take(int fd);         /* removes, returns the reference it held */
 struct sk *fdtab_closing(int fd);      /* ... as a close does (its epoll registrations go): the
@@ -382,6 +386,11 @@ int inband_client(struct sk *s, int fd, uint64_t nonce);
 int inband_server(struct sk *s, int fd);
 int inband_syn_had_option(const struct sk *ls, int fd);
 int inband_settle(struct sk *s, int fd, int writing, int nonblock);
+
+/* early.c: a client's offer left pending after connect() */
+void rdv_offer_settle(struct sk *s);
+ssize_t rdv_early_send(struct sk *s, const struct iovec *iov, int cnt, int flags, const struct msghdr *ctl);
+void rdv_offers_settle_all(void);
 
 /* signal.c */
 uint64_t shunt_signals_seen(void);

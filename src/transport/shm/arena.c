@@ -82,6 +82,8 @@ static int map_arena(const int *fds, uint64_t id, int side, uint64_t peer, struc
 	a->len = (size_t)st.st_size;
 	a->ring_size = a->hdr->ring_size;
 	a->peer = peer ? peer : a->hdr->proc[!side];
+	if (side == 0) /* the server's answers may name it in the slot again */
+		__atomic_store_n(&a->hdr->client_unmapped, 0, __ATOMIC_RELEASE);
 	a->next = arenas;
 	arenas = a;
 	*out = a;
@@ -163,7 +165,8 @@ int arena_server_take(uint64_t peer, uint64_t nonce, struct arena **out, unsigne
 		created = !r;
 	}
 	if (!r) {
-		*send_fds = created || !__atomic_load_n(&a->peer_maps, __ATOMIC_ACQUIRE);
+		*send_fds = created || !__atomic_load_n(&a->peer_maps, __ATOMIC_ACQUIRE) ||
+			    __atomic_load_n(&a->hdr->client_unmapped, __ATOMIC_ACQUIRE);
 		init_seg(a, *seg, nonce);
 		a->held++;
 		*out = a;
@@ -233,23 +236,6 @@ int arena_adopt(uint64_t id, int *fds, int side, struct arena **out)
 	return get_or_map(id, fds, side, out);
 }
 
-static int proc_alive(uint64_t id)
-{
-	char path[SHUNT_DIR_NAME_MAX];
-	int fd, alive;
-
-	if (shunt_dirfd < 0)
-		return 1;
-	shunt_dir_name(path, 's', id);
-	/* O_NONBLOCK: a FIFO planted under that name must not hang us */
-	fd = real.openat(shunt_dirfd, path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	if (fd < 0)
-		return errno != ENOENT;
-	alive = flock(fd, LOCK_EX | LOCK_NB) != 0;
-	real.close(fd);
-	return alive;
-}
-
 /* Returns 1 if that was this side's last owner (in any process). */
 int arena_drop_owner(struct arena *a, unsigned seg, int side)
 {
@@ -278,6 +264,10 @@ static void arena_free_locked(struct arena **pp)
 	struct arena *a = *pp;
 
 	*pp = a->next;
+	/* a slot answer names an arena its client maps (client.c): say we
+	 * no longer do before we stop */
+	if (a->side == 0)
+		__atomic_store_n(&a->hdr->client_unmapped, 1, __ATOMIC_RELEASE);
 	munmap(a->hdr, a->len);
 	fd_close_internal(a->memfd);
 	fd_close_internal(a->bell[0]);
@@ -292,20 +282,35 @@ static void arena_free_locked(struct arena **pp)
 static void reap_dead_locked(void)
 {
 	for (struct arena **pp = &arenas; *pp;) {
-		if (!(*pp)->held && !proc_alive((*pp)->peer))
+		if (!(*pp)->held && !shunt_proc_alive((*pp)->peer))
 			arena_free_locked(pp);
 		else
 			pp = &(*pp)->next;
 	}
 }
 
+/* Our offers in flight (client.c): an answer to one may name any arena
+ * of ours in its slot, so none is unmapped meanwhile. */
+static _Atomic int offers_in_flight;
+
+void arena_offer_begin(void)
+{
+	__atomic_add_fetch(&offers_in_flight, 1, __ATOMIC_SEQ_CST);
+}
+
+void arena_offer_end(void)
+{
+	__atomic_sub_fetch(&offers_in_flight, 1, __ATOMIC_SEQ_CST);
+}
+
 int arena_drop_unused(void)
 {
-	int n = 0;
+	int n = 0, offering;
 
 	pthread_mutex_lock(&lock);
+	offering = __atomic_load_n(&offers_in_flight, __ATOMIC_SEQ_CST) > 0;
 	for (struct arena **pp = &arenas; *pp;) {
-		if (!(*pp)->held) {
+		if (!(*pp)->held && !((*pp)->side == 0 && offering)) {
 			arena_free_locked(pp);
 			n++;
 		} else {
@@ -329,6 +334,7 @@ void arena_put(struct arena *a)
 void arena_atfork_child(void)
 {
 	pthread_mutex_init(&lock, NULL);
+	offers_in_flight = 0; /* the parent's */
 }
 
 void arena_hold_more(struct arena *a, unsigned seg, int side)

@@ -50,6 +50,10 @@ void arena_atfork_child(void);
 /* Unmap the arenas this process holds no segment of, their peers alive or
  * not (a give-back, giveback.c): how many. */
 int arena_drop_unused(void);
+/* Client: an offer of ours is in flight (from its slot's reservation to
+ * the answer's end): no arena of ours is unmapped meanwhile. */
+void arena_offer_begin(void);
+void arena_offer_end(void);
 /* We no longer use one segment of the arena (owners untouched). */
 void arena_put(struct arena *a);
 /* fork: the child is one more owner of every segment it inherited. */
