@@ -187,7 +187,8 @@ struct shunt_registry {
 	uint32_t version;
 	uint32_t port;
 	uint32_t nslots;
-	_Atomic uint32_t nlisteners;
+	_Atomic uint32_t retired; /* its last listener removed the file: a client's
+				     remembered liveness of it ends (registry.c) */
 	_Atomic uint32_t offers;  /* bumped by each client that publishes an offer: a
 				     futex word accepting servers sleep on while a
 				     client is between its SYN and its offer */
@@ -228,9 +229,10 @@ struct shunt_arena_hdr {
 	uint64_t proc[2];       /* [0] client, [1] server: process ids of SHUNT_DIR (s<id>) */
 	uint32_t nslots;        /* SHUNT_ARENA_SLOTS */
 	uint32_t ring_size;     /* bytes per direction in every segment */
-	_Atomic uint32_t client_unmapped; /* the client process unmapped it (set before
-					     its munmap, cleared when it maps it again):
-					     answers then carry its descriptors */
+	_Atomic uint32_t client_unmapped; /* 1 until the client process maps it, and again
+					     before it unmaps it: answers then carry its
+					     descriptors (an answer in the slot names only
+					     an arena its client maps) */
 	uint8_t pad[20];
 };
 _Static_assert(sizeof(struct shunt_arena_hdr) == 64, "arena header layout");

@@ -30,6 +30,7 @@ static _Atomic int connects_in_setup; /* threads in connect_offer (busy_short) *
 void rdv_client_atfork_child(void)
 {
 	connects_in_setup = 0; /* the threads counted are the parent's */
+	rdv_early_atfork_child();
 }
 
 /* ---- client side ---- */
@@ -77,6 +78,8 @@ static int slot_answer(struct shunt_slot *sl, uint64_t nonce, struct got_msg *go
 static int client_wait_answer(struct shunt_slot *sl, uint64_t nonce, int tcp_fd, struct got_msg *got,
 			      uint64_t start, uint64_t wait_ns, uint64_t spin_ns)
 {
+	int slept = 0;
+
 	for (;;) {
 		uint32_t st = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE);
 		uint64_t el = shunt_now_ns() - start;
@@ -96,16 +99,24 @@ static int client_wait_answer(struct shunt_slot *sl, uint64_t nonce, int tcp_fd,
 			__builtin_ia32_pause();
 			continue;
 		}
-		if (st == SLOT_OFFERED && (el >= wait_ns || rdv_tcp_has_input(tcp_fd)) &&
+		/* (the socket from the first sleep's end on: a plain server's
+		 * bytes wait that long, a shunt one's answer does not) */
+		if (st == SLOT_OFFERED && (el >= wait_ns || (slept && rdv_tcp_has_input(tcp_fd))) &&
 		    rdv_slot_cas(sl, SLOT_OFFERED, SLOT_ABANDONED))
 			return el >= wait_ns ? SHUNT_R_TIMEOUT : SHUNT_R_PEER_NOT_SHUNT;
-		if (st != SLOT_OFFERED && (el >= CLAIMED_WAIT_NS || rdv_tcp_has_input(tcp_fd)) &&
+		if (st != SLOT_OFFERED && (el >= CLAIMED_WAIT_NS || (slept && rdv_tcp_has_input(tcp_fd))) &&
 		    rdv_slot_cas(sl, st, SLOT_FAILED))
 			return SHUNT_R_HANDSHAKE;
 		/* the flag first: a server answering now either sees it or
 		 * changes the state before the futex looks */
 		__atomic_store_n(&sl->client_waiting, 1, __ATOMIC_SEQ_CST);
 		shunt_futex_wait(&sl->state, st, 1000000);
+		/* our pending offers' answers by message fill our socket's
+		 * queue (10 messages) while we wait here, and a server blocked
+		 * on a full one answers nobody: read them between sleeps */
+		if (slept && rdv_offers_pending())
+			rdv_msg_pump();
+		slept = 1;
 	}
 }
 
@@ -478,16 +489,16 @@ static int connect_offer(int fd, struct sk *s, const struct sockaddr *addr, sock
 	}
 	*o = (struct offer){ .p = p, .sl = sl, .early = &p->r->early[sl - p->r->slots],
 			     .nonce = nonce, .dupfd = dupfd, .fd = -1 };
-	leave = !ret && rdv_early_ok();
+	leave = !ret && rdv_early_reserve();
 	__atomic_store_n(&o->early->len, leave ? SHUNT_EARLY_PENDING : 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&sl->state, SLOT_OFFERED, __ATOMIC_RELEASE);
 	offers_changed(p);
 	s->offer = o;
-	if (!leave) {
-		rdv_offer_settle(s); /* now: no first bytes to carry */
-	} else {
+	if (leave) {
 		s->reason = SHUNT_R_NONE; /* pending */
 		rdv_early_begin(s, fd);
+	} else {
+		rdv_offer_settle(s); /* now: no first bytes to carry */
 	}
 	return ret;
 fail:
@@ -510,10 +521,12 @@ int rdv_offer_finish(struct sk *s, struct offer *o, int *resend, int *cut)
 	*resend = *cut = 0;
 	if (!reason) {
 		final = got.in_slot || o->counted; /* the server waits for no confirmation */
-		reason = final && !arena_client_maps(got.m.arena)
+		reason = got.in_slot && !arena_client_maps(got.m.arena)
 				 ? SHUNT_R_HANDSHAKE
 				 : rdv_client_attach(s, o->dupfd, &o->dupfd, o->nonce, &got);
 	}
+	if (!reason)
+		shm_of(s->conn)->sock_clean = 1; /* no handshake bytes on its socket */
 	if (reason && final)
 		*cut = 1;
 	else if (reason)

@@ -40,17 +40,42 @@
 #define PENDING_MAX 32
 
 static _Atomic int pending; /* offers of this process left pending */
+/* ... and the connections they are on (each with a reference; no lock:
+ * every connect would take it) */
+static struct sk *_Atomic pend[PENDING_MAX];
 
-int rdv_early_ok(void)
+int rdv_offers_pending(void)
 {
-	return !shunt_dir_shared() && __atomic_load_n(&pending, __ATOMIC_RELAXED) < PENDING_MAX;
+	return __atomic_load_n(&pending, __ATOMIC_RELAXED);
 }
 
+/* A place for one more pending offer (its rdv_early_begin follows), or 0. */
+int rdv_early_reserve(void)
+{
+	int n = __atomic_load_n(&pending, __ATOMIC_RELAXED);
+
+	if (shunt_dir_shared())
+		return 0;
+	do {
+		if (n >= PENDING_MAX)
+			return 0;
+	} while (!__atomic_compare_exchange_n(&pending, &n, n + 1, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+	return 1;
+}
+
+/* The offer, published, stays pending (its place reserved). */
 void rdv_early_begin(struct sk *s, int fd)
 {
 	s->offer->counted = 1;
 	s->offer->fd = fd;
-	__atomic_add_fetch(&pending, 1, __ATOMIC_RELAXED);
+	sk_ref(s);
+	for (int i = 0;; i = (i + 1) % PENDING_MAX) { /* a free place: reserved */
+		struct sk *none = NULL;
+		if (__atomic_compare_exchange_n(&pend[i], &none, s, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+			s->offer->pend_idx = i;
+			return;
+		}
+	}
 }
 
 /* No answer we could take: the bytes the program wrote into the slot
@@ -99,11 +124,14 @@ void rdv_offer_settle(struct sk *s)
 	fd_close_internal(o->dupfd); /* -1 once the connection took it */
 	s->reason = reason;
 	fd = o->fd;
-	if (o->counted)
-		__atomic_sub_fetch(&pending, 1, __ATOMIC_RELAXED);
 	/* what settled is visible to whoever sees no offer (fdtab.c) */
 	__atomic_store_n(&s->offer, NULL, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&s->offer_lock);
+	if (o->counted) {
+		__atomic_store_n(&pend[o->pend_idx], NULL, __ATOMIC_RELEASE);
+		__atomic_sub_fetch(&pending, 1, __ATOMIC_RELAXED);
+		sk_put(s); /* never the last: the caller holds one */
+	}
 	free(o);
 	if (fd >= 0) {
 		stats_update(s, fd);
@@ -162,18 +190,31 @@ settle:
 	return -EAGAIN;
 }
 
-static void settle_one(int fd, struct sk *s, void *arg)
+/* A forked child: the offers (settled before the fork, but for one a
+ * thread published during it) are the parent's to settle. */
+void rdv_early_atfork_child(void)
 {
-	(void)fd;
-	(void)arg;
-	if (__atomic_load_n(&s->offer, __ATOMIC_ACQUIRE))
-		rdv_offer_settle(s);
+	for (int i = 0; i < PENDING_MAX; i++)
+		if (pend[i]) {
+			pend[i]->offer = NULL; /* (the parent's; leaked here, not freed) */
+			pend[i]->reason = SHUNT_R_HANDSHAKE;
+			pend[i] = NULL;
+		}
+	pending = 0;
 }
 
-/* Before fork, exec and exit: every pending offer settles (a child must
- * not find the slot's offer half ours). */
+/* Before fork, exec and exit, and a give-back: every pending offer
+ * settles (a child must not find the slot's offer half ours). */
 void rdv_offers_settle_all(void)
 {
-	if (__atomic_load_n(&pending, __ATOMIC_RELAXED))
-		fdtab_each(settle_one, NULL);
+	if (!__atomic_load_n(&pending, __ATOMIC_RELAXED))
+		return;
+	for (int i = 0; i < PENDING_MAX; i++) {
+		struct sk *s = __atomic_load_n(&pend[i], __ATOMIC_ACQUIRE);
+		/* (settled and reused meanwhile: another's, settled harmlessly) */
+		if (s && sk_tryref(s)) {
+			rdv_offer_settle(s);
+			sk_put(s);
+		}
+	}
 }

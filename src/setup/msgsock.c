@@ -154,6 +154,17 @@ static void csock_pump(void)
 	}
 }
 
+/* Read what is queued on our socket: the arenas it carries are mapped
+ * (an answer in the slot may name one whose descriptors came by a message
+ * for another of our offers, not read yet). */
+void rdv_msg_pump(void)
+{
+	pthread_mutex_lock(&csock_lock);
+	if (csock >= 0 && csock_pid == shunt_pid())
+		csock_pump();
+	pthread_mutex_unlock(&csock_lock);
+}
+
 int rdv_stash_take(uint64_t nonce, struct got_msg *out)
 {
 	int found = 0;

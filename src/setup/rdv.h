@@ -64,6 +64,7 @@ struct portreg {
 	int nlisten;
 	ino_t ino;        /* the file mapped: the name may since point elsewhere */
 	struct portreg *all_next; /* every registry this process maps (reg_lock) */
+	_Atomic uint64_t live_until; /* rdv_reg_live's last yes holds until then */
 	uint16_t port;
 };
 
@@ -88,6 +89,7 @@ struct offer {
 	int fd;       /* the program's descriptor at connect() (log, `shunt ss`); -1: none */
 	uint32_t len; /* bytes we put in early->data */
 	int counted;  /* one of the process's pending offers (early.c) */
+	int pend_idx; /* ... its place in early.c's list */
 };
 
 /* registry.c */
@@ -112,6 +114,7 @@ int rdv_slot_cas(struct shunt_slot *sl, uint32_t from, uint32_t to);
 int rdv_csock_get(uint64_t *id);
 void rdv_close_fds(int *fds, int n);
 int rdv_stash_take(uint64_t nonce, struct got_msg *out);
+void rdv_msg_pump(void);
 int rdv_send_accept(uint64_t sock_id, unsigned slot, uint64_t nonce, struct arena *a,
 		    unsigned seg, int send_fds);
 
@@ -122,8 +125,10 @@ int rdv_client_attach(struct sk *s, int fd, int *dupfd, uint64_t nonce, struct g
 int rdv_offer_finish(struct sk *s, struct offer *o, int *resend, int *cut);
 
 /* early.c */
-int rdv_early_ok(void);
+int rdv_early_reserve(void);
 void rdv_early_begin(struct sk *s, int fd);
+void rdv_early_atfork_child(void);
+int rdv_offers_pending(void);
 int rdv_plain_seen(struct portreg *p, const struct shunt_tuple *t, uint64_t now);
 int rdv_msg_await(uint64_t nonce, struct got_msg *out, uint64_t deadline);
 void rdv_msgsock_exit(void);

@@ -351,6 +351,8 @@ static int reg_release(struct portreg *p, uint16_t port)
 	p->lock_fd = -1;
 	if (!flock(p->probe_fd, LOCK_EX | LOCK_NB)) {
 		shunt_dir_name(path, 'p', port);
+		if (reg_current(p, port))
+			__atomic_store_n(&p->r->retired, 1, __ATOMIC_RELEASE);
 		gone = reg_current(p, port) && !unlinkat(shunt_dirfd, path, 0);
 		flock(p->probe_fd, LOCK_UN);
 	}
@@ -377,13 +379,24 @@ void rdv_unlisten(uint16_t port)
 }
 
 /* Is some process holding the listener lock?  flock locks die with their
- * holder, so a crashed server never looks alive. */
+ * holder, so a crashed server never looks alive.  A yes holds LIVE_FOR_NS
+ * (a probe per connect cost a system call) unless the last listener
+ * retired the file: one killed since leaves an offer nobody takes - a
+ * refused connect, or the client's wait for the answer, then plain. */
+#define LIVE_FOR_NS 10000000ull
+
 int rdv_reg_live(struct portreg *p)
 {
+	uint64_t now = shunt_now_ns();
+
+	if (now < __atomic_load_n(&p->live_until, __ATOMIC_RELAXED) &&
+	    !__atomic_load_n(&p->r->retired, __ATOMIC_ACQUIRE))
+		return 1;
 	if (flock(p->probe_fd, LOCK_EX | LOCK_NB) == 0) {
 		flock(p->probe_fd, LOCK_UN);
 		return 0;
 	}
+	__atomic_store_n(&p->live_until, now + LIVE_FOR_NS, __ATOMIC_RELAXED);
 	return 1;
 }
 
@@ -468,6 +481,7 @@ int rdv_listen(int fd, struct sk *s)
 		__atomic_store_n(&nports_listened, 1, __ATOMIC_RELAXED);
 		reg_add_listener(p, &a);
 		pthread_mutex_unlock(&reg_lock);
+		s->listen_addr = a;
 		s->listen_port = a.port;
 		return 0;
 	}

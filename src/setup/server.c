@@ -160,7 +160,7 @@ static int take_early(struct shunt_early *e, struct conn *c)
 static int server_offer(int fd, uint64_t sock_id, struct shunt_slot *sl, struct shunt_early *early,
 			unsigned idx, uint64_t nonce, struct conn **out, int *final)
 {
-	int dupfd = -1, send_fds, by_msg, pending;
+	int dupfd = -1, send_fds, by_msg, pending, r;
 	struct arena *a;
 	unsigned seg;
 	struct conn *c;
@@ -196,7 +196,8 @@ static int server_offer(int fd, uint64_t sock_id, struct shunt_slot *sl, struct 
 		sl->answer_arena = a->id;
 		sl->answer_seg = by_msg ? SHUNT_SLOT_BY_MSG : seg;
 	}
-	if ((by_msg && rdv_send_accept(sock_id, idx, nonce, a, seg, send_fds)) ||
+	r = by_msg ? rdv_send_accept(sock_id, idx, nonce, a, seg, send_fds) : 0;
+	if (r ||
 	    /* our CLAIMED -> ANSWERED failed: the client gave up (-> FAILED),
 	     * or - the slot reused while we stalled past the client's wait -
 	     * another server's stale answer took the slot's next offer, whose
@@ -207,9 +208,8 @@ static int server_offer(int fd, uint64_t sock_id, struct shunt_slot *sl, struct 
 		conn_free(c);
 		return SHUNT_R_HANDSHAKE;
 	}
+	shm_of(c)->sock_clean = sl != NULL; /* no handshake bytes on its socket */
 	*final = !by_msg || pending;
-	if (*final)
-		__atomic_store_n(&a->peer_maps, 1, __ATOMIC_RELEASE);
 	*out = c;
 	return 0;
 }
@@ -218,13 +218,10 @@ static int server_offer(int fd, uint64_t sock_id, struct shunt_slot *sl, struct 
 static int server_commit(struct sk *s, int fd, struct conn *c, uint64_t wait_ns)
 {
 	if (!server_wait_confirm(c, fd, wait_ns)) {
-		/* maybe it could not map the arena: the next answer carries it */
-		__atomic_store_n(&shm_of(c)->arena->peer_maps, 0, __ATOMIC_RELEASE);
 		arena_drop_owner(shm_of(c)->arena, shm_of(c)->segno, 0); /* the client never took its share */
 		conn_free(c);
 		return SHUNT_R_HANDSHAKE;
 	}
-	__atomic_store_n(&shm_of(c)->arena->peer_maps, 1, __ATOMIC_RELEASE);
 	s->conn = c;
 	s->kind = SK_CONN;
 	return SHUNT_R_NONE;
@@ -405,8 +402,14 @@ int rdv_accept(const struct sk *ls, int fd, struct sk *s, const struct sockaddr 
 	s->reason = SHUNT_R_PEER_NOT_SHUNT;
 	if (accept_unoffered(ls, s, peer))
 		return server_agent_path(ls, fd, s);
-	if (rdv_sock_tuple_known(fd, &t.server, &t.client, peer))
+	if (peer && ls->listen_port && !rdv_is_any(&ls->listen_addr)) {
+		/* bound to one address: ours, with no system call to ask */
+		t.server = ls->listen_addr;
+		if (shunt_addr_from_sockaddr(&t.client, peer))
+			return 0;
+	} else if (rdv_sock_tuple_known(fd, &t.server, &t.client, peer)) {
 		return 0;
+	}
 	s->tuple = t;
 	s->has_tuple = SK_TUPLE_BOTH;
 	if (!shunt_config_port_allowed(&shunt_cfg, t.server.port)) {

@@ -54,7 +54,7 @@ static struct sk *_Atomic *slot(int fd, int create)
 	return c ? &c[lo] : NULL;
 }
 
-static int ref_not_zero(struct sk *s)
+int sk_tryref(struct sk *s)
 {
 	int r = __atomic_load_n(&s->refs, __ATOMIC_ACQUIRE);
 
@@ -77,7 +77,7 @@ struct sk *fdtab_peek(int fd)
 		s = __atomic_load_n(p, __ATOMIC_ACQUIRE);
 		if (!s)
 			return NULL;
-		if (!ref_not_zero(s))
+		if (!sk_tryref(s))
 			continue; /* dying: the table no longer holds it, or soon won't */
 		if (__atomic_load_n(p, __ATOMIC_ACQUIRE) == s)
 			return s;

@@ -66,6 +66,8 @@ struct sk {
 	uint16_t short_port;      /* client: the port whose registry learns how long it lived */
 	uint64_t born_ns;         /* ... and when its connect was decided */
 	uint16_t listen_port;     /* a listener in the port's registry (0: none) */
+	struct shunt_addr listen_addr; /* ... bound there: an accepted socket's own address
+				     unless it is the wildcard (registry.c) */
 	_Atomic int hs;           /* enum sk_hs: a late handshake message may head the stream */
 	pthread_mutex_t hs_lock;  /* serialises inband_settle (all zero = unlocked) */
 	struct offer *offer;      /* a client's offer not settled yet (src/setup/early.c) */
@@ -109,6 +111,8 @@ struct sk *fdtab_closing(int fd);      /* ... as a close does (its epoll registr
 					  reference is put after the kernel's close */
 struct sk *sk_new(int kind, int domain);
 void sk_put(struct sk *s);
+/* A reference if s still has one (sks are never freed, only reused): 1, else 0. */
+int sk_tryref(struct sk *s);
 /* cancel.c: a wrapper's references, given back if the thread is canceled
  * inside (a stack: holds and releases pair, innermost first) */
 #define CANCEL_HELD_MAX 4

@@ -95,7 +95,8 @@ static int create_arena(uint64_t peer, struct arena **out)
 	uint32_t rs = shunt_cfg.ring_size;
 	struct shunt_arena_hdr h = { .magic = SHUNT_ARENA_MAGIC, .version = SHUNT_WIRE_VERSION,
 				     .id = shunt_random64() | 1, .nslots = SHUNT_ARENA_SLOTS,
-				     .ring_size = rs, .proc = { peer, shunt_proc_id() } };
+				     .ring_size = rs, .proc = { peer, shunt_proc_id() },
+				     .client_unmapped = 1 /* until it maps it */ };
 	int fds[3] = { real.memfd_create("shunt-arena", MFD_CLOEXEC | MFD_ALLOW_SEALING),
 			real.eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), real.eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK) };
 	int r = -ENOMEM;
@@ -165,8 +166,9 @@ int arena_server_take(uint64_t peer, uint64_t nonce, struct arena **out, unsigne
 		created = !r;
 	}
 	if (!r) {
-		*send_fds = created || !__atomic_load_n(&a->peer_maps, __ATOMIC_ACQUIRE) ||
-			    __atomic_load_n(&a->hdr->client_unmapped, __ATOMIC_ACQUIRE);
+		/* an answer in the slot names only an arena the client maps
+		 * (the word is the client's: a lie costs it its connections) */
+		*send_fds = created || __atomic_load_n(&a->hdr->client_unmapped, __ATOMIC_ACQUIRE);
 		init_seg(a, *seg, nonce);
 		a->held++;
 		*out = a;

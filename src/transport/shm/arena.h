@@ -14,10 +14,6 @@ struct arena {
 	size_t len;
 	uint32_t ring_size;
 	int held;             /* segments this process holds */
-	/* Server: the client confirmed a connection in this arena, so it maps
-	 * it; until then (and after a connection it did not confirm) every
-	 * answer carries the arena's descriptors. */
-	_Atomic int peer_maps;
 	/* The doorbells ([0] the client's, [1] the server's): eventfds made
 	 * with the arena and sent with its memfd, so every process holding
 	 * the arena (fork, exec) has the same two.  A side's poll/epoll

@@ -66,14 +66,18 @@ static void shm_probe(struct conn *c)
 static void shm_refresh(struct conn *c)
 {
 	char buf[64];
-	ssize_t r;
+	ssize_t r = 0;
+	int fin;
 
 	/* shunt's leftovers, or the peer's move (shm_move.c); after a move
 	 * the socket carries the stream and says its end itself */
-	if (!shm_settle(c))
+	if (!(fin = shm_settle(c)))
 		return;
 	for (;;) {
-		r = real.recv(c->tcp_fd, buf, sizeof buf, MSG_DONTWAIT);
+		/* the settle's peek saw the FIN with nothing before it */
+		if (!fin)
+			r = real.recv(c->tcp_fd, buf, sizeof buf, MSG_DONTWAIT);
+		fin = 0;
 		if (r > 0)
 			continue;
 		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
@@ -135,7 +139,13 @@ static void shm_closing(struct conn *c)
 			shunt_unlock(&t->wlock);
 		}
 	}
-	conn_refresh(c);
+	/* What the kernel's close would find unread: nothing of shunt's can
+	 * be there if the registry made the connection, no FIN of ours drew
+	 * a probe yet (ours or another holder's: wr_done) and no move said
+	 * anything - then no look (two system calls a connection) */
+	if (!shm_of(c)->sock_clean || c->shut_wr || __atomic_load_n(&c->tx.ctl->wr_done, __ATOMIC_ACQUIRE) ||
+	    c->mv.rx || conn_moving(c))
+		conn_refresh(c);
 	if (ring_used(&c->rx))
 		conn_reset_on_close(c);
 }
