@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * client.c - connect(): offer in a slot, wait for the answer, attach; and
+ * client.c - connect(): offer in a slot, wait for the answer (now, or at the
+ * program's next call: early.c), attach; and
  * which short-lived connections stay plain under load.
  */
 #define _GNU_SOURCE
