@@ -135,10 +135,7 @@ void rdv_offer_settle(struct sk *s)
 	free(o);
 	if (fd >= 0) {
 		stats_update(s, fd);
-		if (s->kind == SK_CONN)
-			shunt_log("connect fd %d: accelerated (%s)", fd, s->conn->tp->name);
-		else
-			shunt_log("connect fd %d: tcp, %s", fd, shunt_reason_str((unsigned)s->reason));
+		connect_log(fd, s);
 	}
 	errno = e;
 }

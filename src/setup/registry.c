@@ -351,9 +351,10 @@ static int reg_release(struct portreg *p, uint16_t port)
 	p->lock_fd = -1;
 	if (!flock(p->probe_fd, LOCK_EX | LOCK_NB)) {
 		shunt_dir_name(path, 'p', port);
-		if (reg_current(p, port))
+		if (reg_current(p, port)) {
 			__atomic_store_n(&p->r->retired, 1, __ATOMIC_RELEASE);
-		gone = reg_current(p, port) && !unlinkat(shunt_dirfd, path, 0);
+			gone = !unlinkat(shunt_dirfd, path, 0);
+		}
 		flock(p->probe_fd, LOCK_UN);
 	}
 	return gone;

@@ -87,13 +87,16 @@ struct sk *fdtab_peek(int fd)
 
 /* Every call on a connection but a send that fits the slot (early.c)
  * finds its offer settled. */
-struct sk *fdtab_get(int fd)
+static struct sk *settled(struct sk *s)
 {
-	struct sk *s = fdtab_peek(fd);
-
 	if (s && __builtin_expect(__atomic_load_n(&s->offer, __ATOMIC_ACQUIRE) != NULL, 0))
 		rdv_offer_settle(s);
 	return s;
+}
+
+struct sk *fdtab_get(int fd)
+{
+	return settled(fdtab_peek(fd));
 }
 
 void fdtab_set(int fd, struct sk *s)
@@ -119,10 +122,7 @@ struct sk *fdtab_take(int fd)
 	if (!p || !__atomic_load_n(p, __ATOMIC_ACQUIRE))
 		return NULL;
 	s = __atomic_exchange_n(p, NULL, __ATOMIC_ACQ_REL);
-	/* a close (or dup2 over it): the first bytes reach the server first */
-	if (s && __builtin_expect(__atomic_load_n(&s->offer, __ATOMIC_ACQUIRE) != NULL, 0))
-		rdv_offer_settle(s);
-	return s;
+	return settled(s); /* a close (or dup2 over it): the first bytes reach the server first */
 }
 
 struct sk *fdtab_closing(int fd)

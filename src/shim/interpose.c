@@ -206,6 +206,16 @@ EXPORT int memfd_create(const char *name, unsigned int flags)
 	return fd;
 }
 
+/* SHUNT_LOG's line for a connect's decision (here, or when its pending
+ * offer settles: early.c). */
+void connect_log(int fd, const struct sk *s)
+{
+	if (s->kind == SK_CONN)
+		shunt_log("connect fd %d: accelerated (%s)", fd, s->conn->tp->name);
+	else
+		shunt_log("connect fd %d: tcp, %s", fd, shunt_reason_str((unsigned)s->reason));
+}
+
 EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 {
 	struct sk *s = get_kind(fd, SK_TCP);
@@ -219,12 +229,8 @@ EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 	r = rdv_connect(fd, s, addr, len);
 	if (r == 0 || r == -EINPROGRESS)
 		stats_update(s, fd);
-	if (s->offer) /* pending: said when it settles (early.c) */
-		;
-	else if (s->kind == SK_CONN)
-		shunt_log("connect fd %d: accelerated (%s)", fd, s->conn->tp->name);
-	else
-		shunt_log("connect fd %d: tcp, %s", fd, shunt_reason_str((unsigned)s->reason));
+	if (!s->offer) /* pending: said when it settles (early.c) */
+		connect_log(fd, s);
 	sk_put(s);
 	errno = e;
 	return (int)edge(r);

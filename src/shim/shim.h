@@ -395,6 +395,7 @@ int inband_settle(struct sk *s, int fd, int writing, int nonblock);
 void rdv_offer_settle(struct sk *s);
 ssize_t rdv_early_send(struct sk *s, const struct iovec *iov, int cnt, int flags, const struct msghdr *ctl);
 void rdv_offers_settle_all(void);
+void connect_log(int fd, const struct sk *s); /* interpose.c */
 
 /* signal.c */
 uint64_t shunt_signals_seen(void);
