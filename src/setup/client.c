@@ -175,26 +175,13 @@ static int confirm_decide(struct shunt_seg_hdr *h, uint32_t v)
 	return 1;
 }
 
-/* Our duplicate of a new connection's socket: if the program's
- * descriptors ran out, ours go back first (giveback.c) - this one too
- * will be given back when the program needs it. */
-int rdv_dup_or_give_back(int fd)
-{
-	int d = fd_dup_hidden(fd);
-
-	AGAIN_IF_EMFILE(d, fd_dup_hidden(fd));
-	return d;
-}
-
-/* Attach the segment the accept message names.  Our duplicate of the
- * socket: *dupfd, made before the offer (taken on success: -1, else left
- * to the caller), or NULL: made here.  If we cannot, decline through the
- * segment's confirm word when we can reach it (the server then falls back
- * at once), else the server times out to TCP. */
-int rdv_client_attach(struct sk *s, int fd, int *dupfd, uint64_t nonce, struct got_msg *g)
+/* Attach the segment the accept message names, on the program's own
+ * number of the socket (borrowed: fdtab.c).  If we cannot, decline
+ * through the segment's confirm word when we can reach it (the server then
+ * falls back at once), else the server times out to TCP. */
+int rdv_client_attach(struct sk *s, int fd, uint64_t nonce, struct got_msg *g)
 {
 	int has_arena = !!(g->m.flags & SHUNT_MSG_F_ARENA);
-	int d = dupfd ? *dupfd : -1;
 	struct arena *a;
 	struct conn *c;
 
@@ -209,24 +196,16 @@ int rdv_client_attach(struct sk *s, int fd, int *dupfd, uint64_t nonce, struct g
 	 * an answer by message carries the arena unless it is mapped here. */
 	if (arena_client_get(g->m.arena, has_arena ? g->fds : NULL, &a))
 		return SHUNT_R_HANDSHAKE;
-	if (!dupfd)
-		d = rdv_dup_or_give_back(fd);
-	if (d < 0 || shm_attach(&c, a, g->m.seg, 0, d, &nonce)) {
+	if (shm_attach(&c, a, g->m.seg, 0, fd, 1, &nonce)) {
 		if (g->m.seg < SHUNT_ARENA_SLOTS && arena_seg(a, g->m.seg)->nonce == nonce)
 			confirm_decide(arena_seg(a, g->m.seg), 2);
-		if (!dupfd)
-			fd_close_internal(d);
 		arena_put(a); /* the server drops our owner when it sees the decline */
 		return SHUNT_R_RESOURCE;
 	}
-	if (dupfd)
-		*dupfd = -1; /* the connection's now */
 	if (!confirm_decide(shm_of(c)->seg, 1)) {
-		if (dupfd) { /* the caller's again: the stream goes on there */
-			*dupfd = c->tcp_fd;
-			c->tcp_fd = -1;
-		}
-		conn_discard(c); /* the server timed out first and dropped our owner */
+		/* the server timed out first and dropped our owner; the
+		 * stream goes on on the socket */
+		conn_discard(c);
 		return SHUNT_R_HANDSHAKE;
 	}
 	s->conn = c;
@@ -442,9 +421,9 @@ int rdv_connect(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len
 }
 
 /* A local shunt server listens on the port: offer it the connection.
- * Our duplicate of the socket is made first - a slot answer is final
- * (the server does not wait for us), so nothing may fail after it but
- * what the server did wrong.  The answer is waited for here, or - when the
+ * A slot answer is final (the server does not wait for us), so nothing
+ * may fail after it but what the server did wrong: the connection's
+ * socket is the program's own number (fdtab.c), nothing to make.  The answer is waited for here, or - when the
  * connection is up and we may write its first bytes into the slot - at
  * the program's first call that needs it (early.c). */
 static int connect_offer(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len,
@@ -454,15 +433,14 @@ static int connect_offer(int fd, struct sk *s, const struct sockaddr *addr, sock
 	uint64_t nonce, sock_id;
 	struct shunt_tuple tu;
 	struct offer *o;
-	int ret, dupfd, leave;
+	int ret, leave;
 
 	s->reason = SHUNT_R_RESOURCE;
-	if (rdv_csock_get(&sock_id) || (dupfd = rdv_dup_or_give_back(fd)) < 0)
+	if (rdv_csock_get(&sock_id))
 		return rdv_sys(real.connect(fd, addr, len));
 	arena_offer_begin();
 	if (!(sl = rdv_slot_reserve(p, sock_id, &nonce, dst))) {
 		arena_offer_end();
-		fd_close_internal(dupfd);
 		return rdv_sys(real.connect(fd, addr, len));
 	}
 	ret = rdv_sys(real.connect(fd, addr, len));
@@ -489,7 +467,7 @@ static int connect_offer(int fd, struct sk *s, const struct sockaddr *addr, sock
 		goto fail;
 	}
 	*o = (struct offer){ .p = p, .sl = sl, .early = &p->r->early[sl - p->r->slots],
-			     .nonce = nonce, .dupfd = dupfd, .fd = -1 };
+			     .nonce = nonce, .sockfd = fd, .fd = -1 };
 	leave = !ret && rdv_early_reserve();
 	__atomic_store_n(&o->early->len, leave ? SHUNT_EARLY_PENDING : 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&sl->state, SLOT_OFFERED, __ATOMIC_RELEASE);
@@ -505,7 +483,6 @@ static int connect_offer(int fd, struct sk *s, const struct sockaddr *addr, sock
 fail:
 	rdv_slot_free(p, sl);
 	arena_offer_end();
-	fd_close_internal(dupfd);
 	return ret;
 }
 
@@ -517,14 +494,14 @@ fail:
 int rdv_offer_finish(struct sk *s, struct offer *o, int *resend, int *cut)
 {
 	struct got_msg got;
-	int reason = client_wait_msg(o->sl, o->nonce, o->dupfd, &got), final = 0;
+	int reason = client_wait_msg(o->sl, o->nonce, o->sockfd, &got), final = 0;
 
 	*resend = *cut = 0;
 	if (!reason) {
 		final = got.in_slot || o->counted; /* the server waits for no confirmation */
 		reason = got.in_slot && !arena_client_maps(got.m.arena)
 				 ? SHUNT_R_HANDSHAKE
-				 : rdv_client_attach(s, o->dupfd, &o->dupfd, o->nonce, &got);
+				 : rdv_client_attach(s, o->sockfd, o->nonce, &got);
 	}
 	if (!reason)
 		shm_of(s->conn)->sock_clean = 1; /* no handshake bytes on its socket */

@@ -85,11 +85,11 @@ static void send_early(const struct offer *o)
 	size_t off = 0;
 
 	while (off < o->len) {
-		ssize_t n = real.send(o->dupfd, o->early->data + off, o->len - off, MSG_NOSIGNAL);
+		ssize_t n = real.send(o->sockfd, o->early->data + off, o->len - off, MSG_NOSIGNAL);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) { /* the program's O_NONBLOCK */
-			struct pollfd p = { .fd = o->dupfd, .events = POLLOUT };
+			struct pollfd p = { .fd = o->sockfd, .events = POLLOUT };
 			(void)!real.poll(&p, 1, 1000);
 			continue;
 		}
@@ -119,9 +119,8 @@ void rdv_offer_settle(struct sk *s)
 		 * we never read: end the connection rather than hang it. */
 		shunt_warn("connection to port %u: the server's answer names a segment we cannot map: "
 			   "connection ended", (unsigned)s->tuple.server.port);
-		real.shutdown(o->dupfd, SHUT_RDWR);
+		real.shutdown(o->sockfd, SHUT_RDWR);
 	}
-	fd_close_internal(o->dupfd); /* -1 once the connection took it */
 	s->reason = reason;
 	fd = o->fd;
 	/* what settled is visible to whoever sees no offer (fdtab.c) */

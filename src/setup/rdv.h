@@ -85,7 +85,7 @@ struct offer {
 	struct shunt_slot *sl;
 	struct shunt_early *early; /* the slot's area for our first bytes */
 	uint64_t nonce;
-	int dupfd;    /* our duplicate of the socket, made before the offer (-1: taken) */
+	int sockfd;   /* the socket: the program's number (the connection borrows it: fdtab.c) */
 	int fd;       /* the program's descriptor at connect() (log, `shunt ss`); -1: none */
 	uint32_t len; /* bytes we put in early->data */
 	int counted;  /* one of the process's pending offers (early.c) */
@@ -120,8 +120,7 @@ int rdv_send_accept(uint64_t sock_id, unsigned slot, uint64_t nonce, struct aren
 
 /* client.c */
 int rdv_tcp_has_input(int fd);
-int rdv_dup_or_give_back(int fd);
-int rdv_client_attach(struct sk *s, int fd, int *dupfd, uint64_t nonce, struct got_msg *g);
+int rdv_client_attach(struct sk *s, int fd, uint64_t nonce, struct got_msg *g);
 int rdv_offer_finish(struct sk *s, struct offer *o, int *resend, int *cut);
 
 /* early.c */

@@ -160,7 +160,7 @@ static int take_early(struct shunt_early *e, struct conn *c)
 static int server_offer(int fd, uint64_t sock_id, struct shunt_slot *sl, struct shunt_early *early,
 			unsigned idx, uint64_t nonce, struct conn **out, int *final)
 {
-	int dupfd = -1, send_fds, by_msg, pending, r;
+	int send_fds, by_msg, pending, r;
 	struct arena *a;
 	unsigned seg;
 	struct conn *c;
@@ -172,9 +172,8 @@ static int server_offer(int fd, uint64_t sock_id, struct shunt_slot *sl, struct 
 	 * call: its answer is final, however it goes (early.c) */
 	pending = early && !shunt_dir_shared() &&
 		  (__atomic_load_n(&early->len, __ATOMIC_ACQUIRE) & SHUNT_EARLY_PENDING);
-	dupfd = rdv_dup_or_give_back(fd);
-	if (dupfd < 0 || shm_attach(&c, a, seg, 1, dupfd, &nonce)) {
-		fd_close_internal(dupfd);
+	/* the socket: the program's own number (fdtab.c, borrowed numbers) */
+	if (shm_attach(&c, a, seg, 1, fd, 1, &nonce)) {
 		arena_drop_owner(a, seg, 0);
 		arena_release(a, seg, 1);
 		return SHUNT_R_RESOURCE;
@@ -290,7 +289,7 @@ int rdv_inband_attach(struct sk *s, int fd, uint64_t nonce, uint64_t deadline)
 
 	if (rdv_msg_await(nonce, &got, deadline))
 		return SHUNT_R_HANDSHAKE;
-	return rdv_client_attach(s, fd, NULL, nonce, &got);
+	return rdv_client_attach(s, fd, nonce, &got);
 }
 
 /* No local offer: if the SYN carried our option, the client's PROPOSAL is

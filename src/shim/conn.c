@@ -100,6 +100,7 @@ void conn_init(struct conn *c, const struct transport *tp, void *tpd, int side, 
 	c->tpd = tpd;
 	c->side = side;
 	c->tcp_fd = tcp_fd;
+	c->borrowed = 0; /* a duplicate of ours, unless the transport says (shm_attach) */
 	c->spin_ns = shunt_cfg.spin_ns;
 	pthread_mutex_init(&c->mv.lock, NULL);
 	conn_load_timeouts(c);
@@ -114,7 +115,17 @@ void conn_init(struct conn *c, const struct transport *tp, void *tpd, int side, 
  * with ECONNRESET, its writes with EPIPE) - as it must here too. */
 void conn_closing(struct conn *c)
 {
-	c->tp->closing(c);
+	if (c->tcp_fd >= 0) /* -1: done while its last number was open (fdtab.c) */
+		c->tp->closing(c);
+}
+
+/* The connection's hold of its socket ends: our duplicate closed; a
+ * borrowed number is the program's, never ours to close. */
+void conn_sock_close(struct conn *c)
+{
+	if (!c->borrowed)
+		fd_close_internal(c->tcp_fd);
+	c->tcp_fd = -1;
 }
 
 /* The kernel socket's last close resets (RST), as TCP's close with bytes

@@ -235,9 +235,12 @@ void ep_retire(int fd, struct sk *s)
 		struct epreg *r = fd < ep->cap ? ep->regs[fd] : NULL;
 		if (r && r->s == s) {
 			struct epoll_event ev = { .events = r->events, .data = r->data };
-			if (r->present)
-				real.epoll_ctl(ep->epfd, EPOLL_CTL_ADD, fd, &ev);
+			int present = r->present;
+			/* ours out first: the connection's socket may be this
+			 * very number (borrowed: fdtab.c), the kernel's key */
 			reg_drop(ep, fd);
+			if (present)
+				real.epoll_ctl(ep->epfd, EPOLL_CTL_ADD, fd, &ev);
 		}
 		pthread_mutex_unlock(&ep->lock);
 	}

@@ -12,6 +12,7 @@
  * table still holds that object (the SLAB_TYPESAFE_BY_RCU pattern).
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -99,6 +100,70 @@ struct sk *fdtab_get(int fd)
 	return settled(fdtab_peek(fd));
 }
 
+/* ---- borrowed numbers (conn.borrowed) ----
+ * A connection the rendezvous made uses the program's own descriptor as
+ * its socket: no duplicate of ours - a dup and a close less on each side
+ * of each connection, and no descriptor of shunt's for it (issue #13,
+ * items 9 and 10).  The number is the connection's while this table maps
+ * it to the connection.  Whatever ends that - close, close_range, fclose
+ * (fdtab_closing), a dup2 or dup3 over it (fdtab_unborrow, before the
+ * kernel replaces it) - first either finishes with the socket while the
+ * number is still its (the connection's last holder: conn_closing, now),
+ * or moves the connection to another number: a duplicate of ours, as
+ * before this, else the program's other number for the same socket. */
+struct other {
+	const struct sk *s;
+	int fd, found;
+};
+
+static void other_number(int fd, struct sk *s, void *arg)
+{
+	struct other *o = arg;
+
+	if (s == o->s && fd != o->fd && o->found < 0)
+		o->found = fd;
+}
+
+static void unborrow(struct sk *s, int fd, int holders)
+{
+	struct conn *c = s ? s->conn : NULL;
+	struct other o = { .s = s, .fd = fd, .found = -1 };
+	int d;
+
+	if (!c || s->kind != SK_CONN || !c->borrowed || __atomic_load_n(&c->tcp_fd, __ATOMIC_RELAXED) != fd)
+		return;
+	if (__atomic_load_n(&s->refs, __ATOMIC_ACQUIRE) > holders) { /* it goes on without this number */
+		d = fd_dup_hidden(fd);
+		AGAIN_IF_EMFILE(d, fd_dup_hidden(fd));
+		if (d >= 0) {
+			__atomic_store_n(&c->borrowed, 0, __ATOMIC_RELEASE);
+			__atomic_store_n(&c->tcp_fd, d, __ATOMIC_RELEASE);
+			return;
+		}
+		fdtab_each(other_number, &o);
+		if (o.found >= 0) {
+			__atomic_store_n(&c->tcp_fd, o.found, __ATOMIC_RELEASE);
+			return;
+		}
+		shunt_warn("fd %d: no descriptor left to keep its connection's socket: its last close is now", fd);
+	}
+	conn_closing(c);
+	__atomic_store_n(&c->tcp_fd, -1, __ATOMIC_RELEASE);
+}
+
+/* A dup2 or dup3 is about to replace fd (not through close: the kernel
+ * does it atomically, and may refuse). */
+void fdtab_unborrow(int fd)
+{
+	struct sk *s = fdtab_peek(fd);
+
+	if (s) {
+		/* moved even as its last holder: the kernel may refuse */
+		unborrow(s, fd, 0);
+		sk_put(s);
+	}
+}
+
 void fdtab_set(int fd, struct sk *s)
 {
 	struct sk *_Atomic *p = slot(fd, 1);
@@ -109,6 +174,8 @@ void fdtab_set(int fd, struct sk *s)
 		return;
 	}
 	old = __atomic_exchange_n(p, s, __ATOMIC_ACQ_REL);
+	if (old && old->conn && old->conn->borrowed && old->conn->tcp_fd == fd)
+		old->conn->tcp_fd = -1; /* closed past the wrappers, and the number given again */
 	if (old)
 		sk_put(old);
 }
@@ -129,8 +196,10 @@ struct sk *fdtab_closing(int fd)
 {
 	struct sk *s = fdtab_take(fd);
 
-	if (s && s->kind == SK_CONN)
+	if (s && s->kind == SK_CONN) {
 		ep_forget_fd(fd);
+		unborrow(s, fd, 1); /* the reference the table gave us */
+	}
 	return s;
 }
 

@@ -2,9 +2,11 @@
 /*
  * giveback.c - shunt's descriptors go back to a program that runs out.
  *
- * An accelerated connection holds one descriptor of shunt's (a duplicate
- * of its TCP socket, conn.c), an arena three (its memory and two
- * doorbells), an RDMA connection two (the duplicate, its own doorbell);
+ * A shared-memory connection borrows the program's own number of its
+ * socket (fdtab.c) - a duplicate of shunt's only once the program's
+ * number closed while another of its holders goes on; an arena holds
+ * three (its memory and two doorbells), an RDMA connection two (the
+ * duplicate, its own doorbell);
  * TCP's connection holds none.  A program that uses all of
  * RLIMIT_NOFILE under TCP would meet EMFILE sooner under shunt (issue #13,
  * item 9).  So when a call of the program's that makes a descriptor

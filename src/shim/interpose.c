@@ -424,11 +424,14 @@ EXPORT int dup2(int fd, int nfd)
 {
 	if (fd == nfd)
 		return R(dup2)(fd, nfd);
+	fdtab_unborrow(nfd);
 	return after_dup(fd, R(dup2)(fd, nfd));
 }
 
 EXPORT int dup3(int fd, int nfd, int flags)
 {
+	if (fd != nfd)
+		fdtab_unborrow(nfd);
 	return after_dup(fd, R(dup3)(fd, nfd, flags));
 }
 

@@ -106,6 +106,7 @@ mode_t shunt_file_mode(void);
 struct sk *fdtab_get(int fd);          /* takes a reference, or NULL; a pending offer settled */
 struct sk *fdtab_peek(int fd);         /* the same, the offer left pending */
 void fdtab_set(int fd, struct sk *s);  /* installs (takes over one reference) */
+void fdtab_unborrow(int fd);           /* a dup2 or dup3 is about to replace fd */
 struct sk *fdtab_take(int fd);         /* removes, returns the reference it held */
 struct sk *fdtab_closing(int fd);      /* ... as a close does (its epoll registrations go): the
 					  reference is put after the kernel's close */
@@ -159,6 +160,7 @@ long fd_close_range(unsigned first, unsigned last, unsigned flags,
 /* conn.c: the accelerated data path */
 int conn_free(struct conn *c); /* 1: this side's last owner, in any process */
 void conn_closing(struct conn *c);
+void conn_sock_close(struct conn *c);      /* its duplicate closed (a borrowed number is the program's) */
 void conn_reset_on_close(struct conn *c);   /* SO_LINGER 0 on its kernel socket */
 /* The kernel socket has nothing more to say: it was reset, or both
  * directions are closed.  Until then it is watched, after the peer's FIN

@@ -123,6 +123,18 @@ unsigned conn_moved_events(struct conn *c, unsigned ring_ev)
 	}
 	r = fd_wait(c->tcp_fd, POLLIN | POLLOUT | POLLRDHUP, 0, 0);
 	rev = r > 0 ? (unsigned)r : 0;
+	if (!rx && (rev & (POLLIN | POLLRDHUP | POLLHUP))) {
+		/* our receiving half is on the ring and the socket says
+		 * something: the peer's move, or its end - looked at now, or a
+		 * reader woken by the socket's hang-up (our sending half
+		 * moved) finds the ring empty and waits again at once, for
+		 * ever */
+		conn_refresh(c);
+		if ((rx = __atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE)) != 0) {
+			r = fd_wait(c->tcp_fd, POLLIN | POLLOUT | POLLRDHUP, 0, 0);
+			rev = r > 0 ? (unsigned)r : 0;
+		}
+	}
 	if (tx) {
 		ev &= ~(unsigned)(POLLOUT | POLLWRNORM);
 		if (rev & (POLLOUT | POLLERR | POLLHUP))

@@ -172,7 +172,11 @@ struct conn {
 	int efd_mine;
 	uint64_t bell_id;         /* names efd_mine's file (bell.c, epoll.c) */
 	int side;                 /* 0 client, 1 server */
-	int tcp_fd;               /* one fd of the kernel socket (for probes) */
+	int tcp_fd;               /* one fd of the kernel socket (for probes); -1 once
+				     its last number closed (conn_unborrow) */
+	int borrowed;             /* tcp_fd is the program's own number, not a duplicate of
+				     ours: valid while the descriptor table maps it to this
+				     connection, never closed by us (fdtab.c conn_unborrow) */
 	int rcvlowat;             /* SO_RCVLOWAT (0: 1), sockinfo.c */
 	int timeo_ms[2];          /* SO_RCVTIMEO, SO_SNDTIMEO (-1: none), read
 				     when attached and kept by setsockopt: a

@@ -22,6 +22,7 @@
 #define TEST_COMMON_H
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -442,6 +443,20 @@ static inline void index_echo_rounds(int rounds, int n, int (*server)(int l, int
 		close(l);
 		index_echo_clients(&ss, len, n, pid);
 	}
+}
+
+/* The process's open descriptors (/proc/self/fd, less its own). */
+static inline int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int n = 0;
+
+	CHECK(d != NULL);
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n - 1; /* the directory's own */
 }
 
 /* The process's mappings (/proc/self/maps lines). */

@@ -13,19 +13,6 @@
 
 #define PORTS 30
 
-static int open_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *e;
-	int n = 0;
-
-	CHECK(d != NULL);
-	while ((e = readdir(d)))
-		n += e->d_name[0] != '.';
-	closedir(d);
-	return n - 1; /* the directory's own */
-}
-
 /* A child's count of its descriptors. */
 static int child_count(void)
 {
@@ -36,7 +23,7 @@ static int child_count(void)
 	pid = fork();
 	CHECK(pid >= 0);
 	if (pid == 0) {
-		int k = open_fds() - 2; /* less the pipe's two */
+		int k = count_fds() - 2; /* less the pipe's two */
 		CHECK(write(p[1], &k, sizeof k) == (ssize_t)sizeof k);
 		_exit(0);
 	}
@@ -81,11 +68,11 @@ int main(void)
 	deadline(60);
 	one_port();
 	first = child_count();
-	own_first = open_fds();
+	own_first = count_fds();
 	for (int i = 1; i < PORTS; i++)
 		one_port();
 	later = child_count();
-	own_later = open_fds();
+	own_later = count_fds();
 	fprintf(stderr, "descriptors after one port and after %d: a child's %d, %d; the process's %d, %d\n",
 		PORTS, first, later, own_first, own_later);
 	CHECK(later <= first + 1);

@@ -4,17 +4,6 @@
 #include "common.h"
 #include <dirent.h>
 
-static int count_fds(void)
-{
-	int n = 0;
-	DIR *d = opendir("/proc/self/fd");
-	while (d && readdir(d))
-		n++;
-	if (d)
-		closedir(d);
-	return n;
-}
-
 static long rss_kb(void)
 {
 	FILE *f = fopen("/proc/self/statm", "r");

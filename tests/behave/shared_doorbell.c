@@ -32,18 +32,6 @@ static int counts_fds(void)
 	return !m || strcmp(m, "rdma");
 }
 
-static int count_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	int n = 0;
-
-	CHECK(d);
-	while (readdir(d))
-		n++;
-	closedir(d);
-	return n - 3; /* ".", "..", the directory's own */
-}
-
 /* Wait until fd is readable, the way `how` says; fail after WAIT_MS. */
 static void wait_readable(int fd, enum how how, int ep)
 {

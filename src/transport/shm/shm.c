@@ -156,7 +156,7 @@ static void shm_discard(struct conn *c)
 	struct shm_conn *m = shm_of(c);
 
 	arena_put(m->arena);
-	fd_close_internal(c->tcp_fd);
+	conn_sock_close(c);
 	free(c->passed);
 	free(m);
 }
@@ -170,9 +170,9 @@ static int shm_release(struct conn *c)
 
 	/* Our duplicate goes first: if it was the last reference to the
 	 * kernel socket, the FIN leaves now; then a peer asleep on the rings
-	 * wakes and finds it. */
-	fd_close_internal(c->tcp_fd);
-	c->tcp_fd = -1;
+	 * wakes and finds it.  (A borrowed number: the program's close()
+	 * closed it before it let go - fdtab.c.) */
+	conn_sock_close(c);
 	shm_push(c);
 	shm_ack(c);
 	last = arena_drop_owner(m->arena, m->segno, c->side);
@@ -259,7 +259,7 @@ static int shm_exec_adopt(const char *e, int *fdp, struct conn **out, int *used,
 	if (arena_adopt(id, fds, side, &a))
 		return -EPROTO;
 	dupfd = fd_dup_hidden(fd);
-	if (dupfd < 0 || shm_attach(out, a, seg, side, dupfd, NULL)) {
+	if (dupfd < 0 || shm_attach(out, a, seg, side, dupfd, 0, NULL)) {
 		fd_close_internal(dupfd);
 		arena_put(a);
 		return -EPROTO;
@@ -304,7 +304,7 @@ const struct transport shm_transport = {
 	.drop_unused = shm_drop_unused,
 };
 
-int shm_attach(struct conn **out, struct arena *a, unsigned seg, int side, int tcp_fd,
+int shm_attach(struct conn **out, struct arena *a, unsigned seg, int side, int tcp_fd, int borrowed,
 	       const uint64_t *nonce)
 {
 	struct shunt_seg_hdr *h;
@@ -327,7 +327,8 @@ int shm_attach(struct conn **out, struct arena *a, unsigned seg, int side, int t
 	m->efd_peer = a->bell[!side];
 	c->efd_mine = a->bell[side];  /* the arena's: not ours to close */
 	c->bell_id = (a->id << 1 | (uint64_t)side) & ~(1ull << 63); /* bell.c: RDMA's have bit 63 */
-	conn_init(c, &shm_transport, m, side, fd_hide(tcp_fd));
+	conn_init(c, &shm_transport, m, side, borrowed ? tcp_fd : fd_hide(tcp_fd));
+	c->borrowed = borrowed;
 	/* ring 0 carries client->server bytes, ring 1 server->client */
 	c->tx = (struct ring){ .ctl = &h->ring[side], .data = (uint8_t *)h + SHUNT_SEG_HDR_SIZE + (size_t)side * rs, .size = rs };
 	c->rx = (struct ring){ .ctl = &h->ring[!side], .data = (uint8_t *)h + SHUNT_SEG_HDR_SIZE + (size_t)!side * rs, .size = rs };

@@ -28,8 +28,9 @@ static inline struct shm_conn *shm_of(const struct conn *c)
 }
 
 /* Attach to segment `seg` of arena `a`; take ownership of tcp_fd (on
- * success only).  nonce, when given, must match. */
-int shm_attach(struct conn **out, struct arena *a, unsigned seg, int side, int tcp_fd,
+ * success only) - or, borrowed, use the program's own number as the
+ * connection's socket (conn.borrowed).  nonce, when given, must match. */
+int shm_attach(struct conn **out, struct arena *a, unsigned seg, int side, int tcp_fd, int borrowed,
 	       const uint64_t *nonce);
 /* This process holds the connection alone (the segment's owner count). */
 int shm_sole_owner(const struct conn *c);
