@@ -26,13 +26,16 @@
 #include <stdint.h>
 #include <stddef.h>
 
-#define SHUNT_WIRE_VERSION 6u /* 2: doorbells per arena, not per segment; 3: answers in the offer
+#define SHUNT_WIRE_VERSION 7u /* 2: doorbells per arena, not per segment; 3: answers in the offer
 				 slot; 4: a slot answer names only an arena the client confirmed
 				 a connection in, and the client may ask again (NEED_ARENA);
 				 5: the registry counts its reserved slots, a stat record
 				 may leave its local address to `shunt ss`; 6: a client's
 				 first bytes in its slot (early[]), a slot answer is final
-				 (no confirm wait), an arena says when its client unmapped it */
+				 (no confirm wait), an arena says when its client unmapped it;
+				 7: the registry says how far its slots were ever used
+				 (slots_used: an accepting server reads no further), and
+				 waiting servers sleep per bucket of client ports */
 #define SHUNT_SHORT_MS 10     /* a connection that ends sooner is short-lived (registry) */
 
 /* ---- fallback reason codes: stable, shown by `shunt ss`, never renumbered ---- */
@@ -89,6 +92,7 @@ enum shunt_mode {
 #define SHUNT_REG_MAGIC 0x53485247u /* "SHRG" */
 #define SHUNT_REG_SLOTS 256
 #define SHUNT_REG_LISTENERS 16
+#define SHUNT_REG_WAIT 7 /* offer_wait buckets (client port % 7) */
 
 /* Offer slot states.  The transitions are CAS-only; see src/setup/rdv.h. */
 enum shunt_slot_state {
@@ -189,10 +193,8 @@ struct shunt_registry {
 	uint32_t nslots;
 	_Atomic uint32_t retired; /* its last listener removed the file: a client's
 				     remembered liveness of it ends (registry.c) */
-	_Atomic uint32_t offers;  /* bumped by each client that publishes an offer: a
-				     futex word accepting servers sleep on while a
-				     client is between its SYN and its offer */
-	_Atomic uint32_t offer_waiters; /* servers asleep on it: woken only then */
+	uint32_t unused[2];       /* version 6's offers word and its sleepers' count: one
+				     pair per bucket of client ports now (offer_wait) */
 	_Atomic uint32_t short_run; /* +1 for a connection to the port that ended
 				       within SHUNT_SHORT_MS of its connect (at most
 				       255), halved by a longer one.  Advice only: a
@@ -205,14 +207,28 @@ struct shunt_registry {
 				       wrong 0 leaves an offer unanswered (the client
 				       falls back at its deadline), a wrong non-zero
 				       costs the scan */
-	uint32_t reserved_pad;
+	_Atomic uint32_t slots_used; /* no slot at or past it was ever reserved: an
+				       accepting server scans slots[0, slots_used).  Clients
+				       reserve low slots first (near twice the reserved
+				       count) and raise it before their SYN.  Advice, like
+				       reserved: too low leaves an offer unanswered (its
+				       client falls back at its deadline) */
 	struct shunt_listener_rec listeners[SHUNT_REG_LISTENERS];
 	struct shunt_slot slots[SHUNT_REG_SLOTS];
 	_Atomic uint32_t plain_head; /* next record of plain[] to write */
-	uint32_t plain_pad[15];
+	uint32_t plain_pad;
+	/* A server waiting for the offer (or plain record) of the connection
+	 * it accepted sleeps on the bucket of that connection's client port;
+	 * the client that publishes one bumps its port's bucket and wakes its
+	 * sleepers, if any - not every waiting server (registry.c) */
+	struct shunt_offer_wait {
+		_Atomic uint32_t seq;     /* bumped at each publication: the futex word */
+		_Atomic uint32_t waiters; /* servers asleep on it */
+	} offer_wait[SHUNT_REG_WAIT];
 	struct shunt_plain_rec plain[SHUNT_REG_PLAIN];
 	struct shunt_early early[SHUNT_REG_SLOTS]; /* early[i] goes with slots[i] */
 };
+_Static_assert(8 + SHUNT_REG_WAIT * sizeof(struct shunt_offer_wait) == 64, "plain_head's line");
 
 /* ---- 2. the arena and its segments ----
  * The first connection between two processes creates an arena (a memfd of

@@ -284,13 +284,16 @@ void rdv_note_end(struct sk *s)
 }
 
 /* Something a server waiting for its offer must look at was published
- * (an offer, a plain connection's tuple): the futex word moves, and the
- * servers asleep on it - counted before they sleep (await_offer) - wake. */
-static void offers_changed(struct portreg *p)
+ * (an offer, a plain connection's tuple, client port `port`): the futex
+ * word of the port's bucket moves, and the servers asleep on it - counted
+ * before they sleep (await_offer) - wake; the others sleep on. */
+static void offers_changed(struct portreg *p, uint16_t port)
 {
-	__atomic_add_fetch(&p->r->offers, 1, __ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&p->r->offer_waiters, __ATOMIC_SEQ_CST))
-		shunt_futex_wake(&p->r->offers, INT32_MAX);
+	struct shunt_offer_wait *w = rdv_offer_wait(p, port);
+
+	__atomic_add_fetch(&w->seq, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&w->waiters, __ATOMIC_SEQ_CST))
+		shunt_futex_wake(&w->seq, INT32_MAX);
 }
 
 /* A busy-short connection's tuple, once its connect returned (0 or
@@ -332,7 +335,7 @@ static void plain_announce(struct portreg *p, int fd, const struct shunt_addr *d
 	r->stamp_ns = shunt_now_ns();
 	r->tuple = tu;
 	__atomic_store_n(&r->seq, seq + 2, __ATOMIC_RELEASE);
-	offers_changed(p); /* a server asleep for an offer looks again */
+	offers_changed(p, tu.client.port); /* a server asleep for it looks again */
 }
 
 /* Did this connection's client announce it plain? */
@@ -471,7 +474,7 @@ static int connect_offer(int fd, struct sk *s, const struct sockaddr *addr, sock
 	leave = !ret && rdv_early_reserve();
 	__atomic_store_n(&o->early->len, leave ? SHUNT_EARLY_PENDING : 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&sl->state, SLOT_OFFERED, __ATOMIC_RELEASE);
-	offers_changed(p);
+	offers_changed(p, tu.client.port);
 	s->offer = o;
 	if (leave) {
 		s->reason = SHUNT_R_NONE; /* pending */

@@ -128,6 +128,11 @@ int rdv_early_reserve(void);
 void rdv_early_begin(struct sk *s, int fd);
 void rdv_early_atfork_child(void);
 int rdv_offers_pending(void);
+/* The bucket a server waiting for client port `port`'s offer sleeps on. */
+static inline struct shunt_offer_wait *rdv_offer_wait(struct portreg *p, uint16_t port)
+{
+	return &p->r->offer_wait[port % SHUNT_REG_WAIT];
+}
 int rdv_plain_seen(struct portreg *p, const struct shunt_tuple *t, uint64_t now);
 int rdv_msg_await(uint64_t nonce, struct got_msg *out, uint64_t deadline);
 void rdv_msgsock_exit(void);

@@ -505,21 +505,41 @@ static void slot_reap_if_stale(struct portreg *p, struct shunt_slot *sl, uint64_
 		__atomic_sub_fetch(&p->r->reserved, 1, __ATOMIC_RELEASE);
 }
 
+/* Slots are taken low: from a random one of the first twice as many as
+ * are reserved (and 16) - few collisions between clients reserving at
+ * once, and an accepting server scans only as far as slots were ever
+ * used (slots_used: 256 slots are 24 KiB of lines other processes write,
+ * read at every accept). */
+#define SLOT_WINDOW_MIN 16u
+
+static void slots_used_raise(struct portreg *p, unsigned n)
+{
+	uint32_t u = __atomic_load_n(&p->r->slots_used, __ATOMIC_RELAXED);
+
+	while (u < n && !__atomic_compare_exchange_n(&p->r->slots_used, &u, n, 1, __ATOMIC_SEQ_CST,
+						    __ATOMIC_RELAXED))
+		;
+}
+
 struct shunt_slot *rdv_slot_reserve(struct portreg *p, uint64_t sock_id, uint64_t *nonce,
 				    const struct shunt_addr *dst)
 {
-	unsigned start = (unsigned)(shunt_fast_random() % SHUNT_REG_SLOTS);
+	unsigned window = 2 * __atomic_load_n(&p->r->reserved, __ATOMIC_RELAXED) + SLOT_WINDOW_MIN;
+	unsigned start = (unsigned)(shunt_fast_random() % (window < SHUNT_REG_SLOTS ? window : SHUNT_REG_SLOTS));
 	uint64_t now = shunt_now_ns();
 
 	for (unsigned i = 0; i < SHUNT_REG_SLOTS; i++) {
-		struct shunt_slot *sl = &p->r->slots[(start + i) % SHUNT_REG_SLOTS];
+		unsigned idx = (start + i) % SHUNT_REG_SLOTS;
+		struct shunt_slot *sl = &p->r->slots[idx];
 		uint32_t st = SLOT_FREE;
 		slot_reap_if_stale(p, sl, now);
 		if (!__atomic_compare_exchange_n(&sl->state, &st, SLOT_CONNECTING, 0,
 						 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
 			continue;
-		/* counted before the SYN leaves: a server that accepts this
-		 * connection reads the count after it (the kernel orders them) */
+		/* counted, and the scan's bound raised, before the SYN leaves:
+		 * a server that accepts this connection reads both after it
+		 * (the kernel orders them) */
+		slots_used_raise(p, idx + 1);
 		__atomic_add_fetch(&p->r->reserved, 1, __ATOMIC_SEQ_CST);
 		*nonce = shunt_fast_random();
 		sl->stamp_ns = now;

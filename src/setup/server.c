@@ -34,9 +34,10 @@ static struct shunt_slot *find_offer(struct portreg *p, const struct shunt_tuple
 				     unsigned *idx)
 {
 	uint64_t now = shunt_now_ns();
+	unsigned used = __atomic_load_n(&p->r->slots_used, __ATOMIC_ACQUIRE);
 
 	*busy = 0;
-	for (unsigned i = 0; i < SHUNT_REG_SLOTS; i++) {
+	for (unsigned i = 0; i < used && i < SHUNT_REG_SLOTS; i++) {
 		struct shunt_slot *sl = &p->r->slots[i];
 		uint32_t st = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE);
 		/* A client between reserving and publishing, dialling this very
@@ -328,11 +329,12 @@ static struct shunt_slot *await_offer(struct portreg *p, const struct shunt_tupl
 				      uint64_t *nonce, uint64_t *sock_id, uint64_t *netns)
 {
 	uint64_t start = shunt_now_ns();
+	struct shunt_offer_wait *w = rdv_offer_wait(p, t->client.port);
 	struct shunt_slot *sl;
 	int busy, turn = -1;
 
 	for (;;) {
-		uint32_t gen = __atomic_load_n(&p->r->offers, __ATOMIC_ACQUIRE);
+		uint32_t gen = __atomic_load_n(&w->seq, __ATOMIC_ACQUIRE);
 		uint64_t el = shunt_now_ns() - start;
 		sl = find_offer(p, t, &busy, idx);
 		if (sl && claim(sl, t, nonce, sock_id, netns))
@@ -356,9 +358,9 @@ static struct shunt_slot *await_offer(struct portreg *p, const struct shunt_tupl
 		/* counted first: a client that bumps the word after we read gen
 		 * makes the wait return at once, one that bumps it before sees
 		 * us counted and wakes us */
-		__atomic_add_fetch(&p->r->offer_waiters, 1, __ATOMIC_SEQ_CST);
-		shunt_futex_wait(&p->r->offers, gen, 1000000);
-		__atomic_sub_fetch(&p->r->offer_waiters, 1, __ATOMIC_SEQ_CST);
+		__atomic_add_fetch(&w->waiters, 1, __ATOMIC_SEQ_CST);
+		shunt_futex_wait(&w->seq, gen, 1000000);
+		__atomic_sub_fetch(&w->waiters, 1, __ATOMIC_SEQ_CST);
 	}
 	shunt_spin_end(turn);
 	return sl;
