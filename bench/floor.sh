@@ -57,16 +57,6 @@ with open(out + ".tsv", "w") as t, open(out + ".md", "w") as m:
             cells.append(f"{rate:,.0f}/s, {cpu:.1f} us ({cpu / tcp:.2f}x)")
         m.write(f"| {s.replace('x', ' x ')} | " + " | ".join(cells) + " |\n")
 PY
-if command -v gnuplot > /dev/null; then
-	plots=""
-	for v in "${NAMES[@]}"; do
-		col=$([ -z "$plots" ] && echo "4:xtic(1)" || echo 4)
-		plots+="${plots:+, }'< awk -F\"\t\" \"NR>1 && \\\$2==\\\"$v\\\"\" $OUT.tsv' using $col title '$v'"
-	done
-	gnuplot -e "set terminal pngcairo size 800,480; set output '$OUT.png'; set datafile separator '\t';
-		set title 'CPU time a short connection costs (both processes)';
-		set style data histogram; set style histogram cluster gap 1; set style fill solid 0.8;
-		set ylabel 'us a connection'; set yrange [0:*]; set grid ytics; set key top left;
-		plot $plots"
-fi
+. "$ROOT/bench/bars.sh"
+bars "$OUT" 'CPU time a short connection costs (both processes)' 'us a connection' '' "${NAMES[@]}"
 cat "$OUT.md"

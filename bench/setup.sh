@@ -77,16 +77,7 @@ with open(out + ".tsv", "w") as t, open(out + ".md", "w") as m:
             cells.append(f"{med:,.0f}" + ("" if v == "tcp" else f" ({med / tcp:.2f}x)"))
         m.write(f"| {s.replace('x', ' x ')} | " + " | ".join(cells) + " |\n")
 EOF
-if command -v gnuplot > /dev/null; then
-	plots=""
-	for v in "${NAMES[@]:1}"; do
-		col=$([ -z "$plots" ] && echo "4:xtic(1)" || echo 4)
-		plots+="${plots:+, }'< awk -F\"\t\" \"NR>1 && \\\$2==\\\"$v\\\"\" $OUT.tsv' using $col title '$v'"
-	done
-	gnuplot -e "set terminal pngcairo size 800,480; set output '$OUT.png'; set datafile separator '\t';
-		set title 'connection set-up under concurrency: median / TCP median (1 = TCP)';
-		set style data histogram; set style histogram cluster gap 1; set style fill solid 0.8;
-		set ylabel 'ratio to TCP loopback'; set yrange [0:*]; set grid ytics; set key top left;
-		plot $plots, 1 notitle lw 2"
-fi
+. "$ROOT/bench/bars.sh"
+bars "$OUT" 'connection set-up under concurrency: median / TCP median (1 = TCP)' 'ratio to TCP loopback' \
+	', 1 notitle lw 2' "${NAMES[@]:1}"
 cat "$OUT.md"
