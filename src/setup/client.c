@@ -426,9 +426,10 @@ int rdv_connect(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len
 /* A local shunt server listens on the port: offer it the connection.
  * A slot answer is final (the server does not wait for us), so nothing
  * may fail after it but what the server did wrong: the connection's
- * socket is the program's own number (fdtab.c), nothing to make.  The answer is waited for here, or - when the
- * connection is up and we may write its first bytes into the slot - at
- * the program's first call that needs it (early.c). */
+ * socket is the program's own number (fdtab.c), nothing to make.  The
+ * answer is waited for here, or - when the connection is up and we may
+ * write its first bytes into the slot - at the program's first call that
+ * needs it (early.c). */
 static int connect_offer(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len,
 			 struct portreg *p, const struct shunt_addr *dst)
 {

@@ -524,7 +524,8 @@ static void slots_used_raise(struct portreg *p, unsigned n)
 struct shunt_slot *rdv_slot_reserve(struct portreg *p, uint64_t sock_id, uint64_t *nonce,
 				    const struct shunt_addr *dst)
 {
-	unsigned window = 2 * __atomic_load_n(&p->r->reserved, __ATOMIC_RELAXED) + SLOT_WINDOW_MIN;
+	/* (64 bits: the count is anyone's to write, and a window of 0 divides) */
+	uint64_t window = 2ull * __atomic_load_n(&p->r->reserved, __ATOMIC_RELAXED) + SLOT_WINDOW_MIN;
 	unsigned start = (unsigned)(shunt_fast_random() % (window < SHUNT_REG_SLOTS ? window : SHUNT_REG_SLOTS));
 	uint64_t now = shunt_now_ns();
 

@@ -371,6 +371,23 @@ static inline uint8_t pattern(uint64_t pos, uint32_t seed)
 
 /* n bytes of pattern(., seed) from position 0: written; read and
  * compared (a difference fails the test, naming its position). */
+/* A new connection: 300 bytes of pattern seed out, echoed back intact
+ * (an echo server at ss), its mode as expect_mode_ex says; closed. */
+static inline void echo_new_connection(const struct sockaddr_storage *ss, socklen_t len, uint32_t seed,
+				       int peer_forks)
+{
+	int fd = connect_to(ss, len);
+	char out[300], in[300];
+
+	expect_mode_ex(fd, peer_forks);
+	for (size_t k = 0; k < sizeof out; k++)
+		out[k] = (char)pattern(k, seed);
+	write_all(fd, out, sizeof out);
+	read_all(fd, in, sizeof in);
+	CHECK(!memcmp(in, out, sizeof out));
+	close(fd);
+}
+
 static inline void write_pattern(int fd, size_t n, uint32_t seed)
 {
 	uint8_t *b = malloc(n);
