@@ -471,7 +471,7 @@ static int connect_offer(int fd, struct sk *s, const struct sockaddr *addr, sock
 		goto fail;
 	}
 	*o = (struct offer){ .p = p, .sl = sl, .early = &p->r->early[sl - p->r->slots],
-			     .nonce = nonce, .sockfd = fd, .fd = -1 };
+			     .nonce = nonce, .sockfd = fd };
 	leave = !ret && rdv_early_reserve();
 	__atomic_store_n(&o->early->len, leave ? SHUNT_EARLY_PENDING : 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&sl->state, SLOT_OFFERED, __ATOMIC_RELEASE);
@@ -479,7 +479,7 @@ static int connect_offer(int fd, struct sk *s, const struct sockaddr *addr, sock
 	s->offer = o;
 	if (leave) {
 		s->reason = SHUNT_R_NONE; /* pending */
-		rdv_early_begin(s, fd);
+		rdv_early_begin(s);
 	} else {
 		rdv_offer_settle(s); /* now: no first bytes to carry */
 	}

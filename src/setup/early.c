@@ -64,10 +64,9 @@ int rdv_early_reserve(void)
 }
 
 /* The offer, published, stays pending (its place reserved). */
-void rdv_early_begin(struct sk *s, int fd)
+void rdv_early_begin(struct sk *s)
 {
 	s->offer->counted = 1;
-	s->offer->fd = fd;
 	sk_ref(s);
 	for (int i = 0;; i = (i + 1) % PENDING_MAX) { /* a free place: reserved */
 		struct sk *none = NULL;
@@ -122,7 +121,7 @@ void rdv_offer_settle(struct sk *s)
 		real.shutdown(o->sockfd, SHUT_RDWR);
 	}
 	s->reason = reason;
-	fd = o->fd;
+	fd = o->counted ? o->sockfd : -1; /* pending: said now, not by connect() */
 	/* what settled is visible to whoever sees no offer (fdtab.c) */
 	__atomic_store_n(&s->offer, NULL, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&s->offer_lock);

@@ -86,7 +86,6 @@ struct offer {
 	struct shunt_early *early; /* the slot's area for our first bytes */
 	uint64_t nonce;
 	int sockfd;   /* the socket: the program's number (the connection borrows it: fdtab.c) */
-	int fd;       /* the program's descriptor at connect() (log, `shunt ss`); -1: none */
 	uint32_t len; /* bytes we put in early->data */
 	int counted;  /* one of the process's pending offers (early.c) */
 	int pend_idx; /* ... its place in early.c's list */
@@ -125,7 +124,7 @@ int rdv_offer_finish(struct sk *s, struct offer *o, int *resend, int *cut);
 
 /* early.c */
 int rdv_early_reserve(void);
-void rdv_early_begin(struct sk *s, int fd);
+void rdv_early_begin(struct sk *s);
 void rdv_early_atfork_child(void);
 int rdv_offers_pending(void);
 /* The bucket a server waiting for client port `port`'s offer sleeps on. */

@@ -155,7 +155,7 @@ int fd_give_back(void)
 		return 0;
 	}
 	fd_reserve_mark(1); /* the limit may have moved */
-	rdv_offers_settle_all(); /* a pending offer's duplicate is a connection's to give back */
+	rdv_offers_settle_all(); /* a pending offer is no connection to give back until it settles */
 	fdtab_each(pick_one, &p);
 	for (int i = 0; i < p.n && freed < BATCH; i++) {
 		struct sk *s = fdtab_get(p.fd[i]);
