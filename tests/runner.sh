@@ -1,6 +1,8 @@
 # tests/runner.sh - sourced by tests/run.sh and tests/rdma/run.sh: run one
 # test with a time limit and count it; select by TESTS; print the summary.
-#   run_one NAME MODE CMD...   (TIMEOUT, or TEST_LIMIT for this one call)
+#   run_one NAME MODE CMD...   (TIMEOUT, or TEST_LIMIT for this one call);
+#                              a failure's whole output is kept in
+#                              FAIL_LOG_DIR/NAME.MODE.log when that is set
 #   want NAME                  true if TESTS is empty or names NAME
 #   summary                    "failed: ..." and "N passed, N failed, N skipped";
 #                              its status is the suite's
@@ -25,6 +27,7 @@ run_one() {
 	else
 		fail=$((fail + 1)); failed+=("$name/$mode")
 		printf 'FAIL  %-22s %-6s rc=%d\n' "$name" "$mode" "$rc"; sed 's/^/      | /' "$log" | tail -25
+		[ -z "${FAIL_LOG_DIR:-}" ] || cp "$log" "$FAIL_LOG_DIR/$name.$mode.log" 2> /dev/null
 	fi
 	rm -f "$log"
 }

@@ -282,7 +282,7 @@ static void pass_moves(const struct msghdr *m)
 			memcpy(&pfd, CMSG_DATA(c) + i * sizeof(int), sizeof pfd);
 			if (!(s = get_kind(pfd, SK_CONN)))
 				continue;
-			r = move_pass(s, SHUNT_R_FD_PASSED);
+			r = move_pass_wait(s, SHUNT_R_FD_PASSED); /* a move of the peer's ends first */
 			sk_put(s);
 			if (r && !warned) {
 				warned = 1;

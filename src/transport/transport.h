@@ -148,7 +148,7 @@ struct conn_move {
 	uint64_t rx_end;       /* ... and where the peer's resend ends: EOF
 				  before it is a reset, not an end */
 	int rx_err;            /* an error met while skipping, for the reader */
-	int pass;              /* moving before a pass: the socket keeps what we did not read */
+	int pass;              /* moving before a pass or a fork: the socket keeps what we did not read */
 	uint64_t start;        /* our resend's first offset (fault.c) */
 	/* Bytes taken off the ring when its half moved that the socket will
 	 * never carry (the peer had shut its sending side), or that C stdio

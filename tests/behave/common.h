@@ -194,7 +194,8 @@ static inline void expect_mode(int fd)
 
 /* A client whose server forks per connection, or uses C stdio on it at
  * once: over RDMA the server's fork or stdio moves the connection to TCP,
- * which the client may have heard already (reason 17, peer-failover). */
+ * which the client may have heard already (reason 17, peer-failover).
+ * Likewise a server whose client moves it at once (sigio's O_ASYNC). */
 static inline void expect_mode_peer_forks(int fd)
 {
 	expect_mode_ex(fd, 1);

@@ -392,11 +392,16 @@ static void fo_rx_settle(struct conn *c)
 			__atomic_store_n(&c->mv.rx, 1, __ATOMIC_RELEASE); /* cursor messages stop here */
 			prod = __atomic_load_n(&c->rx.ctl->prod, __ATOMIC_ACQUIRE);
 			pthread_mutex_unlock(&rcn(c)->rc->link->cq_lock);
-			/* passing the descriptor (rdma_conn_pass): the socket is
-			 * to carry what our application has not read, so only the
-			 * bytes it read are dropped */
-			if (c->mv.pass)
-				prod = __atomic_load_n(&c->rx.ctl->cons, __ATOMIC_ACQUIRE);
+			/* a pass or a fork (rdma_conn_pass, rdma_share_prepare;
+			 * the mover holds the reader's lock): the socket is to
+			 * carry what our application has not read, so only the
+			 * bytes it read are dropped - and the ring's unread ones
+			 * are void (the socket brings them again) */
+			if (c->mv.pass) {
+				uint64_t cons = __atomic_load_n(&c->rx.ctl->cons, __ATOMIC_ACQUIRE);
+				__atomic_store_n(&c->rx.ctl->cons, prod, __ATOMIC_RELEASE);
+				prod = cons;
+			}
 			e = shunt_fo_skip(&m, prod, c->rx.size, &c->mv.skip);
 			/* the socket's stream starts at the message's start and
 			 * owes us at least up to its end (what the peer's write()

@@ -177,7 +177,8 @@ static void moved_use(struct conn *c, struct shunt_seg_hdr *h, size_t len, int m
 	__atomic_store_n(&c->rx.ctl, &h->ring[1], __ATOMIC_RELEASE);
 }
 
-/* Both halves on TCP: the unread bytes leave the device's pages. */
+/* Both halves on TCP: the unread bytes leave the device's pages (the
+ * caller holds the reader's lock). */
 static int move_ring(struct conn *c, uint64_t deadline)
 {
 	struct shunt_ring_ctl *otx = c->tx.ctl, *orx = c->rx.ctl;
@@ -189,8 +190,6 @@ static int move_ring(struct conn *c, uint64_t deadline)
 
 	if (lock_until(&otx->wlock, deadline))
 		return r;
-	if (lock_until(&orx->rlock, deadline))
-		goto out_w;
 	r = 0;
 	if (rcn(c)->moved) /* another thread's fork moved it */
 		goto out;
@@ -232,8 +231,6 @@ static int move_ring(struct conn *c, uint64_t deadline)
 	c->mv.rx_end = 0;
 	r = 0;
 out:
-	shunt_unlock(&orx->rlock);
-out_w:
 	shunt_unlock(&otx->wlock);
 	return r;
 }
@@ -270,29 +267,50 @@ void rdma_share_prepare(const char *why, int reason)
 	static pthread_mutex_t one = PTHREAD_MUTEX_INITIALIZER; /* two threads forking */
 	struct movelist m = { 0 };
 	uint64_t deadline = shunt_now_ns() + MOVE_WAIT_MS * 1000000ull;
-	int *err;
+	int *err, *held;
 
 	if (!__atomic_load_n(&rdma_links, __ATOMIC_ACQUIRE))
 		return; /* no RDMA connection was ever made here */
 	pthread_mutex_lock(&one);
 	fdtab_each(gather, &m);
-	if (!m.n || !(err = calloc((size_t)m.n, sizeof *err))) {
+	if (!m.n || !(err = calloc((size_t)m.n * 2, sizeof *err))) {
 		for (int i = 0; i < m.n; i++)
 			sk_put(m.v[i]);
 		free(m.v);
 		pthread_mutex_unlock(&one);
 		return;
 	}
-	/* all sending halves first: the peers move theirs meanwhile */
-	for (int i = 0; i < m.n; i++)
-		err[i] = move_tx(m.v[i]->conn, deadline, reason);
+	held = err + m.n;
+	/* all sending halves first: the peers move theirs meanwhile.  Each
+	 * reader's lock is held from here to the ring's move, so the peer
+	 * resends from our application's read position (mv.pass): the
+	 * socket alone carries what nobody read, the region starts empty,
+	 * and the connection can go on to any process - a pass (SCM_RIGHTS)
+	 * of it later has nothing left behind in the region. */
+	for (int i = 0; i < m.n; i++) {
+		struct conn *c = m.v[i]->conn;
+		err[i] = lock_until(&c->rx.ctl->rlock, deadline) ? -EBUSY : 0;
+		if (!err[i]) {
+			held[i] = 1;
+			c->mv.pass = 1;
+			err[i] = move_tx(c, deadline, reason);
+		}
+	}
 	for (int i = 0; i < m.n; i++)
 		if (!err[i])
 			err[i] = move_rx(m.v[i]->conn, deadline);
 	for (int i = 0; i < m.n; i++) {
 		struct conn *c = m.v[i]->conn;
+		struct shunt_ring_ctl *orx = c->rx.ctl;
 		if (!err[i])
 			err[i] = move_ring(c, deadline);
+		if (held[i]) {
+			/* a message still to come is read as any move's */
+			pthread_mutex_lock(&c->mv.lock);
+			c->mv.pass = 0;
+			pthread_mutex_unlock(&c->mv.lock);
+			shunt_unlock(&orx->rlock);
+		}
 		if (err[i])
 			shunt_log("rdma: connection (tcp fd %d) could not move to TCP before %s (%s): "
 				  "only this process can use it", c->tcp_fd, why, strerror(-err[i]));
