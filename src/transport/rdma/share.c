@@ -29,9 +29,10 @@
  * every RDMA connection moves to its TCP socket, both halves, exactly as
  * after a link failure (reason fork-exec, which the peer is told in its
  * failover message): our staged bytes are flushed to the socket, the
- * peer's message and resent bytes are read, and the bytes our ring still
- * holds unread are copied into a small shared region (wire.h
- * SHUNT_MOVED_MAGIC, a memfd) that holds the rings from then on.  A forked
+ * peer's message is read and it resends from our application's read
+ * position (rdma_share_prepare), and a small shared region (wire.h
+ * SHUNT_MOVED_MAGIC, a memfd) holds the rings from then on - empty but
+ * for the last bytes of a peer that ended its stream over RDMA first.  A forked
  * child shares that mapping, exec hands the memfd over: every process
  * holding the connection reads those bytes first, once, then the socket,
  * as with TCP.  The move is bounded (MOVE_WAIT_MS for all connections); a
