@@ -87,6 +87,10 @@
  *                         first in the offer slot) comes MS ms late, after
  *                         the client gave up waiting (5 s).  Both ends must
  *                         agree on TCP, no byte lost.
+ *   SHUNT_FAULT_PEER_GONE=1   this process judges every arena's peer gone
+ *                         when it reaps arenas (as when the peer's liveness
+ *                         file is not made yet): an idle arena a server is
+ *                         naming in an offer slot must stay mapped.
  */
 #ifdef SHUNT_FAULTS
 #define _GNU_SOURCE
@@ -186,6 +190,15 @@ static int fault_num(const char *name, uint64_t *out)
 		return 0;
 	*out = strtoull(v, NULL, 0);
 	return 1;
+}
+
+/* SHUNT_FAULT_PEER_GONE=1: every arena's peer is judged gone when arenas
+ * are reaped (arena.c), as a liveness file not made yet judged it. */
+int shunt_fault_peer_gone(void)
+{
+	uint64_t v = 0;
+
+	return fault_num("SHUNT_FAULT_PEER_GONE", &v) && v;
 }
 
 void shunt_fault_answer_stall(void)

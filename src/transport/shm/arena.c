@@ -266,15 +266,38 @@ static void arena_free_locked(struct arena **pp)
 	struct arena *a = *pp;
 
 	*pp = a->next;
-	/* a slot answer names an arena its client maps (client.c): say we
-	 * no longer do before we stop */
-	if (a->side == 0)
-		__atomic_store_n(&a->hdr->client_unmapped, 1, __ATOMIC_RELEASE);
+	/* (a client's: may_unmap said so to the servers already) */
 	munmap(a->hdr, a->len);
 	fd_close_internal(a->memfd);
 	fd_close_internal(a->bell[0]);
 	fd_close_internal(a->bell[1]);
 	free(a);
+}
+
+/* Our offers in flight (client.c): an answer to one may name any arena
+ * of ours in its slot, so none is unmapped meanwhile. */
+static _Atomic int offers_in_flight;
+
+/* May this process stop mapping a (lock held, nobody here holds it)?  A
+ * server's, yes.  A client's only while no offer of ours is in flight: a
+ * server answers in the slot when the arena's client_unmapped says we map
+ * it, so the word is set first and the offers counted after (both
+ * sequentially consistent, as arena_offer_begin's count before its slot):
+ * an offer begun after the count is answered by message, with the arena's
+ * descriptors; one begun before keeps the arena, and the word goes back.
+ * Before, a client that judged its server gone (its liveness file not
+ * made yet: shunt_proc_alive) unmapped an idle arena that a server thread
+ * was naming in a slot that moment: the connection was cut (rdv_offer_settle,
+ * one run in about twenty of 64 threads a side). */
+static int may_unmap(struct arena *a)
+{
+	if (a->side != 0)
+		return 1;
+	__atomic_store_n(&a->hdr->client_unmapped, 1, __ATOMIC_SEQ_CST);
+	if (!__atomic_load_n(&offers_in_flight, __ATOMIC_SEQ_CST))
+		return 1;
+	__atomic_store_n(&a->hdr->client_unmapped, 0, __ATOMIC_SEQ_CST);
+	return 0;
 }
 
 /* A server keeps an idle arena for its peer's next connection; once that
@@ -284,16 +307,12 @@ static void arena_free_locked(struct arena **pp)
 static void reap_dead_locked(void)
 {
 	for (struct arena **pp = &arenas; *pp;) {
-		if (!(*pp)->held && !shunt_proc_alive((*pp)->peer))
+		if (!(*pp)->held && (shunt_fault_peer_gone() || !shunt_proc_alive((*pp)->peer)) && may_unmap(*pp))
 			arena_free_locked(pp);
 		else
 			pp = &(*pp)->next;
 	}
 }
-
-/* Our offers in flight (client.c): an answer to one may name any arena
- * of ours in its slot, so none is unmapped meanwhile. */
-static _Atomic int offers_in_flight;
 
 void arena_offer_begin(void)
 {
@@ -307,12 +326,11 @@ void arena_offer_end(void)
 
 int arena_drop_unused(void)
 {
-	int n = 0, offering;
+	int n = 0;
 
 	pthread_mutex_lock(&lock);
-	offering = __atomic_load_n(&offers_in_flight, __ATOMIC_SEQ_CST) > 0;
 	for (struct arena **pp = &arenas; *pp;) {
-		if (!(*pp)->held && !((*pp)->side == 0 && offering)) {
+		if (!(*pp)->held && may_unmap(*pp)) {
 			arena_free_locked(pp);
 			n++;
 		} else {
