@@ -116,8 +116,8 @@ void rdv_offer_settle(struct sk *s)
 		/* A final answer we cannot take - only a registry or arena
 		 * written against the protocol - leaves the server with rings
 		 * we never read: end the connection rather than hang it. */
-		shunt_warn("connection to port %u: the server's answer names a segment we cannot map: "
-			   "connection ended", (unsigned)s->tuple.server.port);
+		shunt_warn("connection to port %u: the server's answer names a segment we cannot map (%s): "
+			   "connection ended", (unsigned)s->tuple.server.port, shunt_reason_str((unsigned)reason));
 		real.shutdown(o->sockfd, SHUT_RDWR);
 	}
 	s->reason = reason;

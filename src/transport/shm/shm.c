@@ -315,8 +315,15 @@ int shm_attach(struct conn **out, struct arena *a, unsigned seg, int side, int t
 	if (seg >= SHUNT_ARENA_SLOTS)
 		return -EPROTO;
 	h = arena_seg(a, seg);
-	if (shunt_seg_hdr_check(h, nonce ? *nonce : h->nonce, rs))
+	if (shunt_seg_hdr_check(h, nonce ? *nonce : h->nonce, rs)) {
+		/* (what the header held, for the log: a peer's or a race's) */
+		shunt_log("segment %u of arena %llx refused: nonce %s, magic %#x, ring %u/%u, owners %u/%u, "
+			  "in use %u", seg, (unsigned long long)a->id,
+			  nonce && h->nonce != *nonce ? "another's" : "ours", h->magic, h->ring_size, rs,
+			  __atomic_load_n(&h->owner[0], __ATOMIC_RELAXED), __atomic_load_n(&h->owner[1], __ATOMIC_RELAXED),
+			  __atomic_load_n(&h->in_use, __ATOMIC_RELAXED));
 		return -EPROTO;
+	}
 	m = calloc(1, sizeof *m);
 	if (!m)
 		return -ENOMEM;
