@@ -70,6 +70,12 @@ $(BUILD)/tests/unit/conn_test: tests/unit/conn_test.c $(SHIM_SRC) $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $(SAN) -o $@ $< $(SHIM_SRC) -ldl -lpthread
 
+# arena.c's segment free between threads: the library linked in, as above,
+# with its fault hooks (src/shim/fault.c).
+$(BUILD)/tests/unit/arena_test: tests/unit/arena_test.c $(SHIM_SRC) $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) -DSHUNT_FAULTS $(CFLAGS) $(WARN) $(SAN) -o $@ $< $(SHIM_SRC) -ldl -lpthread
+
 $(BUILD)/tests/unit/procnet_test: tests/unit/procnet_test.c src/tools/procnet.c src/tools/procnet.h $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $(SAN) -o $@ $< src/tools/procnet.c

@@ -26,7 +26,7 @@
 #include <stdint.h>
 #include <stddef.h>
 
-#define SHUNT_WIRE_VERSION 7u /* 2: doorbells per arena, not per segment; 3: answers in the offer
+#define SHUNT_WIRE_VERSION 8u /* 2: doorbells per arena, not per segment; 3: answers in the offer
 				 slot; 4: a slot answer names only an arena the client confirmed
 				 a connection in, and the client may ask again (NEED_ARENA);
 				 5: the registry counts its reserved slots, a stat record
@@ -35,7 +35,8 @@
 				 (no confirm wait), an arena says when its client unmapped it;
 				 7: the registry says how far its slots were ever used
 				 (slots_used: an accepting server reads no further), and
-				 waiting servers sleep per bucket of client ports */
+				 waiting servers sleep per bucket of client ports;
+				 8: a segment's in_use counts its uses (odd: taken) */
 #define SHUNT_SHORT_MS 10     /* a connection that ends sooner is short-lived (registry) */
 
 /* ---- fallback reason codes: stable, shown by `shunt ss`, never renumbered ---- */
@@ -295,7 +296,9 @@ struct shunt_seg_hdr {
 	uint32_t hdr_size;           /* offset of ring 0's data */
 	uint64_t nonce;              /* equals the offer's nonce */
 	_Atomic uint32_t confirm;    /* 0 pending, 1 client attached, 2 declined (CAS once) */
-	_Atomic uint32_t in_use;     /* arena slot: 1 from allocation until both owners are 0 */
+	_Atomic uint32_t in_use;     /* arena slot's uses: odd from allocation until both owners
+				      are 0, even when free; the take and the free each add 1
+				      (a free is a CAS from the use it ends: since version 8) */
 	_Atomic uint32_t owner[2];   /* processes holding the connection: [0] client, [1] server */
 	uint32_t reserved;           /* 0 (version 1: a per-segment eventfd generation) */
 	_Atomic uint32_t confirm_waiter; /* the server sleeps on confirm: wake it */

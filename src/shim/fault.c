@@ -91,6 +91,14 @@
  *                         when it reaps arenas (as when the peer's liveness
  *                         file is not made yet): an idle arena a server is
  *                         naming in an offer slot must stay mapped.
+ *   SHUNT_FAULT_SEG_FREE_US=US   a side that drops its last owner of a
+ *                         segment waits a random 0..US microseconds before
+ *                         looking at the other side's count, and again
+ *                         between seeing both counts 0 and freeing the
+ *                         segment (a thread preempted there): when both
+ *                         sides free at once,
+ *                         the late free must not release the segment a
+ *                         new connection took meanwhile.
  */
 #ifdef SHUNT_FAULTS
 #define _GNU_SOURCE
@@ -199,6 +207,21 @@ int shunt_fault_peer_gone(void)
 	uint64_t v = 0;
 
 	return fault_num("SHUNT_FAULT_PEER_GONE", &v) && v;
+}
+
+/* SHUNT_FAULT_SEG_FREE_US=US: a random pause of up to US us before a
+ * segment's free (arena.c arena_drop_owner). */
+void shunt_fault_seg_free(void)
+{
+	static __thread uint32_t x;
+	uint64_t us;
+
+	if (!fault_num("SHUNT_FAULT_SEG_FREE_US", &us) || !us)
+		return;
+	if (!x)
+		x = (uint32_t)shunt_random64() | 1;
+	x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+	usleep((useconds_t)(x % (us + 1)));
 }
 
 void shunt_fault_answer_stall(void)

@@ -121,9 +121,10 @@ static int take_seg(struct arena *a, unsigned *seg)
 {
 	for (unsigned i = 0; i < SHUNT_ARENA_SLOTS; i++) {
 		struct shunt_seg_hdr *h = arena_seg(a, i);
-		uint32_t zero = 0;
-		if (!__atomic_compare_exchange_n(&h->in_use, &zero, 1, 0, __ATOMIC_ACQ_REL,
-						 __ATOMIC_RELAXED))
+		uint32_t use = __atomic_load_n(&h->in_use, __ATOMIC_RELAXED);
+		/* even: free; the take and the free each add one (wire.h) */
+		if ((use & 1) || !__atomic_compare_exchange_n(&h->in_use, &use, use + 1, 0,
+							      __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
 			continue;
 		*seg = i;
 		return 0;
@@ -242,14 +243,25 @@ int arena_adopt(uint64_t id, int *fds, int side, struct arena **out)
 int arena_drop_owner(struct arena *a, unsigned seg, int side)
 {
 	struct shunt_seg_hdr *h = arena_seg(a, seg);
+	/* The use we end, read while we are still one of its owners: nobody
+	 * frees the segment before that, so this is the use these owners
+	 * count (odd; a take and a free each add one). */
+	uint32_t use = __atomic_load_n(&h->in_use, __ATOMIC_ACQUIRE);
 
 	/* Of two sides dropping their last owner at once, at least one sees
-	 * the other's 0 (seq_cst), and the CAS frees the segment once. */
+	 * the other's 0 (seq_cst); both may, and both try to free.  The free
+	 * names the use it ends: had it been 1 -> 0, a late one could land
+	 * after the first had freed the segment and a server thread had taken
+	 * it again for a new connection - freeing that connection's segment
+	 * under it, for the next taker to re-initialise (the client then found
+	 * another nonce there: a cut connection, once in ~150 runs of 64
+	 * threads a side; or two connections on one pair of rings). */
 	if (__atomic_sub_fetch(&h->owner[side], 1, __ATOMIC_SEQ_CST))
 		return 0;
-	if (__atomic_load_n(&h->owner[!side], __ATOMIC_SEQ_CST) == 0) {
-		uint32_t one = 1;
-		__atomic_compare_exchange_n(&h->in_use, &one, 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+	shunt_fault_seg_free(); /* tests: widen the windows, here and below */
+	if (__atomic_load_n(&h->owner[!side], __ATOMIC_SEQ_CST) == 0 && (use & 1)) {
+		shunt_fault_seg_free();
+		__atomic_compare_exchange_n(&h->in_use, &use, use + 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
 	}
 	return 1;
 }
