@@ -100,6 +100,17 @@ static int move_rx(struct conn *c, uint64_t deadline)
 	return 0;
 }
 
+/* A move with the peer resending from our application's read position
+ * (a pass, a fork: failover.c fo_rx_settle reads the flag under mv.lock,
+ * on the progress thread) - or no longer.  The mover holds the reader's
+ * lock throughout. */
+static void pass_resend(struct conn *c, int on)
+{
+	pthread_mutex_lock(&c->mv.lock);
+	c->mv.pass = on;
+	pthread_mutex_unlock(&c->mv.lock);
+}
+
 /* Before the descriptor is passed to another process, or shunt's
  * descriptors are given back (move.c, reader's lock held; why: the
  * reason): both halves on TCP, the socket carrying the peer's bytes from
@@ -126,12 +137,12 @@ int rdma_conn_pass(struct conn *c, int why)
 	}
 	if (rcn(c)->pid != shunt_pid())
 		return -EBUSY; /* not this process's link (SHUNT_RDMA_FORK=keep's child) */
-	c->mv.pass = 1;
+	pass_resend(c, 1);
 	rdma_fo_request(c, why);
 	r = move_tx(c, deadline, why);
 	if (!r)
 		r = move_rx(c, deadline);
-	c->mv.pass = 0;
+	pass_resend(c, 0);
 	if (!r && c->peer_eof && ring_used(&c->rx))
 		r = -EPIPE; /* the peer ended over RDMA: the rest is only in our ring */
 	return r;
@@ -293,7 +304,7 @@ void rdma_share_prepare(const char *why, int reason)
 		err[i] = lock_until(&c->rx.ctl->rlock, deadline) ? -EBUSY : 0;
 		if (!err[i]) {
 			held[i] = 1;
-			c->mv.pass = 1;
+			pass_resend(c, 1);
 			err[i] = move_tx(c, deadline, reason);
 		}
 	}
@@ -306,10 +317,7 @@ void rdma_share_prepare(const char *why, int reason)
 		if (!err[i])
 			err[i] = move_ring(c, deadline);
 		if (held[i]) {
-			/* a message still to come is read as any move's */
-			pthread_mutex_lock(&c->mv.lock);
-			c->mv.pass = 0;
-			pthread_mutex_unlock(&c->mv.lock);
+			pass_resend(c, 0); /* a message still to come is read as any move's */
 			shunt_unlock(&orx->rlock);
 		}
 		if (err[i])
