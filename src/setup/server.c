@@ -74,15 +74,22 @@ static int claim(struct shunt_slot *sl, const struct shunt_tuple *t, uint64_t *n
 }
 
 /* The answer is in: CLAIMED -> ANSWERED (the client may have given up
- * meanwhile, -> FAILED: then no), and the client woken if asleep. */
-static int slot_answered(struct shunt_slot *sl)
+ * meanwhile, -> FAILED: then no), and the client woken if asleep.  1 if
+ * that answered our offer (nonce). */
+static int slot_answered(struct shunt_slot *sl, uint64_t nonce)
 {
 	if (!rdv_slot_cas(sl, SLOT_CLAIMED, SLOT_ANSWERED))
 		return 0;
 	/* a wake of a slot that was freed and reused is spurious, harmless */
 	if (__atomic_load_n(&sl->client_waiting, __ATOMIC_SEQ_CST))
 		shunt_futex_wake(&sl->state, 1);
-	return 1;
+	/* Stalled past our client's wait (it gave up: -> FAILED, plain) and
+	 * the slot reused, its next offer claimed by another server: the CAS
+	 * took that one's CLAIMED.  Its nonce was in the slot before its
+	 * claim, so it is seen here; ours never comes back (random).  Our
+	 * connection is not answered, whatever the CAS did: we decline it
+	 * rather than serve, as accelerated, a client that went plain. */
+	return __atomic_load_n(&sl->nonce, __ATOMIC_ACQUIRE) == nonce;
 }
 
 /* The server's side of the segment's confirm word: decline (0 -> 2)
@@ -203,7 +210,7 @@ static int server_offer(int fd, uint64_t sock_id, struct shunt_slot *sl, struct 
 	     * another server's stale answer took the slot's next offer, whose
 	     * client may then attach to our segment all the same: the confirm
 	     * word decides, as always */
-	    (sl && !slot_answered(sl) && server_decline(c) != 1)) {
+	    (sl && !slot_answered(sl, nonce) && server_decline(c) != 1)) {
 		arena_drop_owner(a, seg, 0);
 		conn_free(c);
 		return SHUNT_R_HANDSHAKE;
