@@ -302,13 +302,57 @@ unsigned conn_urgent(struct conn *c)
 
 size_t conn_nread(struct conn *c)
 {
-	size_t n = ring_used(&c->rx) + move_held(c);
+	size_t n;
 	int k = 0;
 
+	/* A move the socket holds news of (the peer's FAILOVER message ahead
+	 * of its bytes, RDMA's or a moving connection's): read now, or the
+	 * bytes behind it go uncounted until another call looks (a program
+	 * that waits for FIONREAD to say all came waited for ever) */
+	if (__atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) != 2 &&
+	    ((c->tp->flags & TP_SOCKET_EVENTS) || c->mv.rx || conn_moving(c)) &&
+	    !real.ioctl(c->tcp_fd, FIONREAD, &k) && k > 0)
+		conn_refresh(c);
+	n = ring_used(&c->rx) + move_held(c);
+	k = 0;
 	if (__atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) == 2 &&
 	    !real.ioctl(c->tcp_fd, FIONREAD, &k) && k > 0)
 		n += (size_t)k;
 	return n;
+}
+
+/* The last of a moved connection's ring was read (reader's lock held) and
+ * `left` bytes more are wanted: what the socket holds already comes with
+ * it, as TCP's read takes all that is queued (a program that asked
+ * FIONREAD how much is there reads it in one call) - never an error or
+ * the end, which the next call reports, and not for a MSG_WAITALL read
+ * (it goes on to the socket anyway) or one that wants the socket's
+ * control data (timestamps: the ring's bytes have none). */
+static ssize_t moved_rest(struct conn *c, const struct iovec *iov, int iovcnt, int flags, size_t left,
+			  int skip)
+{
+	int k = 0;
+
+	if (skip || !left || __atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) != 2 || ring_used(&c->rx) ||
+	    move_held(c) || c->mv.rx_err || c->peer_err || real.ioctl(c->tcp_fd, FIONREAD, &k) || k <= 0)
+		return 0;
+	return move_recv_tcp(c, iov, iovcnt, flags | MSG_DONTWAIT, 1, NULL);
+}
+
+/* A peek of a moved connection's ring took all of it (`peeked` bytes)
+ * and wants more: the socket's bytes come after them - what is there, or
+ * (wait: MSG_WAITALL) all, as TCP's peek would.  Never an error or the
+ * end, which the next call reports. */
+static ssize_t moved_peek(struct conn *c, const struct iovec *iov, int iovcnt, int flags, size_t peeked,
+			  int wait)
+{
+	int k = 0;
+
+	if (__atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) != 2 || ring_used(&c->rx) != peeked || move_held(c) ||
+	    c->mv.rx_err || c->peer_err || real.ioctl(c->tcp_fd, FIONREAD, &k) || (k <= 0 && !wait))
+		return 0;
+	k = (int)move_recv_tcp(c, iov, iovcnt, flags | (wait ? 0 : MSG_DONTWAIT), !wait, NULL);
+	return k > 0 ? k : 0;
 }
 
 /* Advance a private copy of an iovec array by n bytes. */
@@ -637,12 +681,31 @@ ssize_t conn_recvmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int fla
 		}
 		if (n) {
 			total += (size_t)n;
-			if (!peek) {
+			if (peek) {
+				/* a moved connection's ring peeked to its end: the
+				 * socket's bytes follow them (MSG_WAITALL: all) */
+				struct iovec rest = { NULL, len - total };
 				if (!trunc)
 					iov_skip(&iov, &iovcnt, (size_t)n);
-				c->tp->ack(c);
+				n = total < len ? moved_peek(c, trunc ? &rest : iov, trunc ? 1 : iovcnt, flags, total,
+							     peekall && !nonblock)
+						: 0;
+				if (n > 0)
+					total += (size_t)n;
+				break;
 			}
-			if (total >= want || (nonblock && !waitall) || peek)
+			if (!trunc)
+				iov_skip(&iov, &iovcnt, (size_t)n);
+			c->tp->ack(c);
+			struct iovec rest = { NULL, len - total }; /* MSG_TRUNC's */
+			n = moved_rest(c, trunc ? &rest : iov, trunc ? 1 : iovcnt, flags, len - total,
+				       waitall || (ctl && ctl->msg_control));
+			if (n > 0) {
+				total += (size_t)n;
+				if (!trunc)
+					iov_skip(&iov, &iovcnt, (size_t)n);
+			}
+			if (total >= want || (nonblock && !waitall))
 				break;
 			continue;
 		}
@@ -655,7 +718,10 @@ ssize_t conn_recvmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int fla
 				break;
 			}
 			sock.msg_controllen = cap;
-			ssize_t m = move_recv_tcp(c, iov, iovcnt, flags, nonblock, ctl ? &sock : NULL);
+			/* (MSG_TRUNC: no buffer, and no more than is left) */
+			struct iovec rest = { NULL, len - total };
+			ssize_t m = move_recv_tcp(c, trunc ? &rest : iov, trunc ? 1 : iovcnt, flags, nonblock,
+						  ctl ? &sock : NULL);
 			if (ctl && m >= 0) {
 				ctl->msg_controllen = sock.msg_controllen;
 				ctl->msg_flags = sock.msg_flags;

@@ -151,6 +151,13 @@ unsigned conn_moved_events(struct conn *c, unsigned ring_ev)
 			ev |= POLLIN | POLLRDNORM;
 	} else if (rx == 1 && !ring_used(&c->rx)) {
 		ev &= ~(unsigned)(POLLIN | POLLRDNORM | POLLRDHUP);
+	} else if (rx == 2) {
+		/* bytes left in our ring, the rest on the socket: what the
+		 * socket says of the stream's end (the peer's FIN, a reset,
+		 * with our own FIN a hang-up) holds already, as TCP's does
+		 * with bytes unread - a poll for POLLRDHUP waited on the ring
+		 * for ever */
+		ev |= rev & (POLLRDHUP | POLLHUP | POLLERR);
 	}
 	return ev;
 }
@@ -361,6 +368,18 @@ static void leave_rings(struct conn *c, struct shunt_ring_ctl *e)
 	__atomic_add_fetch(&c->mv.gen, 1, __ATOMIC_RELEASE);
 }
 
+/* A connection moved (or moving) to its socket: is the socket all of it
+ * now - both halves there, nothing left in our ring, held or unsent?  The
+ * peer's FAILOVER message is looked for first (it may be on its way: a
+ * caller that waits comes again). */
+int move_settled(struct conn *c)
+{
+	if (__atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) != 2)
+		conn_refresh(c);
+	return __atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) == 2 && __atomic_load_n(&c->mv.tx, __ATOMIC_ACQUIRE) &&
+	       !ring_used(&c->rx) && !move_held(c) && !move_pending(c);
+}
+
 /* What a pass's log line calls its cause. */
 const char *move_cause(int why)
 {
@@ -384,8 +403,16 @@ int move_pass(struct sk *s, int why)
 		return 0; /* a reset, or plain already: the socket says it all */
 	if (shunt_sandboxed)
 		return -EPERM;
-	if ((c->tp->flags & TP_SHARED_RINGS) && (conn_moving(c) || c->mv.rx))
-		return -EBUSY; /* the peer is moving it: not both at once */
+	if ((c->tp->flags & TP_SHARED_RINGS) && (conn_moving(c) || c->mv.rx)) {
+		/* The peer moved it, or is moving it: not both at once.  Our
+		 * half follows here (a caller that waits - move_pass_wait -
+		 * made no other call on it, and would wait out its second for
+		 * nothing); once both halves are on the socket and our ring
+		 * holds nothing unread, the socket is the connection. */
+		if (c->tp->move_progress)
+			c->tp->move_progress(c);
+		return move_settled(c) ? 0 : -EBUSY;
+	}
 	e = aligned_alloc(SHUNT_CACHELINE, sizeof *e * 2);
 	if (!e)
 		return -ENOMEM;

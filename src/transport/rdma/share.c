@@ -124,16 +124,9 @@ int rdma_conn_pass(struct conn *c, int why)
 
 	if (rcn(c)->moved || c->mv.rx || conn_moving(c)) {
 		/* moved already (before a fork or exec, a failed link): the
-		 * socket is the connection once both halves are there and
-		 * nothing is left in our ring or unsent - else our ring may
-		 * hold what the socket will not (a caller that waits comes
-		 * again: the peer's FAILOVER message may be on its way) */
-		if (__atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) != 2)
-			conn_refresh(c);
-		if (__atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) == 2 && __atomic_load_n(&c->mv.tx, __ATOMIC_ACQUIRE) &&
-		    !ring_used(&c->rx) && !move_held(c) && !move_pending(c))
-			return 0;
-		return -EBUSY;
+		 * socket is the connection once it is all of it - else our
+		 * ring may hold what the socket will not */
+		return move_settled(c) ? 0 : -EBUSY;
 	}
 	if (rcn(c)->pid != shunt_pid())
 		return -EBUSY; /* not this process's link (SHUNT_RDMA_FORK=keep's child) */
