@@ -309,7 +309,7 @@ size_t conn_nread(struct conn *c)
 	 * of its bytes, RDMA's or a moving connection's): read now, or the
 	 * bytes behind it go uncounted until another call looks (a program
 	 * that waits for FIONREAD to say all came waited for ever) */
-	if (__atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) != 2 &&
+	if (!shunt_sandboxed && __atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) != 2 &&
 	    ((c->tp->flags & TP_SOCKET_EVENTS) || c->mv.rx || conn_moving(c)) &&
 	    !real.ioctl(c->tcp_fd, FIONREAD, &k) && k > 0)
 		conn_refresh(c);
@@ -327,13 +327,15 @@ size_t conn_nread(struct conn *c)
  * FIONREAD how much is there reads it in one call) - never an error or
  * the end, which the next call reports, and not for a MSG_WAITALL read
  * (it goes on to the socket anyway) or one that wants the socket's
- * control data (timestamps: the ring's bytes have none). */
+ * control data (timestamps: the ring's bytes have none); not in a seccomp
+ * sandbox (system calls the program did not make: a short read is TCP's
+ * too). */
 static ssize_t moved_rest(struct conn *c, const struct iovec *iov, int iovcnt, int flags, size_t left,
 			  int skip)
 {
 	int k = 0;
 
-	if (skip || !left || __atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) != 2 || ring_used(&c->rx) ||
+	if (skip || !left || shunt_sandboxed || __atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) != 2 || ring_used(&c->rx) ||
 	    move_held(c) || c->mv.rx_err || c->peer_err || real.ioctl(c->tcp_fd, FIONREAD, &k) || k <= 0)
 		return 0;
 	return move_recv_tcp(c, iov, iovcnt, flags | MSG_DONTWAIT, 1, NULL);
@@ -342,14 +344,15 @@ static ssize_t moved_rest(struct conn *c, const struct iovec *iov, int iovcnt, i
 /* A peek of a moved connection's ring took all of it (`peeked` bytes)
  * and wants more: the socket's bytes come after them - what is there, or
  * (wait: MSG_WAITALL) all, as TCP's peek would.  Never an error or the
- * end, which the next call reports. */
+ * end, which the next call reports; not in a sandbox (moved_rest). */
 static ssize_t moved_peek(struct conn *c, const struct iovec *iov, int iovcnt, int flags, size_t peeked,
 			  int wait)
 {
 	int k = 0;
 
-	if (__atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) != 2 || ring_used(&c->rx) != peeked || move_held(c) ||
-	    c->mv.rx_err || c->peer_err || real.ioctl(c->tcp_fd, FIONREAD, &k) || (k <= 0 && !wait))
+	if (shunt_sandboxed || __atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) != 2 || ring_used(&c->rx) != peeked ||
+	    move_held(c) || c->mv.rx_err || c->peer_err || real.ioctl(c->tcp_fd, FIONREAD, &k) ||
+	    (k <= 0 && !wait))
 		return 0;
 	k = (int)move_recv_tcp(c, iov, iovcnt, flags | (wait ? 0 : MSG_DONTWAIT), !wait, NULL);
 	return k > 0 ? k : 0;
