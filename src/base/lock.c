@@ -55,8 +55,10 @@ static __thread __attribute__((tls_model("initial-exec"))) uint32_t self_tid;
 static uint32_t lock_self(void)
 {
 	if (__builtin_expect(!self_tid, 0)) {
-		/* in a sandbox no system call of ours (and no probe either) */
-		uint32_t t = shunt_lock_probe_off ? 1 : (uint32_t)syscall(SYS_gettid) & LOCK_TID;
+		/* in a sandbox no system call of ours (and no probe either);
+		 * gettid(), not syscall(SYS_gettid): the shim's syscall()
+		 * reads six arguments, as libc's does, past the none given */
+		uint32_t t = shunt_lock_probe_off ? 1 : (uint32_t)gettid() & LOCK_TID;
 		self_tid = t ? t : 1;
 	}
 	return self_tid;

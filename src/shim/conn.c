@@ -321,39 +321,51 @@ size_t conn_nread(struct conn *c)
 	return n;
 }
 
-/* The last of a moved connection's ring was read (reader's lock held) and
- * `left` bytes more are wanted: what the socket holds already comes with
- * it, as TCP's read takes all that is queued (a program that asked
- * FIONREAD how much is there reads it in one call) - never an error or
- * the end, which the next call reports, and not for a MSG_WAITALL read
- * (it goes on to the socket anyway) or one that wants the socket's
- * control data (timestamps: the ring's bytes have none); not in a seccomp
- * sandbox (system calls the program did not make: a short read is TCP's
- * too). */
-static ssize_t moved_rest(struct conn *c, const struct iovec *iov, int iovcnt, int flags, size_t left,
-			  int skip)
+/* On a moved connection whose ring holds just the `taken` bytes we read
+ * or peeked (the lock held), the socket's bytes come right after them:
+ * how many it holds now, or -1 when they do not follow (not moved, more
+ * in the ring, a held byte, an error to report first) or may not be
+ * asked for (a seccomp sandbox: a system call the program did not make,
+ * where a short read is TCP's too). */
+static int socket_after_ring(struct conn *c, size_t taken)
 {
 	int k = 0;
 
-	if (skip || !left || shunt_sandboxed || __atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) != 2 || ring_used(&c->rx) ||
-	    move_held(c) || c->mv.rx_err || c->peer_err || real.ioctl(c->tcp_fd, FIONREAD, &k) || k <= 0)
+	if (shunt_sandboxed || __atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) != 2 || ring_used(&c->rx) != taken ||
+	    move_held(c) || c->mv.rx_err || c->peer_err || real.ioctl(c->tcp_fd, FIONREAD, &k))
+		return -1;
+	return k;
+}
+
+/* The last of a moved connection's ring was read and `left` bytes more
+ * are wanted: what the socket holds already comes with it, as TCP's read
+ * takes all that is queued (a program that asked FIONREAD how much is
+ * there reads it in one call) - never an error or the end, which the next
+ * call reports, and not for a MSG_WAITALL read (it goes on to the socket
+ * anyway) or one that wants the socket's control data (timestamps: the
+ * ring's bytes have none). */
+static ssize_t moved_rest(struct conn *c, const struct iovec *iov, int iovcnt, int flags, size_t left,
+			  int skip)
+{
+	if (skip || !left || socket_after_ring(c, 0) <= 0)
 		return 0;
 	return move_recv_tcp(c, iov, iovcnt, flags | MSG_DONTWAIT, 1, NULL);
 }
 
 /* A peek of a moved connection's ring took all of it (`peeked` bytes)
  * and wants more: the socket's bytes come after them - what is there, or
- * (wait: MSG_WAITALL) all, as TCP's peek would.  Never an error or the
- * end, which the next call reports; not in a sandbox (moved_rest). */
+ * (wait) what makes MSG_WAITALL's count or SO_RCVLOWAT's mark with the
+ * ring's, as TCP's peek would.  Never an error or the end, which the next
+ * call reports. */
 static ssize_t moved_peek(struct conn *c, const struct iovec *iov, int iovcnt, int flags, size_t peeked,
 			  int wait)
 {
-	int k = 0;
+	int k = socket_after_ring(c, peeked);
 
-	if (shunt_sandboxed || __atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) != 2 || ring_used(&c->rx) != peeked ||
-	    move_held(c) || c->mv.rx_err || c->peer_err || real.ioctl(c->tcp_fd, FIONREAD, &k) ||
-	    (k <= 0 && !wait))
+	if (k < 0 || (!k && !wait))
 		return 0;
+	if (wait)
+		sockinfo_lowat_sync(c);
 	k = (int)move_recv_tcp(c, iov, iovcnt, flags | (wait ? 0 : MSG_DONTWAIT), !wait, NULL);
 	return k > 0 ? k : 0;
 }
@@ -691,7 +703,7 @@ ssize_t conn_recvmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int fla
 				if (!trunc)
 					iov_skip(&iov, &iovcnt, (size_t)n);
 				n = total < len ? moved_peek(c, trunc ? &rest : iov, trunc ? 1 : iovcnt, flags, total,
-							     peekall && !nonblock)
+							     (peekall || total < want) && !nonblock)
 						: 0;
 				if (n > 0)
 					total += (size_t)n;
@@ -721,6 +733,7 @@ ssize_t conn_recvmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int fla
 				break;
 			}
 			sock.msg_controllen = cap;
+			sockinfo_lowat_sync(c); /* the ring is read: the program's mark */
 			/* (MSG_TRUNC: no buffer, and no more than is left) */
 			struct iovec rest = { NULL, len - total };
 			ssize_t m = move_recv_tcp(c, trunc ? &rest : iov, trunc ? 1 : iovcnt, flags, nonblock,
@@ -774,6 +787,8 @@ ssize_t conn_recvmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int fla
 			break;
 	}
 	shunt_unlock(&locked->rlock);
+	if (__atomic_load_n(&c->mv.lowat_set, __ATOMIC_ACQUIRE))
+		sockinfo_lowat_sync(c); /* what the ring lacks of the mark changed */
 	if (total) {
 		stats_adopt_maybe();
 		if (s->stat && !peek)

@@ -96,9 +96,9 @@
  *                         looking at the other side's count, and again
  *                         between seeing both counts 0 and freeing the
  *                         segment (a thread preempted there): when both
- *                         sides free at once,
- *                         the late free must not release the segment a
- *                         new connection took meanwhile.
+ *                         sides free at once, the late free must not
+ *                         release the segment a new connection took
+ *                         meanwhile.
  */
 #ifdef SHUNT_FAULTS
 #define _GNU_SOURCE

@@ -516,18 +516,10 @@ EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 	struct sk *s;
 	struct shunt_info info = { 0 };
 
-	if (level == IPPROTO_TCP && name == TCP_INFO && val && len) {
+	if (val && len && sockinfo_corrects(level, name)) {
 		int r = R(getsockopt)(fd, level, name, val, len);
 		if (!r && (s = get_kind(fd, SK_CONN))) {
-			sockinfo_tcp_info(s->conn, val, *len);
-			sk_put(s);
-		}
-		return r;
-	}
-	if (level == SOL_SOCKET && name == SO_ERROR && val && len && *len >= sizeof(int)) {
-		int r = R(getsockopt)(fd, level, name, val, len);
-		if (!r && (s = get_kind(fd, SK_CONN))) {
-			sockinfo_so_error(s->conn, val);
+			sockinfo_getsockopt(s->conn, level, name, val, *len);
 			sk_put(s);
 		}
 		return r;

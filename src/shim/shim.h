@@ -214,12 +214,13 @@ static inline int iov_null(const struct iovec *iov, int n)
 			return 1;
 	return 0;
 }
-size_t conn_send_room(struct conn *c);
+size_t conn_send_room(struct conn *c);           /* bytes a send would take now */
 /* sockinfo.c: the kernel's answers about an accelerated socket, corrected */
-void sockinfo_tcp_info(struct conn *c, void *val, socklen_t len);
+int sockinfo_corrects(int level, int name);      /* getsockopt: TCP_INFO, SO_ERROR, SO_RCVLOWAT */
+void sockinfo_getsockopt(struct conn *c, int level, int name, void *val, socklen_t len);
 int sockinfo_ioctl(struct conn *c, unsigned long req, int *out);
-void sockinfo_so_error(struct conn *c, void *val);
-void sockinfo_rcvlowat(struct conn *c, const void *val, socklen_t len);           /* bytes a send would take now */
+void sockinfo_rcvlowat(struct conn *c, const void *val, socklen_t len);
+void sockinfo_lowat_sync(struct conn *c);        /* the socket's mark, a peer's move on */
 ssize_t shim_splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t len,
 		    unsigned flags, int *handled);
 unsigned conn_events(struct conn *c);            /* POLL* mask, no system call */

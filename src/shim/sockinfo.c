@@ -17,7 +17,10 @@
  *                  kernel's report)
  *   SO_RCVLOWAT    kept per connection (conn.c honours it in recv, poll,
  *                  epoll); capped at half the ring, as the kernel caps it
- *                  at half the largest receive buffer
+ *                  at half the largest receive buffer.  Once the peer
+ *                  moved to the socket with bytes left in our ring, the
+ *                  socket's own mark is what the ring lacks of it
+ *                  (sockinfo_lowat_sync); getsockopt says the program's
  * This file includes the kernel's <linux/tcp.h> for struct tcp_info (glibc's
  * copy predates the byte counters).
  */
@@ -26,14 +29,16 @@
 #include <stddef.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <netinet/in.h>
 #include <linux/sockios.h>
 #include <linux/tcp.h>
 #include "shim.h"
+#include "../base/real.h"
 
 #define HAS(field) (len >= offsetof(struct tcp_info, field) + sizeof(((struct tcp_info *)0)->field))
 
 /* After the kernel filled *val (len bytes of it). */
-void sockinfo_tcp_info(struct conn *c, void *val, socklen_t len)
+static void tcp_info(struct conn *c, void *val, socklen_t len)
 {
 	struct tcp_info ti;
 	uint64_t sent = __atomic_load_n(&c->tx.ctl->prod, __ATOMIC_ACQUIRE);
@@ -99,7 +104,7 @@ int sockinfo_ioctl(struct conn *c, unsigned long req, int *out)
 }
 
 /* After the kernel answered SO_ERROR (*val, an int). */
-void sockinfo_so_error(struct conn *c, void *val)
+static void so_error(struct conn *c, void *val)
 {
 	int told = __atomic_load_n(&c->reset_told, __ATOMIC_ACQUIRE), e, t;
 
@@ -125,4 +130,78 @@ void sockinfo_rcvlowat(struct conn *c, const void *val, socklen_t len)
 	if ((uint32_t)v > c->rx.size / 2)
 		v = (int)(c->rx.size / 2);
 	__atomic_store_n(&c->rcvlowat, v, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->mv.lowat_set, 0, __ATOMIC_RELEASE); /* the kernel has the program's now */
+	sockinfo_lowat_sync(c);
+}
+
+/* After the kernel answered SO_RCVLOWAT: the program's own mark, while
+ * the socket's counts only what the ring lacks of it. */
+static void rcvlowat_get(struct conn *c, void *val, socklen_t len)
+{
+	if (len >= sizeof(int) && __atomic_load_n(&c->mv.lowat_set, __ATOMIC_ACQUIRE))
+		memcpy(val, &c->mv.lowat_app, sizeof(int));
+}
+
+/* The getsockopt answers corrected here. */
+int sockinfo_corrects(int level, int name)
+{
+	return (level == IPPROTO_TCP && name == TCP_INFO) ||
+	       (level == SOL_SOCKET && (name == SO_ERROR || name == SO_RCVLOWAT));
+}
+
+/* After the kernel answered getsockopt (len bytes of *val). */
+void sockinfo_getsockopt(struct conn *c, int level, int name, void *val, socklen_t len)
+{
+	if (level == IPPROTO_TCP)
+		tcp_info(c, val, len);
+	else if (name == SO_RCVLOWAT)
+		rcvlowat_get(c, val, len);
+	else if (len >= sizeof(int))
+		so_error(c, val);
+}
+
+/* The socket's mark a moved connection needs now: 0 for the program's
+ * own, else what the bytes left before the socket's (the ring's, what a
+ * move held) lack of it - at least 1. */
+static int lowat_wanted(struct conn *c)
+{
+	int m = __atomic_load_n(&c->rcvlowat, __ATOMIC_RELAXED);
+	uint64_t r;
+
+	if (m <= 1 || __atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) != 2)
+		return 0;
+	r = ring_used(&c->rx) + move_held(c);
+	if (!r)
+		return 0;
+	return r < (uint64_t)m ? m - (int)r : 1;
+}
+
+/* A connection whose peer moved to the socket with bytes left in our
+ * ring reads those first, then the socket's: TCP's SO_RCVLOWAT counts
+ * them together, the kernel's mark the socket's alone - a poll, an epoll
+ * sleeper or a blocking peek waited past the program's mark.  The
+ * socket's mark is set to what the ring lacks of the program's, and given
+ * back once the ring is read; called before the socket's readiness or a
+ * blocking read of it counts (conn_moved_events, conn_recvmsg).  Not in a
+ * seccomp sandbox (system calls the program did not make: the kernel's
+ * mark stands, a poll may wait longer). */
+void sockinfo_lowat_sync(struct conn *c)
+{
+	int want, set, ok;
+	socklen_t l = sizeof c->mv.lowat_app;
+
+	if (shunt_sandboxed)
+		return;
+	while ((want = lowat_wanted(c)) != (set = __atomic_load_n(&c->mv.lowat_set, __ATOMIC_ACQUIRE))) {
+		if (__atomic_exchange_n(&c->mv.lowat_busy, 1, __ATOMIC_ACQUIRE))
+			return; /* the thread at it looks again when done */
+		ok = (!want || set || !real.getsockopt(c->tcp_fd, SOL_SOCKET, SO_RCVLOWAT, &c->mv.lowat_app, &l)) &&
+		     !real.setsockopt(c->tcp_fd, SOL_SOCKET, SO_RCVLOWAT, want ? &want : &c->mv.lowat_app,
+				      sizeof want);
+		if (ok)
+			__atomic_store_n(&c->mv.lowat_set, want, __ATOMIC_RELEASE);
+		__atomic_store_n(&c->mv.lowat_busy, 0, __ATOMIC_RELEASE);
+		if (!ok)
+			return;
+	}
 }

@@ -121,6 +121,8 @@ unsigned conn_moved_events(struct conn *c, unsigned ring_ev)
 		conn_refresh(c);
 		rx = __atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE);
 	}
+	if (rx == 2)
+		sockinfo_lowat_sync(c); /* the socket's readiness counts from the ring's bytes on */
 	r = fd_wait(c->tcp_fd, POLLIN | POLLOUT | POLLRDHUP, 0, 0);
 	rev = r > 0 ? (unsigned)r : 0;
 	if (!rx && (rev & (POLLIN | POLLRDHUP | POLLHUP))) {
@@ -156,8 +158,9 @@ unsigned conn_moved_events(struct conn *c, unsigned ring_ev)
 		 * socket says of the stream's end (the peer's FIN, a reset,
 		 * with our own FIN a hang-up) holds already, as TCP's does
 		 * with bytes unread - a poll for POLLRDHUP waited on the ring
-		 * for ever */
-		ev |= rev & (POLLRDHUP | POLLHUP | POLLERR);
+		 * for ever; and its bytes with the ring's make SO_RCVLOWAT's
+		 * mark (the socket's own is what the ring lacks of it) */
+		ev |= rev & (POLLIN | POLLRDNORM | POLLRDHUP | POLLHUP | POLLERR);
 	}
 	return ev;
 }

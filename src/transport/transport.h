@@ -159,6 +159,11 @@ struct conn_move {
 	_Atomic int fin;       /* shutdown(SHUT_WR) owed once the backlog is out */
 	_Atomic uint32_t gen;  /* bumped when a half moves: its readiness comes
 				  from elsewhere now, a new edge (epoll.c) */
+	/* SO_RCVLOWAT while the ring still has bytes (sockinfo.c): the
+	 * socket's mark as we set it (0: the program's own, kept in
+	 * lowat_app meanwhile); one thread at a time sets it */
+	_Atomic int lowat_set, lowat_busy;
+	int lowat_app;
 	pthread_mutex_t lock;
 };
 

@@ -8,7 +8,8 @@
  * the peer shut; once everything in flight has arrived, FIONREAD and
  * SIOCINQ to the byte, poll's and epoll's exact
  * events (POLLIN, POLLOUT, POLLRDHUP, POLLHUP), and a non-blocking read of
- * more than is there returns all of it; SO_ERROR; shutdown again; the
+ * more than is there returns all of it; SO_ERROR; SO_RCVLOWAT (poll and
+ * epoll readable from its mark on, getsockopt says it); shutdown again; the
  * connection moved to another descriptor number (dup, F_DUPFD_CLOEXEC)
  * and the first closed; the server's process handing it to its forked
  * child and ending (a pre-fork server's handoff), bytes in flight;
@@ -25,10 +26,10 @@
 #include <linux/sockios.h>
 
 enum { OP_WRITE, OP_WRITEV, OP_READ, OP_PEEK, OP_RECVMSG, OP_TRUNC, OP_SETTLE, OP_SHUT, OP_SHUT_AGAIN,
-       OP_ERROR, OP_DRAIN, OP_DUP, OP_HANDOFF, OP_STAMP, NOPS, OP_TOUCH = NOPS, OP_END = 100 };
+       OP_ERROR, OP_DRAIN, OP_DUP, OP_HANDOFF, OP_STAMP, OP_LOWAT, NOPS, OP_TOUCH = NOPS, OP_END = 100 };
 static const char *op_name[NOPS + 1] = { "write", "writev", "read", "peek", "recvmsg", "trunc", "settle",
 				     "shutdown", "shutdown-again", "so_error", "drain", "dup", "handoff",
-				     "timestamps", "touch" };
+				     "timestamps", "lowat", "touch" };
 
 #define MAX_FLIGHT 32768 /* bytes in flight a direction: far below both buffers */
 
@@ -39,6 +40,7 @@ struct op {
 	uint64_t wr_off;   /* bytes this end wrote so far */
 	uint64_t rd_off;   /* bytes this end consumed so far */
 	uint32_t avail;    /* bytes in flight to this end */
+	uint32_t lowat;    /* this end's SO_RCVLOWAT */
 	int own_shut, peer_shut;
 };
 
@@ -78,10 +80,17 @@ static struct res read_empty(int fd, int flags, const struct op *o)
 }
 
 /* Everything in flight has arrived: FIONREAD at what the model says is
- * there, and the peer's FIN if it shut.  (Not SO_RCVLOWAT and one poll:
- * on a connection shunt moved to its socket with bytes left in its ring,
- * the kernel's mark counts the socket's bytes alone - docs/architecture.md,
- * Known limits.) */
+ * there, and the peer's FIN if it shut (FIONREAD polled, not one poll
+ * with SO_RCVLOWAT at the count: TCP's wake-up for the mark may be late
+ * when a window update is due); readable from SO_RCVLOWAT's mark on. */
+static void arrived(int fd, const struct op *o)
+{
+	int n = -1;
+
+	for (int ms = 0; !ioctl(fd, FIONREAD, &n) && n < (int)o->avail && ms < 10000; ms++)
+		usleep(1000);
+}
+
 static struct res settle(int fd, const struct op *o)
 {
 	struct res r = { .ok = 1 };
@@ -89,8 +98,7 @@ static struct res settle(int fd, const struct op *o)
 	int n = -1, inq = -1;
 	short want = POLLOUT;
 
-	for (int ms = 0; !ioctl(fd, FIONREAD, &n) && n < (int)o->avail && ms < 10000; ms++)
-		usleep(1000);
+	arrived(fd, o);
 	if (o->peer_shut) {
 		pf.events = POLLRDHUP;
 		if (poll(&pf, 1, 10000) != 1 || !(pf.revents & POLLRDHUP))
@@ -100,7 +108,9 @@ static struct res settle(int fd, const struct op *o)
 		FAIL("FIONREAD %d, want %u", n, o->avail);
 	if (ioctl(fd, SIOCINQ, &inq) || inq != (int)o->avail)
 		FAIL("SIOCINQ %d, want %u", inq, o->avail);
-	if (o->avail || o->peer_shut)
+	if (getsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &n, &(socklen_t){ sizeof n }) || n != (int)o->lowat)
+		FAIL("SO_RCVLOWAT %d, want %u", n, o->lowat);
+	if (o->avail >= o->lowat || o->peer_shut)
 		want |= POLLIN;
 	if (o->peer_shut)
 		want |= POLLRDHUP;
@@ -134,6 +144,12 @@ static struct res exec_op(int *fdp, const struct op *o)
 	int e;
 	socklen_t l = sizeof e;
 
+	/* Under SO_RCVLOWAT a blocking read waits for everything in flight
+	 * first: TCP's reader, woken by the mark alone once it holds bytes
+	 * short of its count, would sleep past them. */
+	if (o->lowat > 1 && o->avail &&
+	    (o->code == OP_READ || o->code == OP_PEEK || o->code == OP_RECVMSG || o->code == OP_TRUNC))
+		arrived(fd, o);
 	switch (o->code) {
 	case OP_WRITE:
 	case OP_WRITEV:
@@ -221,6 +237,12 @@ static struct res exec_op(int *fdp, const struct op *o)
 		if (setsockopt(fd, SOL_SOCKET, SO_TIMESTAMP, &e, sizeof e))
 			FAIL("SO_TIMESTAMP: errno %d", errno);
 		return r;
+	case OP_LOWAT: /* poll and epoll say readable from this many bytes on */
+		e = (int)n;
+		if (setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &e, sizeof e) ||
+		    getsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &e, &l) || e != (int)n)
+			FAIL("SO_RCVLOWAT %u: %d (errno %d)", n, e, errno);
+		return r;
 	case OP_TOUCH: /* a look at the connection (after the peer's move) */
 		poll(&(struct pollfd){ .fd = fd, .events = POLLIN }, 1, 0);
 		return r;
@@ -254,6 +276,7 @@ static void serve(int fd, int in, int out)
 struct model {
 	uint64_t wr[2];  /* bytes end i wrote */
 	uint64_t rd[2];  /* bytes end i consumed */
+	uint32_t lowat[2]; /* end i's SO_RCVLOWAT */
 	int shut[2];     /* end i shut its writing half */
 };
 
@@ -268,7 +291,8 @@ static void step(struct model *m, int side, int code, uint32_t n, int *fd, int t
 		 unsigned i)
 {
 	struct op o = { .code = code, .side = side, .n = n, .wr_off = m->wr[side], .rd_off = m->rd[side],
-			.avail = (uint32_t)(m->wr[!side] - m->rd[side]), .own_shut = m->shut[side],
+			.avail = (uint32_t)(m->wr[!side] - m->rd[side]), .lowat = m->lowat[side],
+			.own_shut = m->shut[side],
 			.peer_shut = m->shut[!side] };
 	struct res r;
 
@@ -303,6 +327,9 @@ static void step(struct model *m, int side, int code, uint32_t n, int *fd, int t
 	case OP_SHUT:
 		m->shut[side] = 1;
 		break;
+	case OP_LOWAT:
+		m->lowat[side] = n;
+		break;
 	}
 }
 
@@ -311,7 +338,7 @@ static void script(uint64_t seed, unsigned steps)
 	struct sockaddr_storage ss;
 	socklen_t len;
 	int l = listen_on("127.0.0.1", &ss, &len), down[2], up[2], fd;
-	struct model m = { 0 };
+	struct model m = { .lowat = { 1, 1 } };
 	uint64_t x = seed * 0x9e3779b97f4a7c15ull | 1;
 	pid_t p;
 
@@ -331,7 +358,7 @@ static void script(uint64_t seed, unsigned steps)
 		int side = rnd(&x) & 1, code = (int)(rnd(&x) % NOPS);
 		uint32_t avail = (uint32_t)(m.wr[!side] - m.rd[side]), room, n = 0;
 
-		if (code == OP_SHUT && (m.shut[side] || rnd(&x) % 8))
+		if (code == OP_SHUT && (m.shut[side] || rnd(&x) % 32))
 			continue; /* a half-close now and then, late in most scripts */
 		if (code == OP_SHUT_AGAIN && (!m.shut[side] || m.shut[!side]))
 			continue; /* (once both shut, TCP's answer depends on the last ACK's timing) */
@@ -339,7 +366,11 @@ static void script(uint64_t seed, unsigned steps)
 			continue; /* the server's, now and then */
 		if (code == OP_STAMP && rnd(&x) % 16)
 			continue; /* once or twice a script */
-		if (code == OP_WRITE || code == OP_WRITEV) {
+		if (code == OP_LOWAT) {
+			/* back to 1 now and then, else about what is in flight
+			 * (readable or not by a few bytes), now and then more */
+			n = rnd(&x) % 4 ? 1 + rnd(&x) % (rnd(&x) % 4 ? 2 * avail + 16 : MAX_FLIGHT / 2) : 1;
+		} else if (code == OP_WRITE || code == OP_WRITEV) {
 			room = MAX_FLIGHT - (uint32_t)(m.wr[side] - m.rd[!side]);
 			if (!room)
 				continue;
