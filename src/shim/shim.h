@@ -255,7 +255,7 @@ int move_flush_until(struct conn *c, uint64_t deadline);
 #define MOVE_FLUSH_NS 2000000000ull                 /* a close's or shutdown's bound for it */
 int sock_hung_up(int fd);                        /* the peer's FIN or RST is there (no wait) */
 int move_pending(const struct conn *c);          /* ... is not all on the socket yet */
-int move_settled(struct conn *c);                /* the socket is all of a moved connection now */
+int move_settled(struct conn *c, int why);       /* the socket is all of a moved connection now */
 int move_pass(struct sk *s, int why);            /* before SCM_RIGHTS carries it away (why: reason) */
 int move_pass_wait(struct sk *s, int why);       /* ... waiting out a move the peer is making */
 void spawn_prepare(int std_only, const char *why); /* before a program without shunt gets what it

@@ -372,15 +372,23 @@ static void leave_rings(struct conn *c, struct shunt_ring_ctl *e)
 }
 
 /* A connection moved (or moving) to its socket: is the socket all of it
- * now - both halves there, nothing left in our ring, held or unsent?  The
- * peer's FAILOVER message is looked for first (it may be on its way: a
+ * now - both halves there, nothing unsent, and nothing left in our ring
+ * or held?  For a move within this process (`why` a kernel feature) our
+ * reads take what the ring has first, then the socket's; and a peer that
+ * shut its sending half before it moved sends nothing more, its ring
+ * holding all of it (it sent no FAILOVER message: the socket says its
+ * FIN).  The peer's message is looked for first (it may be on its way: a
  * caller that waits comes again). */
-int move_settled(struct conn *c)
+int move_settled(struct conn *c, int why)
 {
+	int here = why == SHUNT_R_UNSUPPORTED;
+
 	if (__atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) != 2)
 		conn_refresh(c);
-	return __atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) == 2 && __atomic_load_n(&c->mv.tx, __ATOMIC_ACQUIRE) &&
-	       !ring_used(&c->rx) && !move_held(c) && !move_pending(c);
+	return (__atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) == 2 ||
+		(here && __atomic_load_n(&c->rx.ctl->wr_done, __ATOMIC_ACQUIRE))) &&
+	       __atomic_load_n(&c->mv.tx, __ATOMIC_ACQUIRE) && (here || (!ring_used(&c->rx) && !move_held(c))) &&
+	       !move_pending(c);
 }
 
 /* What a pass's log line calls its cause. */
@@ -414,7 +422,7 @@ int move_pass(struct sk *s, int why)
 		 * holds nothing unread, the socket is the connection. */
 		if (c->tp->move_progress)
 			c->tp->move_progress(c);
-		return move_settled(c) ? 0 : -EBUSY;
+		return move_settled(c, why) ? 0 : -EBUSY;
 	}
 	e = aligned_alloc(SHUNT_CACHELINE, sizeof *e * 2);
 	if (!e)

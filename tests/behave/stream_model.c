@@ -236,6 +236,8 @@ static struct res exec_op(int *fdp, const struct op *o)
 		e = 1;
 		if (setsockopt(fd, SOL_SOCKET, SO_TIMESTAMP, &e, sizeof e))
 			FAIL("SO_TIMESTAMP: errno %d", errno);
+		if (getenv("SHUNT_EXPECT") && sock_info(fd).mode != 0) /* (not without them) */
+			FAIL("still accelerated after SO_TIMESTAMP (mode %u)", sock_info(fd).mode);
 		return r;
 	case OP_LOWAT: /* poll and epoll say readable from this many bytes on */
 		e = (int)n;

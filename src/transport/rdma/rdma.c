@@ -62,6 +62,8 @@ static int op_pass(struct conn *c, struct shunt_ring_ctl *rx, struct shunt_ring_
 	int r = rdma_conn_pass(c, why); /* takes the writer's lock itself */
 
 	(void)rx;
+	if (r > 0)
+		return 0; /* on the socket, the rings' last bytes still to read: they stay */
 	if (!r && (*t = conn_lock(c, 0))) {
 		shunt_log("move: %s: RDMA connection (tcp fd %d) is plain TCP",
 			  move_cause(why), c->tcp_fd);

@@ -116,7 +116,10 @@ static void pass_resend(struct conn *c, int on)
  * reason): both halves on TCP, the socket carrying the peer's bytes from
  * our application's read position on - what our ring holds unread is
  * resent there (the peer resends from our last consumer update; we drop
- * only what was read).  Bounded as a move before fork. */
+ * only what was read).  Bounded as a move before fork.  1: moved
+ * already, for a kernel feature, with bytes (or the peer's end: it shut
+ * before it moved) still to read off the rings - they stay, our reads
+ * take them first. */
 int rdma_conn_pass(struct conn *c, int why)
 {
 	uint64_t deadline = shunt_now_ns() + MOVE_WAIT_MS * 1000000ull;
@@ -126,7 +129,9 @@ int rdma_conn_pass(struct conn *c, int why)
 		/* moved already (before a fork or exec, a failed link): the
 		 * socket is the connection once it is all of it - else our
 		 * ring may hold what the socket will not */
-		return move_settled(c) ? 0 : -EBUSY;
+		if (!move_settled(c, why))
+			return -EBUSY;
+		return __atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) != 2 || ring_used(&c->rx) || move_held(c) ? 1 : 0;
 	}
 	if (rcn(c)->pid != shunt_pid())
 		return -EBUSY; /* not this process's link (SHUNT_RDMA_FORK=keep's child) */

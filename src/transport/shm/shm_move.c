@@ -212,12 +212,12 @@ static int pass_locked(struct conn *c, struct shunt_ring_ctl *t, struct shunt_ri
 		return -EBUSY;
 	/* the peer's unread bytes: it resends them, unless it has shut its
 	 * sending side (it cannot write the socket then).  Then they are
-	 * all there, before its end: a move for C stdio in this process
-	 * holds them for the reads to come (move.c, stdio.c); the receiver of
-	 * a passed descriptor would never see them. */
+	 * all there, before its end: a move within this process (C stdio, a
+	 * kernel feature) holds them for the reads to come (move.c, stdio.c);
+	 * the receiver of a passed descriptor would never see them. */
 	left = __atomic_load_n(&rx->prod, __ATOMIC_ACQUIRE) - __atomic_load_n(&rx->cons, __ATOMIC_ACQUIRE);
 	hold = left && __atomic_load_n(&rx->wr_done, __ATOMIC_ACQUIRE);
-	if (hold && why != SHUNT_R_STDIO)
+	if (hold && why != SHUNT_R_STDIO && why != SHUNT_R_UNSUPPORTED)
 		return -EPIPE;
 	/* our socket: nothing of shunt's may head the peer's resend */
 	n = peek_past_leftovers(c->tcp_fd, buf, sizeof buf, &partial);
