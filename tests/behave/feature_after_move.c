@@ -8,7 +8,8 @@
  * own SO_TIMESTAMP is its move; ours used to wait out a second and warn
  * that it went without - our ring held bytes (the socket was not "all of
  * the connection"), or, after the peer's FIN, its move sent no word to
- * wait for. */
+ * wait for.  NOT_SPLIT_OVER_RDMA: two connections in turn, a server
+ * process each (the single-guest RDMA suite runs it). */
 #include "common.h"
 #include <sys/ioctl.h>
 
