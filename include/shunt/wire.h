@@ -334,7 +334,7 @@ _Static_assert(sizeof(struct shunt_accept_msg) == 48, "accept message layout");
 #define SHUNT_STATS_MAGIC 0x53485354u /* "SHST" */
 #define SHUNT_STATS_RECS 4096
 struct shunt_stat_rec {
-	_Atomic uint32_t used;   /* 0 free, 1 in use */
+	_Atomic uint32_t used;   /* 0 free, 1 in use, 2 being filled (skip it) */
 	int32_t fd;
 	uint8_t mode;            /* enum shunt_mode */
 	uint8_t reason;          /* enum shunt_reason */

@@ -26,6 +26,7 @@
 #include "../base/real.h"
 
 static struct shunt_stats_file *sf;
+static unsigned sf_hint; /* where a free record likely is: after the last claimed */
 static int sf_fd = -1;
 static char sf_path[SHUNT_DIR_NAME_MAX]; /* its name in the rendezvous directory */
 static pthread_mutex_t sf_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -52,7 +53,7 @@ static int stats_init(void)
 	m->pid = (uint32_t)getpid();
 	m->nrecs = SHUNT_STATS_RECS;
 	prctl(PR_GET_NAME, m->comm);
-	sf = m;
+	__atomic_store_n(&sf, m, __ATOMIC_RELEASE); /* (stats_alloc takes no lock) */
 	sf_fd = fd_hide(fd);
 	return 0;
 fail:
@@ -110,6 +111,7 @@ void stats_atfork_child(void)
 		fd_close_internal(sf_fd);
 	sf = NULL;
 	sf_fd = -1;
+	sf_hint = 0;
 	pthread_mutex_init(&sf_lock, NULL);
 	__atomic_store_n(&stats_pending, 1, __ATOMIC_RELEASE);
 }
@@ -160,23 +162,34 @@ static void fill(struct shunt_stat_rec *r, int fd, struct sk *s)
 		shunt_addr_from_sockaddr(s->is_client ? &r->tuple.server : &r->tuple.client, (void *)&b);
 }
 
+/* A free record, claimed (0 -> 2: `shunt ss` skips it while it is
+ * filled) with no lock, the search starting after the last one claimed -
+ * not a scan of every record in use under one lock that every thread's
+ * every connection takes (issue #13, items 9 and 10). */
 struct shunt_stat_rec *stats_alloc(int fd, struct sk *s)
 {
-	struct shunt_stat_rec *r = NULL;
+	struct shunt_stats_file *f;
+	unsigned start;
 
 	stats_adopt_maybe();
-	pthread_mutex_lock(&sf_lock);
-	for (unsigned i = 0; sf && i < SHUNT_STATS_RECS; i++) {
-		if (!sf->rec[i].used) {
-			r = &sf->rec[i];
-			r->tx = r->rx = 0;
-			fill(r, fd, s);
-			__atomic_store_n(&r->used, 1, __ATOMIC_RELEASE);
-			break;
-		}
+	if (!(f = __atomic_load_n(&sf, __ATOMIC_ACQUIRE)))
+		return NULL;
+	start = __atomic_load_n(&sf_hint, __ATOMIC_RELAXED);
+	for (unsigned k = 0; k < SHUNT_STATS_RECS; k++) {
+		unsigned i = (start + k) % SHUNT_STATS_RECS;
+		struct shunt_stat_rec *r = &f->rec[i];
+		uint32_t z = 0;
+
+		if (__atomic_load_n(&r->used, __ATOMIC_RELAXED) ||
+		    !__atomic_compare_exchange_n(&r->used, &z, 2, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+			continue;
+		__atomic_store_n(&sf_hint, i + 1, __ATOMIC_RELAXED);
+		r->tx = r->rx = 0;
+		fill(r, fd, s);
+		__atomic_store_n(&r->used, 1, __ATOMIC_RELEASE);
+		return r;
 	}
-	pthread_mutex_unlock(&sf_lock);
-	return r;
+	return NULL;
 }
 
 void stats_update(struct sk *s, int fd)

@@ -146,8 +146,8 @@ static void show_file(struct opts *o, const char *dir, const char *name)
 		int loaded = 0;
 		for (unsigned i = 0; i < SHUNT_STATS_RECS; i++) {
 			const struct shunt_stat_rec *r = &f->rec[i];
-			if (!__atomic_load_n(&r->used, __ATOMIC_ACQUIRE))
-				continue;
+			if (__atomic_load_n(&r->used, __ATOMIC_ACQUIRE) != 1)
+				continue; /* free, or being filled */
 			print_rec(o, f, r, r->flags & SHUNT_STAT_LOCAL_UNKNOWN ? local_of(&pn, &loaded, f, r)
 						: r->is_client ? &r->tuple.client : &r->tuple.server);
 		}
