@@ -26,7 +26,9 @@
 #include "../base/real.h"
 
 static struct shunt_stats_file *sf;
-static unsigned sf_hint; /* where a free record likely is: after the last claimed */
+/* where this thread's search starts: the record it claimed last (free
+ * again once that connection ended, and still in its cache) */
+static __thread __attribute__((tls_model("initial-exec"))) unsigned sf_hint;
 static int sf_fd = -1;
 static char sf_path[SHUNT_DIR_NAME_MAX]; /* its name in the rendezvous directory */
 static pthread_mutex_t sf_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -111,7 +113,6 @@ void stats_atfork_child(void)
 		fd_close_internal(sf_fd);
 	sf = NULL;
 	sf_fd = -1;
-	sf_hint = 0;
 	pthread_mutex_init(&sf_lock, NULL);
 	__atomic_store_n(&stats_pending, 1, __ATOMIC_RELEASE);
 }
@@ -163,18 +164,19 @@ static void fill(struct shunt_stat_rec *r, int fd, struct sk *s)
 }
 
 /* A free record, claimed (0 -> 2: `shunt ss` skips it while it is
- * filled) with no lock, the search starting after the last one claimed -
- * not a scan of every record in use under one lock that every thread's
- * every connection takes (issue #13, items 9 and 10). */
+ * filled) with no lock, the search starting at the one this thread
+ * claimed last - not a scan of every record in use under one lock that
+ * every thread's every connection takes (issue #13, items 9 and 10). */
 struct shunt_stat_rec *stats_alloc(int fd, struct sk *s)
 {
 	struct shunt_stats_file *f;
-	unsigned start;
+	unsigned start = sf_hint;
 
 	stats_adopt_maybe();
 	if (!(f = __atomic_load_n(&sf, __ATOMIC_ACQUIRE)))
 		return NULL;
-	start = __atomic_load_n(&sf_hint, __ATOMIC_RELAXED);
+	if (!start) /* a new thread's: spread from the others' */
+		start = (unsigned)((uintptr_t)&sf_hint >> 6);
 	for (unsigned k = 0; k < SHUNT_STATS_RECS; k++) {
 		unsigned i = (start + k) % SHUNT_STATS_RECS;
 		struct shunt_stat_rec *r = &f->rec[i];
@@ -183,8 +185,11 @@ struct shunt_stat_rec *stats_alloc(int fd, struct sk *s)
 		if (__atomic_load_n(&r->used, __ATOMIC_RELAXED) ||
 		    !__atomic_compare_exchange_n(&r->used, &z, 2, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 			continue;
-		__atomic_store_n(&sf_hint, i + 1, __ATOMIC_RELAXED);
-		r->tx = r->rx = 0;
+		sf_hint = i;
+		/* (plain stores: an _Atomic's assignment is a full barrier
+		 * each; the release below publishes them) */
+		__atomic_store_n(&r->tx, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&r->rx, 0, __ATOMIC_RELAXED);
 		fill(r, fd, s);
 		__atomic_store_n(&r->used, 1, __ATOMIC_RELEASE);
 		return r;
