@@ -27,7 +27,13 @@ for r in $(seq "$ROUNDS"); do
 	for shape in "${SHAPES[@]}"; do
 		for i in "${!NAMES[@]}"; do
 			# shellcheck disable=SC2086 # ENVS holds words for env
-			echo "${shape/ /x} ${NAMES[$i]} $(env ${ENVS[$i]} "$ROOT/build/shunt" bench-worker setup-floor $shape "${KINDS[$i]}")" >> "$T/runs"
+			out=$(env ${ENVS[$i]} "$ROOT/build/shunt" bench-worker setup-floor $shape "${KINDS[$i]}" 2> "$T/err") || true
+			if [ "$(wc -w <<< "$out")" != 2 ] || [ -s "$T/err" ]; then
+				echo "floor.sh: round $r, ${shape/ /x} ${NAMES[$i]} failed: '$out'" >&2
+				cat "$T/err" >&2
+				exit 1
+			fi
+			echo "${shape/ /x} ${NAMES[$i]} $out" >> "$T/runs"
 		done
 	done
 	echo "round $r done" >&2

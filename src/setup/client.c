@@ -493,8 +493,9 @@ fail:
 /* The server's answer to the offer o, and our attach; the slot freed.
  * Returns the decision (SHUNT_R_NONE: accelerated); if it is not, the
  * first bytes we wrote into the slot are the caller's to send
- * (*resend), or - a final answer we could not take - the connection is
- * the server's and is to be ended (*cut). */
+ * (*resend: from o->mine - the freed slot may hold another offer's
+ * bytes by then), or - a final answer we could not take - the connection
+ * is the server's and is to be ended (*cut). */
 int rdv_offer_finish(struct sk *s, struct offer *o, int *resend, int *cut)
 {
 	struct got_msg got;
@@ -503,9 +504,9 @@ int rdv_offer_finish(struct sk *s, struct offer *o, int *resend, int *cut)
 	*resend = *cut = 0;
 	if (!reason) {
 		final = got.in_slot || o->counted; /* the server waits for no confirmation */
-		reason = got.in_slot && !arena_client_maps(got.m.arena)
-				 ? SHUNT_R_HANDSHAKE
-				 : rdv_client_attach(s, o->sockfd, o->nonce, &got);
+		/* (an answer in the slot carries no descriptors: an arena
+		 * not mapped here fails the attach, HANDSHAKE) */
+		reason = rdv_client_attach(s, o->sockfd, o->nonce, &got);
 	}
 	if (!reason)
 		shm_of(s->conn)->sock_clean = 1; /* no handshake bytes on its socket */

@@ -78,13 +78,14 @@ void rdv_early_begin(struct sk *s)
 }
 
 /* No answer we could take: the bytes the program wrote into the slot
- * head the stream on the socket (the server reads them there). */
+ * head the stream on the socket (the server reads them there) - from our
+ * own copy: the slot is shared memory others may write. */
 static void send_early(const struct offer *o)
 {
 	size_t off = 0;
 
 	while (off < o->len) {
-		ssize_t n = real.send(o->sockfd, o->early->data + off, o->len - off, MSG_NOSIGNAL);
+		ssize_t n = real.send(o->sockfd, o->mine + off, o->len - off, MSG_NOSIGNAL);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) { /* the program's O_NONBLOCK */
@@ -168,8 +169,10 @@ ssize_t rdv_early_send(struct sk *s, const struct iovec *iov, int cnt, int flags
 		goto settle;
 	}
 	for (int i = 0, off = 0; i < cnt; off += (int)iov[i].iov_len, i++)
-		if (iov[i].iov_len)
+		if (iov[i].iov_len) {
 			memcpy(o->early->data + len + off, iov[i].iov_base, iov[i].iov_len);
+			memcpy(o->mine + len + off, iov[i].iov_base, iov[i].iov_len);
+		}
 	/* the server's SHUNT_EARLY_TAKEN makes this fail: it copied only
 	 * what was there before */
 	if (!__atomic_compare_exchange_n(&o->early->len, &v, v + (uint32_t)total, 0, __ATOMIC_RELEASE,

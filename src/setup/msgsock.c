@@ -43,6 +43,12 @@ int rdv_csock_get(uint64_t *id)
 
 	stats_adopt_maybe(); /* the s<id> file first: `shunt ss` learns from it
 				 * that a dead process's c<id> is to be reaped */
+	/* made already (every offer but the first asks): no lock - the id
+	 * and the socket are written before the pid that publishes them */
+	if (__atomic_load_n(&csock_pid, __ATOMIC_ACQUIRE) == shunt_pid() && csock_id) {
+		*id = csock_id;
+		return 0;
+	}
 	pthread_mutex_lock(&csock_lock);
 	if (csock >= 0 && csock_pid == shunt_pid())
 		goto out;
@@ -62,7 +68,8 @@ int rdv_csock_get(uint64_t *id)
 	}
 	chmod(sun.sun_path, shunt_file_mode());
 	csock = fd_hide(fd);
-	csock_pid = shunt_pid();
+	if (csock >= 0)
+		__atomic_store_n(&csock_pid, shunt_pid(), __ATOMIC_RELEASE);
 out:
 	*id = csock_id;
 	pthread_mutex_unlock(&csock_lock);

@@ -35,6 +35,7 @@
 #define KEV_MAX 1024 /* kernel events taken per call */
 static uint64_t tag;
 static struct epset *all_sets;
+static _Atomic int nsets; /* in all_sets: a close looks at none while 0 */
 static pthread_mutex_t sets_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static uint64_t token(unsigned x, unsigned kind)
@@ -128,6 +129,7 @@ int ep_create(int epfd)
 		tag = (shunt_random64() | (1ull << 63)) & ~((1ull << TOK_BITS) - 1);
 	ep->next = all_sets;
 	all_sets = ep;
+	__atomic_add_fetch(&nsets, 1, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&sets_lock);
 	fdtab_set(epfd, s);
 	return 0;
@@ -174,6 +176,7 @@ void ep_free(struct epset *ep)
 	for (struct epset **pp = &all_sets; *pp; pp = &(*pp)->next)
 		if (*pp == ep) {
 			*pp = ep->next;
+			__atomic_sub_fetch(&nsets, 1, __ATOMIC_RELAXED);
 			break;
 		}
 	pthread_mutex_unlock(&sets_lock);
@@ -191,9 +194,14 @@ void ep_free(struct epset *ep)
 	free(ep);
 }
 
-/* close(fd): the kernel would drop the registration with the file. */
+/* close(fd): the kernel would drop the registration with the file.  With
+ * no set in the process there is none to drop, and no lock to take (a
+ * program without epoll; a set made meanwhile cannot have this number: its
+ * registration would need the number in the table, taken before this). */
 void ep_forget_fd(int fd)
 {
+	if (!__atomic_load_n(&nsets, __ATOMIC_ACQUIRE))
+		return;
 	pthread_mutex_lock(&sets_lock);
 	for (struct epset *ep = all_sets; ep; ep = ep->next) {
 		pthread_mutex_lock(&ep->lock);

@@ -26,6 +26,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "shunt/shunt.h"
 #include "tool.h"
 
 static double now(void)
@@ -42,6 +43,25 @@ static void die(const char *what)
 	exit(1);
 }
 
+/* A transfer that failed, with what shunt says of its connection (mode,
+ * reason: include/shunt/shunt.h; nothing without shunt). */
+static void xfer_die(int fd, int rd, ssize_t r, size_t done)
+{
+	struct shunt_info info;
+	socklen_t l = sizeof info;
+	int e = errno;
+
+	if (!getsockopt(fd, SOL_SHUNT, SHUNT_INFO, &info, &l))
+		fprintf(stderr, "bench-worker: fd %d (shunt mode %u, reason %u, %llu bytes out, %llu in): ", fd,
+			info.mode, info.reason, (unsigned long long)info.tx, (unsigned long long)info.rx);
+	errno = e;
+	if (r == 0) {
+		fprintf(stderr, "bench-worker: %s: end of stream after %zu bytes\n", rd ? "read" : "write", done);
+		exit(1);
+	}
+	die(rd ? "read" : "write");
+}
+
 static void xfer(int fd, char *b, size_t n, int rd)
 {
 	size_t o = 0;
@@ -49,7 +69,7 @@ static void xfer(int fd, char *b, size_t n, int rd)
 	while (o < n) {
 		ssize_t r = rd ? read(fd, b + o, n - o) : write(fd, b + o, n - o);
 		if (r <= 0)
-			die(rd ? "read" : "write");
+			xfer_die(fd, rd, r, o);
 		o += (size_t)r;
 	}
 }

@@ -171,7 +171,7 @@ int arena_server_take(uint64_t peer, uint64_t nonce, struct arena **out, unsigne
 		 * (the word is the client's: a lie costs it its connections) */
 		*send_fds = created || __atomic_load_n(&a->hdr->client_unmapped, __ATOMIC_ACQUIRE);
 		init_seg(a, *seg, nonce);
-		a->held++;
+		__atomic_add_fetch(&a->held, 1, __ATOMIC_RELAXED);
 		*out = a;
 	}
 	pthread_mutex_unlock(&lock);
@@ -212,19 +212,9 @@ static int get_or_map(uint64_t id, int *fds, int side, struct arena **out)
 			close3(fds);
 	}
 	if (!r) {
-		a->held++;
+		__atomic_add_fetch(&a->held, 1, __ATOMIC_RELAXED);
 		*out = a;
 	}
-	pthread_mutex_unlock(&lock);
-	return r;
-}
-
-int arena_client_maps(uint64_t id)
-{
-	int r;
-
-	pthread_mutex_lock(&lock);
-	r = find(id, 0) != NULL;
 	pthread_mutex_unlock(&lock);
 	return r;
 }
@@ -319,7 +309,7 @@ static int may_unmap(struct arena *a)
 static void reap_dead_locked(void)
 {
 	for (struct arena **pp = &arenas; *pp;) {
-		if (!(*pp)->held && (shunt_fault_peer_gone() || !shunt_proc_alive((*pp)->peer)) && may_unmap(*pp))
+		if (!__atomic_load_n(&(*pp)->held, __ATOMIC_ACQUIRE) && (shunt_fault_peer_gone() || !shunt_proc_alive((*pp)->peer)) && may_unmap(*pp))
 			arena_free_locked(pp);
 		else
 			pp = &(*pp)->next;
@@ -342,7 +332,7 @@ int arena_drop_unused(void)
 
 	pthread_mutex_lock(&lock);
 	for (struct arena **pp = &arenas; *pp;) {
-		if (!(*pp)->held && may_unmap(*pp)) {
+		if (!__atomic_load_n(&(*pp)->held, __ATOMIC_ACQUIRE) && may_unmap(*pp)) {
 			arena_free_locked(pp);
 			n++;
 		} else {
@@ -355,12 +345,13 @@ int arena_drop_unused(void)
 
 /* The last connection of an arena here closed: it stays mapped for the
  * peer's next one, until a new arena finds its peer gone (reap_dead_locked:
- * asking at every close cost three system calls a connection). */
+ * asking at every close cost three system calls a connection).  No lock:
+ * only a holder lowers the count, and nothing here touches the arena after
+ * (an unmap that sees 0 under the lock may follow at once); a count is
+ * raised only under the lock, with the look-up that found the arena. */
 void arena_put(struct arena *a)
 {
-	pthread_mutex_lock(&lock);
-	a->held--;
-	pthread_mutex_unlock(&lock);
+	__atomic_sub_fetch(&a->held, 1, __ATOMIC_RELEASE);
 }
 
 void arena_atfork_child(void)

@@ -13,7 +13,9 @@ struct arena {
 	struct shunt_arena_hdr *hdr;
 	size_t len;
 	uint32_t ring_size;
-	int held;             /* segments this process holds */
+	_Atomic int held;     /* segments this process holds: raised under arena.c's
+				 lock (a look-up and its count are one step), lowered
+				 without it; read under it before an unmap */
 	/* The doorbells ([0] the client's, [1] the server's): eventfds made
 	 * with the arena and sent with its memfd, so every process holding
 	 * the arena (fork, exec) has the same two.  A side's poll/epoll
@@ -28,8 +30,6 @@ struct arena {
  * mapped by the client - its memfd and doorbells must be sent).  The
  * segment is initialised (rings empty, nonce, both owners 1). */
 int arena_server_take(uint64_t peer, uint64_t nonce, struct arena **out, unsigned *seg, int *send_fds);
-/* Client: is the arena with this id mapped here? */
-int arena_client_maps(uint64_t id);
 /* Client: the arena with this id; fds (NULL: it must be mapped already):
  * its memfd and doorbells, mapped if new, consumed on success and failure. */
 int arena_client_get(uint64_t id, int *fds, struct arena **out);
