@@ -131,6 +131,7 @@ void rdv_offer_settle(struct sk *s)
 		__atomic_sub_fetch(&pending, 1, __ATOMIC_RELAXED);
 		sk_put(s); /* never the last: the caller holds one */
 	}
+	free(o->mine);
 	free(o);
 	if (fd >= 0) {
 		stats_update(s, fd);
@@ -146,6 +147,7 @@ ssize_t rdv_early_send(struct sk *s, const struct iovec *iov, int cnt, int flags
 {
 	size_t total = 0;
 	struct offer *o;
+	uint8_t *m;
 	uint32_t v, len;
 
 	if ((flags & ~(MSG_NOSIGNAL | MSG_DONTWAIT | MSG_MORE)) || (ctl && ctl->msg_controllen) || cnt < 0 ||
@@ -168,6 +170,12 @@ ssize_t rdv_early_send(struct sk *s, const struct iovec *iov, int cnt, int flags
 		pthread_mutex_unlock(&s->offer_lock);
 		goto settle;
 	}
+	if (total && !(m = realloc(o->mine, len + total))) {
+		pthread_mutex_unlock(&s->offer_lock);
+		goto settle; /* the bytes go as on any connection */
+	}
+	if (total)
+		o->mine = m;
 	for (int i = 0, off = 0; i < cnt; off += (int)iov[i].iov_len, i++)
 		if (iov[i].iov_len) {
 			memcpy(o->early->data + len + off, iov[i].iov_base, iov[i].iov_len);

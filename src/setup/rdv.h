@@ -87,9 +87,9 @@ struct offer {
 	uint64_t nonce;
 	int sockfd;   /* the socket: the program's number (the connection borrows it: fdtab.c) */
 	uint32_t len; /* bytes we put in early->data */
-	uint8_t mine[SHUNT_EARLY_MAX]; /* ... and our own copy of them: a resend
-					* sends these, whatever the shared slot
-					* holds by then */
+	uint8_t *mine; /* ... and our own copy of them (malloc'd, len bytes): a
+			* resend sends these, whatever the shared slot holds
+			* by then */
 	int counted;  /* one of the process's pending offers (early.c) */
 	int pend_idx; /* ... its place in early.c's list */
 };
