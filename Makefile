@@ -76,6 +76,11 @@ $(BUILD)/tests/unit/arena_test: tests/unit/arena_test.c $(SHIM_SRC) $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) -DSHUNT_FAULTS $(CFLAGS) $(WARN) $(SAN) -o $@ $< $(SHIM_SRC) -ldl -lpthread
 
+# the registry's offer slots: the library linked in, as above.
+$(BUILD)/tests/unit/slot_test: tests/unit/slot_test.c $(SHIM_SRC) $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $(SAN) -o $@ $< $(SHIM_SRC) -ldl -lpthread
+
 $(BUILD)/tests/unit/procnet_test: tests/unit/procnet_test.c src/tools/procnet.c src/tools/procnet.h $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $(SAN) -o $@ $< src/tools/procnet.c

@@ -26,7 +26,7 @@
 #include <stdint.h>
 #include <stddef.h>
 
-#define SHUNT_WIRE_VERSION 8u /* 2: doorbells per arena, not per segment; 3: answers in the offer
+#define SHUNT_WIRE_VERSION 9u /* 2: doorbells per arena, not per segment; 3: answers in the offer
 				 slot; 4: a slot answer names only an arena the client confirmed
 				 a connection in, and the client may ask again (NEED_ARENA);
 				 5: the registry counts its reserved slots, a stat record
@@ -36,7 +36,9 @@
 				 7: the registry says how far its slots were ever used
 				 (slots_used: an accepting server reads no further), and
 				 waiting servers sleep per bucket of client ports;
-				 8: a segment's in_use counts its uses (odd: taken) */
+				 8: a segment's in_use counts its uses (odd: taken);
+				 9: a slot's state word carries the slot's generation,
+				 and its reservation time is written before it is taken */
 #define SHUNT_SHORT_MS 10     /* a connection that ends sooner is short-lived (registry) */
 
 /* ---- fallback reason codes: stable, shown by `shunt ss`, never renumbered ---- */
@@ -95,7 +97,13 @@ enum shunt_mode {
 #define SHUNT_REG_LISTENERS 16
 #define SHUNT_REG_WAIT 7 /* offer_wait buckets (client port % 7) */
 
-/* Offer slot states.  The transitions are CAS-only; see src/setup/rdv.h. */
+/* Offer slot states.  The transitions are CAS-only; see src/setup/rdv.h.
+ * The state word's low 4 bits are the state, the other 28 the slot's
+ * generation: +1 at each reservation (FREE -> CONNECTING), kept by every
+ * other transition.  Each party CASes the whole word it knows - the
+ * reservation it acts for - so an actor stalled past the end of its
+ * reservation (a server whose client gave up, a reaper whose dead slot
+ * was reaped and taken meanwhile) can never move the next one's state. */
 enum shunt_slot_state {
 	SLOT_FREE = 0,       /* unused */
 	SLOT_CONNECTING = 1, /* client reserved it and is inside connect() */
@@ -110,6 +118,9 @@ enum shunt_slot_state {
 	SLOT_NEED_ARENA = 8, /* retired (versions 4-5: the client asked again for an arena it
 				had dropped; now an answer in the slot names only one the
 				client maps: shunt_arena_hdr.client_unmapped) */
+	SLOT_RESERVING = 9,  /* a client took it and is writing its nonce, process and
+				destination (before its SYN; -> CONNECTING).  Reaped only
+				after STALE_RESERVING_NS (src/setup/registry.c) */
 	/* An answer by message leaves the decision to the segment (confirm
 	 * field): the client CASes 0->1 once attached, the server 0->2 on
 	 * time-out.  An answer in the slot, or to a pending offer, is final:
@@ -129,13 +140,18 @@ struct shunt_tuple {
 	struct shunt_addr server;
 };
 
+#define SHUNT_SLOT_STATE(w) ((w) & 0xfu)
+#define SHUNT_SLOT_GEN(w) ((w) & ~0xfu)
+#define SHUNT_SLOT_GEN_ONE 0x10u
+
 struct shunt_slot {
-	_Atomic uint32_t state;   /* enum shunt_slot_state */
+	_Atomic uint32_t state;   /* generation | enum shunt_slot_state (above) */
 	uint32_t client_pid;      /* informational (pid namespaces differ) */
 	uint64_t nonce;           /* random, names this offer in the accept message */
 	uint64_t sock_id;         /* names the client's $SHUNT_DIR/c<sock_id> socket */
 	uint64_t netns;           /* client's network namespace inode */
-	uint64_t stamp_ns;        /* CLOCK_MONOTONIC when reserved */
+	uint64_t stamp_ns;        /* CLOCK_MONOTONIC when reserved: written before the state
+				     word is taken, so whoever sees the reservation sees it */
 	struct shunt_tuple tuple; /* valid from OFFERED on */
 	uint64_t answer_arena;    /* ANSWERED: the arena id (one the client confirmed a
 				     connection in: it maps it, unless it dropped it since) */

@@ -74,17 +74,20 @@ static int slot_answer(struct shunt_slot *sl, uint64_t nonce, struct got_msg *go
 }
 
 /* Wait for the server's answer.  Each state the client may leave is left
- * by one CAS against the server's; any other value (a member of a shared
- * directory may write the registry) ends the wait, plain. */
-static int client_wait_answer(struct shunt_slot *sl, uint64_t nonce, int tcp_fd, struct got_msg *got,
-			      uint64_t start, uint64_t wait_ns, uint64_t spin_ns)
+ * by one CAS against the server's; any other value, or another
+ * generation (a member of a shared directory may write the registry),
+ * ends the wait, plain. */
+static int client_wait_answer(struct shunt_slot *sl, uint32_t gen, uint64_t nonce, int tcp_fd,
+			      struct got_msg *got, uint64_t start, uint64_t wait_ns, uint64_t spin_ns)
 {
 	int slept = 0;
 
 	for (;;) {
-		uint32_t st = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE);
+		uint32_t w = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE), st = SHUNT_SLOT_STATE(w);
 		uint64_t el = shunt_now_ns() - start;
 
+		if (SHUNT_SLOT_GEN(w) != gen)
+			return SHUNT_R_HANDSHAKE;
 		if (st == SLOT_ANSWERED)
 			return slot_answer(sl, nonce, got);
 		if (st == SLOT_FAILED)
@@ -103,15 +106,15 @@ static int client_wait_answer(struct shunt_slot *sl, uint64_t nonce, int tcp_fd,
 		/* (the socket from the first sleep's end on: a plain server's
 		 * bytes wait that long, a shunt one's answer does not) */
 		if (st == SLOT_OFFERED && (el >= wait_ns || (slept && rdv_tcp_has_input(tcp_fd))) &&
-		    rdv_slot_cas(sl, SLOT_OFFERED, SLOT_ABANDONED))
+		    rdv_slot_cas(sl, gen, SLOT_OFFERED, SLOT_ABANDONED))
 			return el >= wait_ns ? SHUNT_R_TIMEOUT : SHUNT_R_PEER_NOT_SHUNT;
 		if (st != SLOT_OFFERED && (el >= CLAIMED_WAIT_NS || (slept && rdv_tcp_has_input(tcp_fd))) &&
-		    rdv_slot_cas(sl, st, SLOT_FAILED))
+		    rdv_slot_cas(sl, gen, st, SLOT_FAILED))
 			return SHUNT_R_HANDSHAKE;
 		/* the flag first: a server answering now either sees it or
 		 * changes the state before the futex looks */
 		__atomic_store_n(&sl->client_waiting, 1, __ATOMIC_SEQ_CST);
-		shunt_futex_wait(&sl->state, st, 1000000);
+		shunt_futex_wait(&sl->state, w, 1000000);
 		/* our pending offers' answers by message fill our socket's
 		 * queue (10 messages) while we wait here, and a server blocked
 		 * on a full one answers nobody: read them between sleeps */
@@ -123,7 +126,8 @@ static int client_wait_answer(struct shunt_slot *sl, uint64_t nonce, int tcp_fd,
 
 /* The wait for the answer, with this process's turn to spin (core.c)
  * taken for its spin and given back however it ends. */
-static int client_wait_msg(struct shunt_slot *sl, uint64_t nonce, int tcp_fd, struct got_msg *got)
+static int client_wait_msg(struct shunt_slot *sl, uint32_t gen, uint64_t nonce, int tcp_fd,
+			   struct got_msg *got)
 {
 	uint64_t start = shunt_now_ns(), wait_ns = (uint64_t)shunt_cfg.accept_wait_ms * 1000000ull;
 	/* with more connects in set-up than CPUs a spinning client takes the
@@ -134,7 +138,7 @@ static int client_wait_msg(struct shunt_slot *sl, uint64_t nonce, int tcp_fd, st
 
 	if (!turn)
 		spin_ns = 0;
-	r = client_wait_answer(sl, nonce, tcp_fd, got, start, wait_ns, spin_ns);
+	r = client_wait_answer(sl, gen, nonce, tcp_fd, got, start, wait_ns, spin_ns);
 	shunt_spin_end(turn);
 	return r;
 }
@@ -437,13 +441,14 @@ static int connect_offer(int fd, struct sk *s, const struct sockaddr *addr, sock
 	uint64_t nonce, sock_id;
 	struct shunt_tuple tu;
 	struct offer *o;
+	uint32_t gen;
 	int ret, leave;
 
 	s->reason = SHUNT_R_RESOURCE;
 	if (rdv_csock_get(&sock_id))
 		return rdv_sys(real.connect(fd, addr, len));
 	arena_offer_begin();
-	if (!(sl = rdv_slot_reserve(p, sock_id, &nonce, dst))) {
+	if (!(sl = rdv_slot_reserve(p, sock_id, &nonce, dst, &gen))) {
 		arena_offer_end();
 		return rdv_sys(real.connect(fd, addr, len));
 	}
@@ -471,10 +476,17 @@ static int connect_offer(int fd, struct sk *s, const struct sockaddr *addr, sock
 		goto fail;
 	}
 	*o = (struct offer){ .p = p, .sl = sl, .early = &p->r->early[sl - p->r->slots],
-			     .nonce = nonce, .sockfd = fd };
+			     .nonce = nonce, .gen = gen, .sockfd = fd };
 	leave = !ret && rdv_early_reserve();
 	__atomic_store_n(&o->early->len, leave ? SHUNT_EARLY_PENDING : 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&sl->state, SLOT_OFFERED, __ATOMIC_RELEASE);
+	if (!rdv_slot_cas(sl, gen, SLOT_CONNECTING, SLOT_OFFERED)) {
+		/* not ours any more (a member of a shared directory wrote it) */
+		if (leave)
+			rdv_early_unreserve();
+		free(o);
+		s->reason = SHUNT_R_HANDSHAKE;
+		goto fail;
+	}
 	offers_changed(p, tu.client.port);
 	s->offer = o;
 	if (leave) {
@@ -485,7 +497,7 @@ static int connect_offer(int fd, struct sk *s, const struct sockaddr *addr, sock
 	}
 	return ret;
 fail:
-	rdv_slot_free(p, sl);
+	rdv_slot_free(p, sl, gen);
 	arena_offer_end();
 	return ret;
 }
@@ -499,7 +511,7 @@ fail:
 int rdv_offer_finish(struct sk *s, struct offer *o, int *resend, int *cut)
 {
 	struct got_msg got;
-	int reason = client_wait_msg(o->sl, o->nonce, o->sockfd, &got), final = 0;
+	int reason = client_wait_msg(o->sl, o->gen, o->nonce, o->sockfd, &got), final = 0;
 
 	*resend = *cut = 0;
 	if (!reason) {
@@ -514,7 +526,7 @@ int rdv_offer_finish(struct sk *s, struct offer *o, int *resend, int *cut)
 		*cut = 1;
 	else if (reason)
 		*resend = 1; /* the server reads the socket from its first byte */
-	rdv_slot_free(o->p, o->sl);
+	rdv_slot_free(o->p, o->sl, o->gen);
 	arena_offer_end();
 	return reason;
 }

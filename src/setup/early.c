@@ -63,6 +63,12 @@ int rdv_early_reserve(void)
 	return 1;
 }
 
+/* ... given back: the offer was not published after all. */
+void rdv_early_unreserve(void)
+{
+	__atomic_sub_fetch(&pending, 1, __ATOMIC_RELAXED);
+}
+
 /* The offer, published, stays pending (its place reserved). */
 void rdv_early_begin(struct sk *s)
 {

@@ -9,7 +9,8 @@
  *   client connect()                         server accept()
  *   ----------------                         ---------------
  *   registry p<port> has a live listener?
- *   reserve a slot: FREE -> CONNECTING
+ *   reserve a slot: FREE -> RESERVING ->
+ *     CONNECTING (its next generation)
  *   real connect() (SYN leaves only now)
  *   write the 4-tuple, CONNECTING -> OFFERED  scan slots for its own 4-tuple
  *   spin, then sleep on the slot (bounded)    (CONNECTING ones: wait <= 20 ms)
@@ -51,6 +52,7 @@ struct arena;
 #define SERVER_CONNECTING_WAIT_NS 20000000ull  /* server waits for CONNECTING slots to its address */
 #define CONNECTING_FRESH_NS 50000000ull        /* older CONNECTING slots are ignored */
 #define STALE_SLOT_NS 30000000000ull           /* abandoned by a dead process: reaped */
+#define STALE_RESERVING_NS 600000000000ull     /* a client died while it took a slot */
 #define CONFIRM_WAIT_NS 1000000000ull          /* server waits for the client's attach */
 #define CLAIMED_WAIT_NS 5000000000ull          /* client waits for a claimed message */
 #define SPIN_MSG_NS 50000ull                   /* client spins this long before sleeping */
@@ -85,6 +87,7 @@ struct offer {
 	struct shunt_slot *sl;
 	struct shunt_early *early; /* the slot's area for our first bytes */
 	uint64_t nonce;
+	uint32_t gen; /* the slot's generation: our reservation (wire.h) */
 	int sockfd;   /* the socket: the program's number (the connection borrows it: fdtab.c) */
 	uint32_t len; /* bytes we put in early->data */
 	uint8_t *mine; /* ... and our own copy of them (malloc'd, len bytes): a
@@ -108,9 +111,9 @@ struct portreg *rdv_reg_get(uint16_t port, int create, int fresh);
 int rdv_reg_live(struct portreg *p);
 int rdv_reg_may_match(struct portreg *p, const struct shunt_addr *dst);
 struct shunt_slot *rdv_slot_reserve(struct portreg *p, uint64_t sock_id, uint64_t *nonce,
-				    const struct shunt_addr *dst);
-void rdv_slot_free(struct portreg *p, struct shunt_slot *sl);
-int rdv_slot_cas(struct shunt_slot *sl, uint32_t from, uint32_t to);
+				    const struct shunt_addr *dst, uint32_t *gen);
+void rdv_slot_free(struct portreg *p, struct shunt_slot *sl, uint32_t gen);
+int rdv_slot_cas(struct shunt_slot *sl, uint32_t gen, uint32_t from, uint32_t to);
 
 /* msgsock.c */
 int rdv_csock_get(uint64_t *id);
@@ -127,6 +130,7 @@ int rdv_offer_finish(struct sk *s, struct offer *o, int *resend, int *cut);
 
 /* early.c */
 int rdv_early_reserve(void);
+void rdv_early_unreserve(void);
 void rdv_early_begin(struct sk *s);
 void rdv_early_atfork_child(void);
 int rdv_offers_pending(void);

@@ -494,13 +494,32 @@ int rdv_listen(int fd, struct sk *s)
 /* The registry's count of slots not FREE (wire.h: advice for accept's
  * fast path) moves with every transition to or from FREE.  A slot is
  * reaped once its client is gone: a live one may keep its offer pending
- * for as long as its program leaves the connection untouched (early.c). */
+ * for as long as its program leaves the connection untouched (early.c).
+ *
+ * What a reaper reads must be the reservation's own: the reservation time
+ * is written before the slot is taken (a reaper that sees the taken word
+ * sees it - before, a fresh registry's 0, or an old use's time, made a
+ * slot taken a moment ago look 30 s old, and its previous owner's dead
+ * process made it reapable: another client then took it too, and two
+ * connections' offers shared one slot - cut connections under load, the
+ * twenty-first session's floor.sh failures); the owner's process is named
+ * only from RESERVING's end on; and the reaper's CAS is on the whole word,
+ * generation included, so a slot reaped and taken by someone else while it
+ * looked is never freed under its new owner. */
 static void slot_reap_if_stale(struct portreg *p, struct shunt_slot *sl, uint64_t now)
 {
-	uint32_t st = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE);
+	uint32_t w = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE), st = SHUNT_SLOT_STATE(w);
+	uint64_t age;
 
-	if (st != SLOT_FREE && now - sl->stamp_ns > STALE_SLOT_NS && !shunt_proc_alive(sl->sock_id) &&
-	    __atomic_compare_exchange_n(&sl->state, &st, SLOT_FREE, 0, __ATOMIC_ACQ_REL,
+	if (st == SLOT_FREE)
+		return;
+	age = now - __atomic_load_n(&sl->stamp_ns, __ATOMIC_RELAXED);
+	/* RESERVING: its client died between taking the slot and naming
+	 * itself - a few instructions; or is stopped there: a long wait */
+	if (st == SLOT_RESERVING ? age <= STALE_RESERVING_NS
+				 : age <= STALE_SLOT_NS || shunt_proc_alive(sl->sock_id))
+		return;
+	if (__atomic_compare_exchange_n(&sl->state, &w, SHUNT_SLOT_GEN(w) | SLOT_FREE, 0, __ATOMIC_ACQ_REL,
 					__ATOMIC_RELAXED))
 		__atomic_sub_fetch(&p->r->reserved, 1, __ATOMIC_RELEASE);
 }
@@ -521,8 +540,10 @@ static void slots_used_raise(struct portreg *p, unsigned n)
 		;
 }
 
+/* Take a FREE slot: FREE -> RESERVING (the next generation, *gen), our
+ * fields, -> CONNECTING.  NULL if none is free. */
 struct shunt_slot *rdv_slot_reserve(struct portreg *p, uint64_t sock_id, uint64_t *nonce,
-				    const struct shunt_addr *dst)
+				    const struct shunt_addr *dst, uint32_t *gen)
 {
 	/* (64 bits: the count is anyone's to write, and a window of 0 divides) */
 	uint64_t window = 2ull * __atomic_load_n(&p->r->reserved, __ATOMIC_RELAXED) + SLOT_WINDOW_MIN;
@@ -532,18 +553,25 @@ struct shunt_slot *rdv_slot_reserve(struct portreg *p, uint64_t sock_id, uint64_
 	for (unsigned i = 0; i < SHUNT_REG_SLOTS; i++) {
 		unsigned idx = (start + i) % SHUNT_REG_SLOTS;
 		struct shunt_slot *sl = &p->r->slots[idx];
-		uint32_t st = SLOT_FREE;
+		uint32_t w, g;
 		slot_reap_if_stale(p, sl, now);
-		if (!__atomic_compare_exchange_n(&sl->state, &st, SLOT_CONNECTING, 0,
-						 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+		w = __atomic_load_n(&sl->state, __ATOMIC_RELAXED);
+		if (SHUNT_SLOT_STATE(w) != SLOT_FREE)
+			continue;
+		/* the time first (a client that loses the slot to us writes
+		 * its own "now" too: as good) */
+		__atomic_store_n(&sl->stamp_ns, now, __ATOMIC_RELAXED);
+		g = SHUNT_SLOT_GEN(w + SHUNT_SLOT_GEN_ONE);
+		if (!__atomic_compare_exchange_n(&sl->state, &w, g | SLOT_RESERVING, 0, __ATOMIC_ACQ_REL,
+						 __ATOMIC_RELAXED))
 			continue;
 		/* counted, and the scan's bound raised, before the SYN leaves:
 		 * a server that accepts this connection reads both after it
 		 * (the kernel orders them) */
 		slots_used_raise(p, idx + 1);
 		__atomic_add_fetch(&p->r->reserved, 1, __ATOMIC_SEQ_CST);
+		shunt_fault_reserve(); /* tests only (fault.c) */
 		*nonce = shunt_fast_random();
-		sl->stamp_ns = now;
 		sl->client_pid = (uint32_t)shunt_pid();
 		sl->nonce = *nonce;
 		sl->sock_id = sock_id;
@@ -553,22 +581,35 @@ struct shunt_slot *rdv_slot_reserve(struct portreg *p, uint64_t sock_id, uint64_
 		 * address and port only once connect() returns. */
 		memset(&sl->tuple.client, 0, sizeof sl->tuple.client);
 		sl->tuple.server = *dst;
+		if (!rdv_slot_cas(sl, g, SLOT_RESERVING, SLOT_CONNECTING))
+			return NULL; /* reaped: we were stopped for minutes */
+		*gen = g;
 		return sl;
 	}
 	return NULL;
 }
 
-void rdv_slot_free(struct portreg *p, struct shunt_slot *sl)
+/* Our reservation (generation gen) ends: the slot is FREE, unless it was
+ * reaped meanwhile (its count went down then). */
+void rdv_slot_free(struct portreg *p, struct shunt_slot *sl, uint32_t gen)
 {
-	/* reaped meanwhile (a client stalled 30 s): counted down already */
-	if (__atomic_exchange_n(&sl->state, SLOT_FREE, __ATOMIC_ACQ_REL) != SLOT_FREE)
-		__atomic_sub_fetch(&p->r->reserved, 1, __ATOMIC_RELEASE);
+	uint32_t w = __atomic_load_n(&sl->state, __ATOMIC_RELAXED);
+
+	while (SHUNT_SLOT_GEN(w) == gen && SHUNT_SLOT_STATE(w) != SLOT_FREE)
+		if (__atomic_compare_exchange_n(&sl->state, &w, gen | SLOT_FREE, 0, __ATOMIC_ACQ_REL,
+						__ATOMIC_RELAXED)) {
+			__atomic_sub_fetch(&p->r->reserved, 1, __ATOMIC_RELEASE);
+			return;
+		}
 }
 
-int rdv_slot_cas(struct shunt_slot *sl, uint32_t from, uint32_t to)
+/* The reservation gen's state from -> to: 0 if it is not in from (or not
+ * that reservation's any more). */
+int rdv_slot_cas(struct shunt_slot *sl, uint32_t gen, uint32_t from, uint32_t to)
 {
-	return __atomic_compare_exchange_n(&sl->state, &from, to, 0, __ATOMIC_ACQ_REL,
-					   __ATOMIC_ACQUIRE);
+	uint32_t w = gen | from;
+
+	return __atomic_compare_exchange_n(&sl->state, &w, gen | to, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
 }
 
 /* A clean exit removes this process's files; `shunt ss` reaps the rest. */

@@ -28,10 +28,11 @@
 
 /* ---- server side ---- */
 
-/* Find this connection's offer; *busy is set if a client may still be
- * between reserving its slot and publishing its tuple. */
+/* Find this connection's offer (*w: its state word, OFFERED); *busy is
+ * set if a client may still be between reserving its slot and publishing
+ * its tuple. */
 static struct shunt_slot *find_offer(struct portreg *p, const struct shunt_tuple *t, int *busy,
-				     unsigned *idx)
+				     unsigned *idx, uint32_t *w)
 {
 	uint64_t now = shunt_now_ns();
 	unsigned used = __atomic_load_n(&p->r->slots_used, __ATOMIC_ACQUIRE);
@@ -39,57 +40,51 @@ static struct shunt_slot *find_offer(struct portreg *p, const struct shunt_tuple
 	*busy = 0;
 	for (unsigned i = 0; i < used && i < SHUNT_REG_SLOTS; i++) {
 		struct shunt_slot *sl = &p->r->slots[i];
-		uint32_t st = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE);
+		uint32_t sw = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE), st = SHUNT_SLOT_STATE(sw);
 		/* A client between reserving and publishing, dialling this very
 		 * address: it may be the one we accepted (a plain client never
 		 * reserves, so it never waits for this). */
-		if (st == SLOT_CONNECTING && now - sl->stamp_ns < CONNECTING_FRESH_NS &&
+		if (st == SLOT_CONNECTING && now - __atomic_load_n(&sl->stamp_ns, __ATOMIC_RELAXED) < CONNECTING_FRESH_NS &&
 		    sl->tuple.server.port == t->server.port &&
 		    !memcmp(sl->tuple.server.ip, t->server.ip, 16))
 			*busy = 1;
 		if (st == SLOT_OFFERED && rdv_tuple_eq(&sl->tuple, t)) {
 			*idx = i;
+			*w = sw;
 			return sl;
 		}
 	}
 	return NULL;
 }
 
-/* Claim the offer; the slot may have been recycled between read and CAS. */
-static int claim(struct shunt_slot *sl, const struct shunt_tuple *t, uint64_t *nonce,
-		 uint64_t *sock_id, uint64_t *netns)
+/* Claim the offer found in state word w: OFFERED -> CLAIMED, in its
+ * generation (the fields read after w are that reservation's: its client
+ * wrote them before it published; a slot reused meanwhile has another
+ * generation, and the CAS fails). */
+static int claim(struct shunt_slot *sl, uint32_t w, uint64_t *nonce, uint64_t *sock_id, uint64_t *netns)
 {
 	uint64_t n = sl->nonce, id = sl->sock_id, ns = sl->netns;
 
-	if (!rdv_slot_cas(sl, SLOT_OFFERED, SLOT_CLAIMED))
+	if (!rdv_slot_cas(sl, SHUNT_SLOT_GEN(w), SLOT_OFFERED, SLOT_CLAIMED))
 		return 0;
-	if (sl->nonce != n || !rdv_tuple_eq(&sl->tuple, t)) {
-		rdv_slot_cas(sl, SLOT_CLAIMED, SLOT_OFFERED);
-		return 0;
-	}
 	*nonce = n;
 	*sock_id = id;
 	*netns = ns;
 	return 1;
 }
 
-/* The answer is in: CLAIMED -> ANSWERED (the client may have given up
- * meanwhile, -> FAILED: then no), and the client woken if asleep.  1 if
- * that answered our offer (nonce). */
-static int slot_answered(struct shunt_slot *sl, uint64_t nonce)
+/* The answer is in: CLAIMED -> ANSWERED in our offer's generation (the
+ * client may have given up meanwhile, -> FAILED; or - we stalled past
+ * its wait - the slot is another offer's now: then no), and the client
+ * woken if asleep. */
+static int slot_answered(struct shunt_slot *sl, uint32_t gen)
 {
-	if (!rdv_slot_cas(sl, SLOT_CLAIMED, SLOT_ANSWERED))
+	if (!rdv_slot_cas(sl, gen, SLOT_CLAIMED, SLOT_ANSWERED))
 		return 0;
 	/* a wake of a slot that was freed and reused is spurious, harmless */
 	if (__atomic_load_n(&sl->client_waiting, __ATOMIC_SEQ_CST))
 		shunt_futex_wake(&sl->state, 1);
-	/* Stalled past our client's wait (it gave up: -> FAILED, plain) and
-	 * the slot reused, its next offer claimed by another server: the CAS
-	 * took that one's CLAIMED.  Its nonce was in the slot before its
-	 * claim, so it is seen here; ours never comes back (random).  Our
-	 * connection is not answered, whatever the CAS did: we decline it
-	 * rather than serve, as accelerated, a client that went plain. */
-	return __atomic_load_n(&sl->nonce, __ATOMIC_ACQUIRE) == nonce;
+	return 1;
 }
 
 /* The server's side of the segment's confirm word: decline (0 -> 2)
@@ -165,8 +160,8 @@ static int take_early(struct shunt_early *e, struct conn *c)
  * another user's client, the in-band handshake (sl NULL) - by an accept
  * message.  0 and *out (*final: answered in the slot - the client
  * attaches, nothing to wait for), or the fallback reason. */
-static int server_offer(int fd, uint64_t sock_id, struct shunt_slot *sl, struct shunt_early *early,
-			unsigned idx, uint64_t nonce, struct conn **out, int *final)
+static int server_offer(int fd, uint64_t sock_id, struct shunt_slot *sl, uint32_t gen,
+			struct shunt_early *early, unsigned idx, uint64_t nonce, struct conn **out, int *final)
 {
 	int send_fds, by_msg, pending, r;
 	struct arena *a;
@@ -193,8 +188,12 @@ static int server_offer(int fd, uint64_t sock_id, struct shunt_slot *sl, struct 
 	}
 	shunt_fault_answer_stall(); /* tests only (fault.c) */
 	/* an answer in the slot is final: never into a slot reused while we
-	 * stalled (its client gave up and freed it; a new offer is there) */
-	if (sl && !by_msg && __atomic_load_n(&sl->nonce, __ATOMIC_ACQUIRE) != nonce) {
+	 * stalled (its client gave up and freed it; a new offer is there).
+	 * (A stall of ours between this look and the two stores below,
+	 * through the client's whole 5 s wait and another offer's claim,
+	 * would write over that offer's answer: its client's attach then
+	 * finds our nonce in the segment, and it ends the connection.) */
+	if (sl && !by_msg && __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE) != (gen | SLOT_CLAIMED)) {
 		arena_drop_owner(a, seg, 0);
 		conn_free(c);
 		return SHUNT_R_HANDSHAKE;
@@ -205,12 +204,10 @@ static int server_offer(int fd, uint64_t sock_id, struct shunt_slot *sl, struct 
 	}
 	r = by_msg ? rdv_send_accept(sock_id, idx, nonce, a, seg, send_fds) : 0;
 	if (r ||
-	    /* our CLAIMED -> ANSWERED failed: the client gave up (-> FAILED),
-	     * or - the slot reused while we stalled past the client's wait -
-	     * another server's stale answer took the slot's next offer, whose
-	     * client may then attach to our segment all the same: the confirm
-	     * word decides, as always */
-	    (sl && !slot_answered(sl, nonce) && server_decline(c) != 1)) {
+	    /* our CLAIMED -> ANSWERED failed: the client gave up (-> FAILED;
+	     * an answer by message may have reached it all the same: the
+	     * confirm word decides, as always) */
+	    (sl && !slot_answered(sl, gen) && server_decline(c) != 1)) {
 		arena_drop_owner(a, seg, 0);
 		conn_free(c);
 		return SHUNT_R_HANDSHAKE;
@@ -234,14 +231,14 @@ static int server_commit(struct sk *s, int fd, struct conn *c, uint64_t wait_ns)
 	return SHUNT_R_NONE;
 }
 
-static int server_build(struct sk *s, int fd, unsigned idx, struct shunt_slot *sl, struct shunt_early *early,
-			uint64_t nonce, uint64_t sock_id)
+static int server_build(struct sk *s, int fd, unsigned idx, struct shunt_slot *sl, uint32_t gen,
+			struct shunt_early *early, uint64_t nonce, uint64_t sock_id)
 {
 	struct conn *c;
-	int final = 0, r = server_offer(fd, sock_id, sl, early, idx, nonce, &c, &final);
+	int final = 0, r = server_offer(fd, sock_id, sl, gen, early, idx, nonce, &c, &final);
 
 	if (r) {
-		rdv_slot_cas(sl, SLOT_CLAIMED, SLOT_FAILED);
+		rdv_slot_cas(sl, gen, SLOT_CLAIMED, SLOT_FAILED);
 		s->reason = r;
 		return 0;
 	}
@@ -281,7 +278,7 @@ int rdv_inband_offer(int fd, uint64_t sock_id, uint64_t nonce, struct conn **c)
 {
 	int final;
 
-	return server_offer(fd, sock_id, NULL, NULL, SHUNT_MSG_NO_SLOT, nonce, c, &final);
+	return server_offer(fd, sock_id, NULL, 0, NULL, SHUNT_MSG_NO_SLOT, nonce, c, &final);
 }
 
 int rdv_inband_commit(struct sk *s, int fd, struct conn *c, uint64_t wait_ns)
@@ -333,7 +330,7 @@ static int offer_is_client(const struct shunt_tuple *t, uint64_t sock_id)
 /* The offer for this connection, claimed; NULL if there is none: no offer
  * and no client of ours in the middle of its connect to this address. */
 static struct shunt_slot *await_offer(struct portreg *p, const struct shunt_tuple *t, unsigned *idx,
-				      uint64_t *nonce, uint64_t *sock_id, uint64_t *netns)
+				      uint32_t *gen, uint64_t *nonce, uint64_t *sock_id, uint64_t *netns)
 {
 	uint64_t start = shunt_now_ns();
 	struct shunt_offer_wait *w = rdv_offer_wait(p, t->client.port);
@@ -341,11 +338,13 @@ static struct shunt_slot *await_offer(struct portreg *p, const struct shunt_tupl
 	int busy, turn = -1;
 
 	for (;;) {
-		uint32_t gen = __atomic_load_n(&w->seq, __ATOMIC_ACQUIRE);
+		uint32_t seq = __atomic_load_n(&w->seq, __ATOMIC_ACQUIRE), sw = 0;
 		uint64_t el = shunt_now_ns() - start;
-		sl = find_offer(p, t, &busy, idx);
-		if (sl && claim(sl, t, nonce, sock_id, netns))
+		sl = find_offer(p, t, &busy, idx, &sw);
+		if (sl && claim(sl, sw, nonce, sock_id, netns)) {
+			*gen = SHUNT_SLOT_GEN(sw);
 			break;
+		}
 		if (sl)
 			continue; /* the slot changed under us: look again */
 		if (!busy || el > SERVER_CONNECTING_WAIT_NS || rdv_plain_seen(p, t, start + el))
@@ -362,11 +361,11 @@ static struct shunt_slot *await_offer(struct portreg *p, const struct shunt_tupl
 		}
 		shunt_spin_end(turn);
 		turn = 0;
-		/* counted first: a client that bumps the word after we read gen
+		/* counted first: a client that bumps the word after we read seq
 		 * makes the wait return at once, one that bumps it before sees
 		 * us counted and wakes us */
 		__atomic_add_fetch(&w->waiters, 1, __ATOMIC_SEQ_CST);
-		shunt_futex_wait(&w->seq, gen, 1000000);
+		shunt_futex_wait(&w->seq, seq, 1000000);
 		__atomic_sub_fetch(&w->waiters, 1, __ATOMIC_SEQ_CST);
 	}
 	shunt_spin_end(turn);
@@ -402,6 +401,7 @@ int rdv_accept(const struct sk *ls, int fd, struct sk *s, const struct sockaddr 
 	struct shunt_slot *sl;
 	uint64_t nonce, sock_id, netns;
 	unsigned idx = 0;
+	uint32_t gen = 0;
 
 	s->is_client = 0;
 	s->reason = shunt_off_reason ? shunt_off_reason : SHUNT_R_POLICY;
@@ -427,23 +427,23 @@ int rdv_accept(const struct sk *ls, int fd, struct sk *s, const struct sockaddr 
 	p = shunt_cfg.local ? rdv_reg_get(t.server.port, 1, 0) : NULL;
 	if (!p)
 		return server_agent_path(ls, fd, s);
-	sl = await_offer(p, &t, &idx, &nonce, &sock_id, &netns);
+	sl = await_offer(p, &t, &idx, &gen, &nonce, &sock_id, &netns);
 	if (!sl)
 		return server_agent_path(ls, fd, s); /* a shunt client from another host? */
 	if (rdv_is_loopback(&t.server) && netns != shunt_netns_ino()) {
-		rdv_slot_cas(sl, SLOT_CLAIMED, SLOT_FAILED);
+		rdv_slot_cas(sl, gen, SLOT_CLAIMED, SLOT_FAILED);
 		s->reason = SHUNT_R_NETNS;
 		return 0;
 	}
 	if (fd_pressure()) { /* out of descriptors a moment ago (giveback.c) */
-		rdv_slot_cas(sl, SLOT_CLAIMED, SLOT_DECLINED);
+		rdv_slot_cas(sl, gen, SLOT_CLAIMED, SLOT_DECLINED);
 		s->reason = SHUNT_R_DESCRIPTORS;
 		return 0;
 	}
 	if (!offer_is_client(&t, sock_id)) {
-		rdv_slot_cas(sl, SLOT_CLAIMED, SLOT_FAILED);
+		rdv_slot_cas(sl, gen, SLOT_CLAIMED, SLOT_FAILED);
 		s->reason = SHUNT_R_HANDSHAKE;
 		return 0;
 	}
-	return server_build(s, fd, idx, sl, &p->r->early[idx], nonce, sock_id);
+	return server_build(s, fd, idx, sl, gen, &p->r->early[idx], nonce, sock_id);
 }

@@ -99,6 +99,13 @@
  *                         sides free at once, the late free must not
  *                         release the segment a new connection took
  *                         meanwhile.
+ *   SHUNT_FAULT_RESERVE_US=US   a client that has just taken an offer
+ *                         slot waits a random 0..US microseconds before
+ *                         writing its nonce and tuple into it (a thread
+ *                         preempted there): a reservation then looks as it
+ *                         did a moment before - on a new registry, a slot
+ *                         last used 30 s ago by a process long gone - and
+ *                         other clients must neither reap it nor take it.
  */
 #ifdef SHUNT_FAULTS
 #define _GNU_SOURCE
@@ -211,17 +218,28 @@ int shunt_fault_peer_gone(void)
 
 /* SHUNT_FAULT_SEG_FREE_US=US: a random pause of up to US us before a
  * segment's free (arena.c arena_drop_owner). */
-void shunt_fault_seg_free(void)
+/* A random pause of 0..$name microseconds, if set. */
+static void fault_pause(const char *name)
 {
 	static __thread uint32_t x;
 	uint64_t us;
 
-	if (!fault_num("SHUNT_FAULT_SEG_FREE_US", &us) || !us)
+	if (!fault_num(name, &us) || !us)
 		return;
 	if (!x)
 		x = (uint32_t)shunt_random64() | 1;
 	x ^= x << 13, x ^= x >> 17, x ^= x << 5;
 	usleep((useconds_t)(x % (us + 1)));
+}
+
+void shunt_fault_seg_free(void)
+{
+	fault_pause("SHUNT_FAULT_SEG_FREE_US");
+}
+
+void shunt_fault_reserve(void)
+{
+	fault_pause("SHUNT_FAULT_RESERVE_US");
 }
 
 void shunt_fault_answer_stall(void)

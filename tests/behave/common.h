@@ -577,6 +577,21 @@ static inline void *echo_one_byte(void *listener)
 	}
 }
 
+/* A short connection to echo_one_byte: connect, byte c each way, `look`
+ * at the socket, the server's close first, ours. */
+static inline void echo_byte_connection(const struct sockaddr_storage *ss, socklen_t len, char c,
+					void (*look)(int fd))
+{
+	int fd = connect_to(ss, len);
+	char got;
+
+	CHECK(send(fd, &c, 1, 0) == 1);
+	CHECK(recv(fd, &got, 1, MSG_WAITALL) == 1 && got == c);
+	look(fd);
+	CHECK(recv(fd, &got, 1, 0) == 0);
+	close(fd);
+}
+
 static inline void deadline(unsigned sec)
 {
 	alarm(sec);

@@ -42,15 +42,8 @@ static void tally(int fd)
 static void *client(void *arg)
 {
 	(void)arg;
-	for (int i = 0; i < PER_THREAD; i++) {
-		char c = (char)i, got;
-		int fd = connect_to(&ss, len);
-		CHECK(send(fd, &c, 1, 0) == 1);
-		CHECK(recv(fd, &got, 1, MSG_WAITALL) == 1 && got == c);
-		tally(fd);
-		CHECK(recv(fd, &got, 1, 0) == 0); /* the server closed first */
-		close(fd);
-	}
+	for (int i = 0; i < PER_THREAD; i++)
+		echo_byte_connection(&ss, len, (char)i, tally);
 	return NULL;
 }
 

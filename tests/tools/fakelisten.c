@@ -109,14 +109,15 @@ int main(int argc, char **argv)
 	while (now_s() < end) {
 		for (unsigned i = 0; i < SHUNT_REG_SLOTS && narenas < 64; i++) {
 			struct shunt_slot *sl = &r->slots[i];
-			uint32_t st = SLOT_OFFERED;
+			uint32_t st = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE), gen = SHUNT_SLOT_GEN(st);
 			int memfd, efd[2];
-			if (!__atomic_compare_exchange_n(&sl->state, &st, SLOT_CLAIMED, 0, __ATOMIC_ACQ_REL,
+			if (SHUNT_SLOT_STATE(st) != SLOT_OFFERED ||
+			    !__atomic_compare_exchange_n(&sl->state, &st, gen | SLOT_CLAIMED, 0, __ATOMIC_ACQ_REL,
 							 __ATOMIC_RELAXED))
 				continue;
 			claimed++;
-			if (garbage) {
-				__atomic_store_n(&sl->state, 0x99, __ATOMIC_RELEASE);
+			if (garbage) { /* a state no party writes, in the offer's generation */
+				__atomic_store_n(&sl->state, gen | 0xf, __ATOMIC_RELEASE);
 				if (sl->client_waiting)
 					syscall(SYS_futex, &sl->state, FUTEX_WAKE, 1, NULL, NULL, 0);
 				continue;
@@ -128,9 +129,9 @@ int main(int argc, char **argv)
 			sl->answer_arena = arenas[narenas]->id;
 			sl->answer_seg = in_slot ? 0 : SHUNT_SLOT_BY_MSG;
 			if (!in_slot && send_accept(argv[1], sl, i, memfd, arenas[narenas]->id, efd))
-				__atomic_store_n(&sl->state, SLOT_FAILED, __ATOMIC_RELEASE);
+				__atomic_store_n(&sl->state, gen | SLOT_FAILED, __ATOMIC_RELEASE);
 			else
-				__atomic_store_n(&sl->state, SLOT_ANSWERED, __ATOMIC_RELEASE);
+				__atomic_store_n(&sl->state, gen | SLOT_ANSWERED, __ATOMIC_RELEASE);
 			if (sl->client_waiting)
 				syscall(SYS_futex, &sl->state, FUTEX_WAKE, 1, NULL, NULL, 0);
 			narenas++;
