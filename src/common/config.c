@@ -86,6 +86,7 @@ static void set_defaults(struct shunt_config *cfg)
 	cfg->local = 1;
 	cfg->rdma_ack_timeout = 14;
 	cfg->busy_short = 1;
+	cfg->busy_runnable = 16;
 }
 
 int shunt_config_parse(struct shunt_config *cfg, char *const *envp, const char **bad)
@@ -169,6 +170,12 @@ int shunt_config_parse(struct shunt_config *cfg, char *const *envp, const char *
 			BAD("SHUNT_BUSY_SHORT");
 		else
 			cfg->busy_short = b;
+	}
+	if ((v = env_get(envp, "SHUNT_BUSY_RUNNABLE"))) {
+		if (parse_long(v, 1, 100000, &n))
+			BAD("SHUNT_BUSY_RUNNABLE");
+		else
+			cfg->busy_runnable = (int)n;
 	}
 	if ((v = env_get(envp, "SHUNT_PORTS")) && parse_ports(cfg, v)) {
 		cfg->nports = 0;

@@ -16,6 +16,8 @@ struct shunt_config {
 	int log;                   /* SHUNT_LOG=1: one line per decision on stderr */
 	int busy_short;            /* SHUNT_BUSY_SHORT=0: short-lived ports' connections are
 				      offered even under load (no reason busy-short); default 1 */
+	int busy_runnable;         /* SHUNT_BUSY_RUNNABLE=N: ... while the host has N or more
+				      runnable threads a CPU (src/setup/client.c); default 16 */
 	int transport;             /* SHUNT_TRANSPORT: 0 auto, 1 shm (never RDMA), 2 rdma (RDMA
 				      even on one host: the registry is skipped, shm not offered) */
 	int rdma_fork_keep;        /* SHUNT_RDMA_FORK=keep: RDMA connections stay the parent's at

@@ -223,37 +223,37 @@ int rdv_client_attach(struct sk *s, int fd, uint64_t nonce, struct got_msg *g)
  * Setting a connection up takes two processes scheduled in turn: a slot,
  * the server's answer, the client's confirmation.  With a CPU free each
  * side spins through its turn and the set-up is faster than TCP's (one
- * thread: 1.2-1.7x); with more threads than CPUs each turn is a sleep and
- * a wake-up, and a burst of short connections queued on them: connect +
- * one byte + close ran at a third of TCP's rate (issue #13, item 10).
- * Linux SMC learned the same ("skipped under load": 247 -> 34,488 short
- * connections a second).  So each port's registry keeps a score of its
- * connections' lifetimes: one that ended within SHUNT_SHORT_MS adds 1 (up
- * to 255), a longer one halves it (under load a short one's end may be
- * late now and then).  While it is SHORT_RUN_MIN or more, a new
- * connection stays plain (reason busy-short) - its set-up is TCP's - when
- * this process has as many other connects in their set-up as CPUs, or any
- * while the CPUs are crowded (threads wait for one: core.c), or when they
- * are overloaded (as many threads wait as there are CPUs): then nobody
- * spins and even a lone connecting thread sleeps through the turns.  8
- * threads a side on 2 CPUs, every connection offered ran at 0.66x TCP's
- * rate, shunt's interposition alone at 0.99x, with this rule 0.96x
- * (docs/benchmarks.md).  A lone thread on CPUs that are merely busy is
- * accelerated: it is the case spinning serves (1.4x TCP's rate).  Plain
- * ones report their lifetimes too, so the port is accelerated again once
- * its connections live longer, or when the burst is over.
+ * thread: 1.2-1.7x); with many more threads than CPUs each turn is a
+ * sleep and a wake-up that waits in a long run queue, and a burst of short
+ * connections queued on them: connect + one byte + close ran at a third of
+ * TCP's rate (issue #13, item 10).  Linux SMC learned the same ("skipped
+ * under load": 247 -> 34,488 short connections a second).  So each port's
+ * registry keeps a score of its connections' lifetimes: one that ended
+ * within SHUNT_SHORT_MS adds 1 (up to 255), a longer one halves it (under
+ * load a short one's end may be late now and then).  While it is
+ * SHORT_RUN_MIN or more, a new connection stays plain (reason busy-short)
+ * - its set-up is TCP's - when the host has 16 or more runnable threads a
+ * CPU (SHUNT_BUSY_RUNNABLE; spin.c: the kernel's count, looked at every
+ * 10 ms).  Measured on 2 CPUs (docs/benchmarks.md, twenty-second
+ * session), CPU time a connect + byte each way + close against TCP's,
+ * both sides N threads: an offered connection 0.95-0.97x at 8 a side
+ * (about 11 runnable), 1.00-1.02x at 16 (about 21), 1.15x at 32 (about
+ * 42), 1.35-1.4x at 64 (about 81); a plain one, interposition's
+ * 1.03-1.06x.  Before, any two connects in set-up at once in a process
+ * (or 4 runnable threads on 2 CPUs) kept a port plain: right when every
+ * wait was a futex sleep, 3-8% dearer than needed since the server yields
+ * to its client (server.c await_offer).  A lone thread on CPUs that are
+ * merely busy is accelerated: the case spinning serves (1.4x TCP's rate).
+ * Plain ones report their lifetimes too, so the port is accelerated again
+ * once its connections live longer, or when the burst is over.
  * SHUNT_BUSY_SHORT=0 turns the rule off (tests of other behaviour, which
  * expect every connection accelerated on a host other jobs may load). */
 #define SHORT_RUN_MIN 16
 
 static int busy_short(const struct portreg *p)
 {
-	int others = __atomic_load_n(&connects_in_setup, __ATOMIC_RELAXED);
-	uint64_t now = shunt_now_ns();
-
 	return shunt_cfg.busy_short && __atomic_load_n(&p->r->short_run, __ATOMIC_RELAXED) >= SHORT_RUN_MIN &&
-	       (others >= shunt_ncpus || (others > 0 && shunt_cpus_crowded(now)) ||
-		shunt_cpus_overloaded(now));
+	       shunt_cpus_runnable(shunt_now_ns()) >= (long)shunt_cfg.busy_runnable * shunt_ncpus;
 }
 
 /* While threads wait for a CPU, a short connection's life is stretched by

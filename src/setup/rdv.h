@@ -57,6 +57,7 @@ struct arena;
 #define CLAIMED_WAIT_NS 5000000000ull          /* client waits for a claimed message */
 #define SPIN_MSG_NS 50000ull                   /* client spins this long before sleeping */
 #define SPIN_OFFER_NS 20000ull                 /* server spins this long for an offer */
+#define YIELDS_OFFER 3                         /* then gives its CPU this often before it sleeps */
 #define SEND_RETRIES 1000                      /* x 0.1 ms: an accept message into a full queue */
 
 struct portreg {

@@ -86,7 +86,7 @@ extern int shunt_ncpus;       /* online CPUs, at start */
  * free - sleep at once), given back with shunt_spin_end (core.c). */
 int shunt_spin_begin(uint64_t budget_ns, uint64_t now);
 int shunt_cpus_crowded(uint64_t now); /* threads wait for a CPU (looked at every 10 ms) */
-int shunt_cpus_overloaded(uint64_t now); /* as many waiting as CPUs: twice as many runnable */
+long shunt_cpus_runnable(uint64_t now); /* threads runnable host-wide (0: not known) */
 void shunt_spin_end(int turn);
 void shunt_sandbox_enter(void);
 void shunt_uring_seen(void);

@@ -58,9 +58,9 @@ int shunt_cpus_crowded(uint64_t now)
 	return cpus_running(now) > shunt_ncpus;
 }
 
-int shunt_cpus_overloaded(uint64_t now)
+long shunt_cpus_runnable(uint64_t now)
 {
-	return cpus_running(now) >= 2 * (long)shunt_ncpus;
+	return cpus_running(now);
 }
 
 int shunt_spin_begin(uint64_t budget_ns, uint64_t now)

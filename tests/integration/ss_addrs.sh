@@ -8,7 +8,7 @@
 #   system calls and nothing more, issue #13 item 10): the listing finds it
 #   in /proc like ss(8).  The client holds four accelerated connections,
 #   makes short ones until the port is known as short-lived, then - the
-#   CPUs overloaded by spinners - holds four made plain; each client end's
+#   run queues made long by spinners - holds four made plain; each client end's
 #   local address must be what the client's getsockname() gives, and its
 #   server end's what the client's getpeername() gives.
 # - No record outlives its connection: socat's children end without
@@ -25,6 +25,9 @@ PS=$(free_port)
 PP=$(free_port)
 [ "$PS" != "$PP" ] || PP=$(free_port)
 export SHUNT_BUSY_SHORT=1
+# the rule from 2 runnable threads a CPU (default 16): the spinners below
+# cross it on any host without starting 16 a CPU
+export SHUNT_BUSY_RUNNABLE=2
 SHUNT_LOG=1 "$SHUNT" run -- socat "TCP-LISTEN:$PS,reuseaddr,fork" PIPE > "$WORK/socat.log" 2>&1 &
 PIDS+=($!)
 cat > "$WORK/server.py" <<'PY'
@@ -92,7 +95,7 @@ SHUNT_LOG=1 "$SHUNT" run -- python3 "$WORK/client.py" "$PS" "$PP" "$WORK/held" "
 PIDS+=($!)
 for _ in $(seq 400); do [ -e "$WORK/go.ready" ] && break; sleep 0.05; done
 [ -e "$WORK/go.ready" ] || die "the client did not start: $(tail -3 "$WORK/cli.log")"
-# twice as many runnable threads as CPUs and more: the "overloaded" rule
+# twice as many runnable threads as CPUs and more: SHUNT_BUSY_RUNNABLE's 2
 for _ in $(seq $(( $(nproc) * 2 + 2 ))); do
 	sh -c 'while :; do :; done' &
 	spin+=($!)

@@ -73,20 +73,20 @@ static void config(void)
 	const char *bad = NULL;
 	char *good[] = { "SHUNT_RING_KB=100", "SHUNT_SPIN_US=-1", "SHUNT_PORTS=80,6379",
 			 "SHUNT_ACCEPT_WAIT_MS=5", "SHUNT_DIR=/tmp/x", "SHUNT_LOCAL=0",
-			 "SHUNT_RDMA_FORK=keep", "SHUNT_RDMA_ACK_TIMEOUT=18", "SHUNT_BUSY_SHORT=off", NULL };
+			 "SHUNT_RDMA_FORK=keep", "SHUNT_RDMA_ACK_TIMEOUT=18", "SHUNT_BUSY_SHORT=off", "SHUNT_BUSY_RUNNABLE=3", NULL };
 	char *badenv[] = { "SHUNT_RING_KB=abc", "SHUNT_SPIN_US=99999999999", "SHUNT_PORTS=1,,0",
 			   "SHUNT_DIR=relative", "SHUNT_LOCAL=yes", "SHUNT_RDMA_FORK=sometimes",
-			   "SHUNT_RDMA_ACK_TIMEOUT=0", "SHUNT_BUSY_SHORT=sometimes", NULL };
+			   "SHUNT_RDMA_ACK_TIMEOUT=0", "SHUNT_BUSY_SHORT=sometimes", "SHUNT_BUSY_RUNNABLE=0", NULL };
 
 	CHECK(shunt_config_parse(&c, good, &bad) == 0);
 	CHECK(c.ring_size == 128 * 1024 && c.spin_ns == -1 && c.nports == 2 && c.accept_wait_ms == 5);
 	CHECK(!strcmp(c.dir, "/tmp/x") && c.local == 0 && c.rdma_fork_keep == 1 &&
-	      c.rdma_ack_timeout == 18 && c.busy_short == 0);
+	      c.rdma_ack_timeout == 18 && c.busy_short == 0 && c.busy_runnable == 3);
 	CHECK(shunt_config_port_allowed(&c, 6379) && !shunt_config_port_allowed(&c, 22));
 	CHECK(shunt_config_parse(&c, badenv, &bad) == -EINVAL && bad);
 	CHECK(c.ring_size == 256 * 1024 && c.spin_ns == 20000 && c.nports == 0);
 	CHECK(c.dir[0] == '/' && strcmp(c.dir, "relative") && c.local == 1 && c.rdma_fork_keep == 0 &&
-	      c.rdma_ack_timeout == 14 && c.busy_short == 1);
+	      c.rdma_ack_timeout == 14 && c.busy_short == 1 && c.busy_runnable == 16);
 	CHECK(shunt_config_port_allowed(&c, 22));
 }
 
