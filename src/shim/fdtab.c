@@ -237,20 +237,28 @@ static pthread_key_t sk_key;
 static pthread_once_t sk_once = PTHREAD_ONCE_INIT;
 static int sk_key_ok;
 
+/* The chain first .. last (linked by next_free) onto the shared list. */
+static void free_list_push(struct sk *first, struct sk *last)
+{
+	pthread_mutex_lock(&lock);
+	last->next_free = free_sks;
+	free_sks = first;
+	pthread_mutex_unlock(&lock);
+}
+
 static void sk_cache_gone(void *arg)
 {
 	struct sk_cache *c = arg;
-	struct sk *s;
+	struct sk *last = c->head;
 
 	c->busy = 1;
-	while ((s = c->head)) {
-		c->head = s->next_free;
-		c->n--;
-		pthread_mutex_lock(&lock);
-		s->next_free = free_sks;
-		free_sks = s;
-		pthread_mutex_unlock(&lock);
+	if (last) {
+		while (last->next_free)
+			last = last->next_free;
+		free_list_push(c->head, last);
 	}
+	c->head = NULL;
+	c->n = 0;
 	c->keyed = -1;
 	c->busy = 0;
 }
@@ -346,12 +354,8 @@ void sk_put(struct sk *s)
 	s->conn = NULL;
 	s->ep = NULL;
 	s->stat = NULL;
-	if (sk_cache_push(s))
-		return;
-	pthread_mutex_lock(&lock);
-	s->next_free = free_sks;
-	free_sks = s;
-	pthread_mutex_unlock(&lock);
+	if (!sk_cache_push(s))
+		free_list_push(s, s);
 }
 
 /* ---- close_range() and closefrom() ---- */

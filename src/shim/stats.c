@@ -186,8 +186,9 @@ struct shunt_stat_rec *stats_alloc(int fd, struct sk *s)
 		    !__atomic_compare_exchange_n(&r->used, &z, 2, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 			continue;
 		sf_hint = i;
-		/* (plain stores: an _Atomic's assignment is a full barrier
-		 * each; the release below publishes them) */
+		/* (relaxed atomic stores, not assignments: an _Atomic's
+		 * assignment is a full barrier each; the release below
+		 * publishes them) */
 		__atomic_store_n(&r->tx, 0, __ATOMIC_RELAXED);
 		__atomic_store_n(&r->rx, 0, __ATOMIC_RELAXED);
 		fill(r, fd, s);

@@ -51,15 +51,15 @@ static void xfer_die(int fd, int rd, ssize_t r, size_t done)
 	socklen_t l = sizeof info;
 	int e = errno;
 
+	fprintf(stderr, "bench-worker: fd %d", fd);
 	if (!getsockopt(fd, SOL_SHUNT, SHUNT_INFO, &info, &l))
-		fprintf(stderr, "bench-worker: fd %d (shunt mode %u, reason %u, %llu bytes out, %llu in): ", fd,
-			info.mode, info.reason, (unsigned long long)info.tx, (unsigned long long)info.rx);
-	errno = e;
-	if (r == 0) {
-		fprintf(stderr, "bench-worker: %s: end of stream after %zu bytes\n", rd ? "read" : "write", done);
-		exit(1);
-	}
-	die(rd ? "read" : "write");
+		fprintf(stderr, " (shunt mode %u, reason %u, %llu bytes out, %llu in)", info.mode, info.reason,
+			(unsigned long long)info.tx, (unsigned long long)info.rx);
+	if (r == 0)
+		fprintf(stderr, ": %s: end of stream after %zu bytes\n", rd ? "read" : "write", done);
+	else
+		fprintf(stderr, ": %s: %s\n", rd ? "read" : "write", strerror(e));
+	exit(1);
 }
 
 static void xfer(int fd, char *b, size_t n, int rd)
