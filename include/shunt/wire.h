@@ -71,7 +71,7 @@ enum shunt_reason {
 	SHUNT_R_IO_URING = 22,     /* made after the process set up io_uring (its kernel path bypasses shunt) */
 	SHUNT_R_FD_PASSED = 23,    /* moved to TCP: the descriptor was passed to another process (SCM_RIGHTS) */
 	SHUNT_R_DESCRIPTORS = 24,  /* plain, or moved to TCP: the application ran out of descriptors (EMFILE) and shunt gave its own back */
-	SHUNT_R_BUSY_SHORT = 25,   /* plain: more connects in their set-up than CPUs, to a port whose connections are short-lived */
+	SHUNT_R_BUSY_SHORT = 25,   /* plain: long run queues (SHUNT_BUSY_RUNNABLE), to a port whose connections are short-lived */
 	SHUNT_R_RDMA_STALLED = 26, /* was RDMA; moved to TCP: the peer's device did not acknowledge the closing
 				    * cursor message in time (a stopped peer, a congested link); the link stays */
 	SHUNT_R_STALE_LINK = 27,   /* plain: the server answered on an RDMA link whose queue pair of ours is
@@ -80,6 +80,9 @@ enum shunt_reason {
 	SHUNT_R_STDIO = 28,        /* moved to TCP: the program used C stdio (fwrite, printf, fgets...) on the
 				    * socket - stdin/stdout after an exec, fdopen() - whose buffers reach
 				    * the kernel socket without passing through shunt */
+	SHUNT_R_SERVER_FIRST = 29, /* plain: the server accepted the connection before its client published
+				    * the offer (a non-blocking accept(), or a client preempted past the
+				    * server's 20 ms wait) and took it plain; it said so in the registry */
 	SHUNT_R_MAX
 };
 

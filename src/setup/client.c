@@ -313,8 +313,6 @@ static void plain_announce(struct portreg *p, int fd, const struct shunt_addr *d
 			   const struct sockaddr *addr, struct sk *s)
 {
 	struct shunt_tuple tu;
-	struct shunt_plain_rec *r;
-	uint32_t seq;
 
 	if (rdv_is_any(dst))
 		return;
@@ -330,35 +328,68 @@ static void plain_announce(struct portreg *p, int fd, const struct shunt_addr *d
 		return;
 	s->tuple = tu; /* `shunt ss` (stats.c) needs no look of its own */
 	s->has_tuple = SK_TUPLE_BOTH;
+	rdv_plain_record(p, &tu);
+}
+
+/* Connection t is plain: a record in the registry's plain[] (by its
+ * client: busy-short; by its server: it took the connection before the
+ * offer came, server.c).  0, or -EBUSY if another writer was on the
+ * record (then none is written: whoever waits for it waits as before). */
+int rdv_plain_record(struct portreg *p, const struct shunt_tuple *t)
+{
+	struct shunt_plain_rec *r;
+	uint32_t seq;
+
 	r = &p->r->plain[__atomic_fetch_add(&p->r->plain_head, 1, __ATOMIC_RELAXED) % SHUNT_REG_PLAIN];
 	seq = __atomic_load_n(&r->seq, __ATOMIC_RELAXED);
 	if (seq & 1 || !__atomic_compare_exchange_n(&r->seq, &seq, seq + 1, 0, __ATOMIC_ACQUIRE,
 						    __ATOMIC_RELAXED))
-		return; /* another writer wraps onto it: skip, the server waits as before */
+		return -EBUSY; /* another writer wraps onto it */
 	__atomic_thread_fence(__ATOMIC_RELEASE);
 	r->stamp_ns = shunt_now_ns();
-	r->tuple = tu;
+	r->tuple = *t;
 	__atomic_store_n(&r->seq, seq + 2, __ATOMIC_RELEASE);
-	offers_changed(p, tu.client.port); /* a server asleep for it looks again */
+	offers_changed(p, t->client.port); /* a server asleep for it looks again */
+	return 0;
 }
 
-/* Did this connection's client announce it plain? */
+/* Did this connection's client (or server) announce it plain? */
+static int plain_rec_is(struct shunt_plain_rec *r, const struct shunt_tuple *t, uint64_t now)
+{
+	uint32_t s1 = __atomic_load_n(&r->seq, __ATOMIC_ACQUIRE), s2;
+	struct shunt_tuple tu;
+	uint64_t stamp;
+
+	if (s1 & 1 || !s1)
+		return 0;
+	stamp = r->stamp_ns;
+	tu = r->tuple;
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	s2 = __atomic_load_n(&r->seq, __ATOMIC_RELAXED);
+	return s1 == s2 && now - stamp < PLAIN_FRESH_NS && rdv_tuple_eq(&tu, t);
+}
+
 int rdv_plain_seen(struct portreg *p, const struct shunt_tuple *t, uint64_t now)
 {
-	for (unsigned i = 0; i < SHUNT_REG_PLAIN; i++) {
-		struct shunt_plain_rec *r = &p->r->plain[i];
-		uint32_t s1 = __atomic_load_n(&r->seq, __ATOMIC_ACQUIRE), s2;
-		struct shunt_tuple tu;
-		uint64_t stamp;
-		if (s1 & 1 || !s1)
-			continue;
-		stamp = r->stamp_ns;
-		tu = r->tuple;
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		s2 = __atomic_load_n(&r->seq, __ATOMIC_RELAXED);
-		if (s1 == s2 && now - stamp < PLAIN_FRESH_NS && rdv_tuple_eq(&tu, t))
+	for (unsigned i = 0; i < SHUNT_REG_PLAIN; i++)
+		if (plain_rec_is(&p->r->plain[i], t, now))
 			return 1;
-	}
+	return 0;
+}
+
+/* ... in a record written since plain_head read `since` (the records
+ * taken from then to now; all of them past a wrap). */
+static int plain_seen_since(struct portreg *p, const struct shunt_tuple *t, uint32_t since)
+{
+	uint32_t n = __atomic_load_n(&p->r->plain_head, __ATOMIC_ACQUIRE) - since;
+	uint64_t now;
+
+	if (!n)
+		return 0; /* nothing written: no look at the records at all */
+	now = shunt_now_ns();
+	for (uint32_t k = 0; k < n && k < SHUNT_REG_PLAIN; k++)
+		if (plain_rec_is(&p->r->plain[(since + k) % SHUNT_REG_PLAIN], t, now))
+			return 1;
 	return 0;
 }
 
@@ -441,7 +472,7 @@ static int connect_offer(int fd, struct sk *s, const struct sockaddr *addr, sock
 	uint64_t nonce, sock_id;
 	struct shunt_tuple tu;
 	struct offer *o;
-	uint32_t gen;
+	uint32_t gen, heads;
 	int ret, leave;
 
 	s->reason = SHUNT_R_RESOURCE;
@@ -452,6 +483,8 @@ static int connect_offer(int fd, struct sk *s, const struct sockaddr *addr, sock
 		arena_offer_end();
 		return rdv_sys(real.connect(fd, addr, len));
 	}
+	/* a plain[] record about this connection comes after its SYN */
+	heads = __atomic_load_n(&p->r->plain_head, __ATOMIC_ACQUIRE);
 	ret = rdv_sys(real.connect(fd, addr, len));
 	if (ret && ret != -EINPROGRESS)
 		goto fail;
@@ -479,15 +512,24 @@ static int connect_offer(int fd, struct sk *s, const struct sockaddr *addr, sock
 			     .nonce = nonce, .gen = gen, .sockfd = fd };
 	leave = !ret && rdv_early_reserve();
 	__atomic_store_n(&o->early->len, leave ? SHUNT_EARLY_PENDING : 0, __ATOMIC_RELAXED);
+	shunt_fault_publish(); /* tests only (fault.c) */
 	if (!rdv_slot_cas(sl, gen, SLOT_CONNECTING, SLOT_OFFERED)) {
 		/* not ours any more (a member of a shared directory wrote it) */
-		if (leave)
-			rdv_early_unreserve();
-		free(o);
 		s->reason = SHUNT_R_HANDSHAKE;
-		goto fail;
+		goto unpublished;
 	}
+	/* The server may have accepted the connection before we published
+	 * (a non-blocking accept(), or we were preempted past its wait) and
+	 * taken it plain: then it says so in plain[] before it looks at the
+	 * slots one last time.  Our publication, then our look at plain[];
+	 * its record, then its look at the slots: one of us sees the other,
+	 * and the slot's CAS (its claim, our abandon) decides. */
 	offers_changed(p, tu.client.port);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (plain_seen_since(p, &tu, heads) && rdv_slot_cas(sl, gen, SLOT_OFFERED, SLOT_ABANDONED)) {
+		s->reason = SHUNT_R_SERVER_FIRST;
+		goto unpublished;
+	}
 	s->offer = o;
 	if (leave) {
 		s->reason = SHUNT_R_NONE; /* pending */
@@ -496,6 +538,10 @@ static int connect_offer(int fd, struct sk *s, const struct sockaddr *addr, sock
 		rdv_offer_settle(s); /* now: no first bytes to carry */
 	}
 	return ret;
+unpublished:
+	if (leave)
+		rdv_early_unreserve();
+	free(o);
 fail:
 	rdv_slot_free(p, sl, gen);
 	arena_offer_end();

@@ -141,6 +141,7 @@ static inline struct shunt_offer_wait *rdv_offer_wait(struct portreg *p, uint16_
 	return &p->r->offer_wait[port % SHUNT_REG_WAIT];
 }
 int rdv_plain_seen(struct portreg *p, const struct shunt_tuple *t, uint64_t now);
+int rdv_plain_record(struct portreg *p, const struct shunt_tuple *t);
 int rdv_msg_await(uint64_t nonce, struct got_msg *out, uint64_t deadline);
 void rdv_msgsock_exit(void);
 void rdv_msgsock_atfork_child(void);

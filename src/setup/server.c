@@ -329,13 +329,14 @@ static int offer_is_client(const struct shunt_tuple *t, uint64_t sock_id)
 
 /* The offer for this connection, claimed; NULL if there is none: no offer
  * and no client of ours in the middle of its connect to this address. */
-static struct shunt_slot *await_offer(struct portreg *p, const struct shunt_tuple *t, unsigned *idx,
-				      uint32_t *gen, uint64_t *nonce, uint64_t *sock_id, uint64_t *netns)
+static struct shunt_slot *await_offer(struct portreg *p, const struct shunt_tuple *t, int nonblock,
+				      unsigned *idx, uint32_t *gen, uint64_t *nonce, uint64_t *sock_id,
+				      uint64_t *netns)
 {
 	uint64_t start = shunt_now_ns();
 	struct shunt_offer_wait *w = rdv_offer_wait(p, t->client.port);
 	struct shunt_slot *sl;
-	int busy, turn = -1;
+	int busy, turn = -1, told = 0;
 	unsigned yields = 0;
 
 	for (;;) {
@@ -348,8 +349,22 @@ static struct shunt_slot *await_offer(struct portreg *p, const struct shunt_tupl
 		}
 		if (sl)
 			continue; /* the slot changed under us: look again */
-		if (!busy || el > SERVER_CONNECTING_WAIT_NS || rdv_plain_seen(p, t, start + el))
+		if (!busy || told || rdv_plain_seen(p, t, start + el))
 			break;
+		/* Giving up - waited long enough, or would have to sleep in a
+		 * non-blocking accept(): the connection is plain, and we say
+		 * so in plain[] before a last look at the slots.  A client
+		 * that publishes after that look finds the record and stays
+		 * plain at once (reason server-first) instead of waiting for
+		 * a claim that never comes (its 200 ms); one that published
+		 * before it is claimed now (client.c connect_offer). */
+		if (el > SERVER_CONNECTING_WAIT_NS || (nonblock && turn == 0 && yields > YIELDS_OFFER)) {
+			if (rdv_plain_record(p, t))
+				break; /* (no record: the client waits as before) */
+			told = 1;
+			__atomic_thread_fence(__ATOMIC_SEQ_CST);
+			continue;
+		}
 		/* The client publishes microseconds after its connect returned:
 		 * spin if this process has a turn (a CPU of its own), then
 		 * give the CPU up a few times, then sleep until the next offer
@@ -373,6 +388,10 @@ static struct shunt_slot *await_offer(struct portreg *p, const struct shunt_tupl
 		if (yields++ < YIELDS_OFFER &&
 		    shunt_cpus_runnable(start + el) < (long)shunt_cfg.busy_runnable * shunt_ncpus) {
 			sched_yield();
+			continue;
+		}
+		if (nonblock) {
+			yields = YIELDS_OFFER + 1; /* (in long run queues: not yielded) */
 			continue;
 		}
 		/* counted first: a client that bumps the word after we read seq
@@ -441,7 +460,7 @@ int rdv_accept(const struct sk *ls, int fd, struct sk *s, const struct sockaddr 
 	p = shunt_cfg.local ? rdv_reg_get(t.server.port, 1, 0) : NULL;
 	if (!p)
 		return server_agent_path(ls, fd, s);
-	sl = await_offer(p, &t, &idx, &gen, &nonce, &sock_id, &netns);
+	sl = await_offer(p, &t, ls->nonblock, &idx, &gen, &nonce, &sock_id, &netns);
 	if (!sl)
 		return server_agent_path(ls, fd, s); /* a shunt client from another host? */
 	if (rdv_is_loopback(&t.server) && netns != shunt_netns_ino()) {

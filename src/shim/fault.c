@@ -106,6 +106,13 @@
  *                         did a moment before - on a new registry, a slot
  *                         last used 30 s ago by a process long gone - and
  *                         other clients must neither reap it nor take it.
+ *   SHUNT_FAULT_PUBLISH_MS=MS   a client whose connect() returned waits MS
+ *                         ms before it publishes its offer (a thread
+ *                         preempted there): its server accepts first,
+ *                         gives up (at once in a non-blocking accept(),
+ *                         after 20 ms in a blocking one) and must tell
+ *                         it, so that it stays plain at once (reason
+ *                         server-first) instead of after its 200 ms.
  */
 #ifdef SHUNT_FAULTS
 #define _GNU_SOURCE
@@ -240,6 +247,14 @@ void shunt_fault_seg_free(void)
 void shunt_fault_reserve(void)
 {
 	fault_pause("SHUNT_FAULT_RESERVE_US");
+}
+
+void shunt_fault_publish(void)
+{
+	uint64_t ms;
+
+	if (fault_num("SHUNT_FAULT_PUBLISH_MS", &ms) && ms)
+		nanosleep(&(struct timespec){ (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L }, NULL);
 }
 
 void shunt_fault_answer_stall(void)

@@ -365,6 +365,7 @@ void shunt_fault_answer_stall(void);
 int shunt_fault_peer_gone(void);
 void shunt_fault_seg_free(void);
 void shunt_fault_reserve(void);
+void shunt_fault_publish(void);
 #else
 static inline void shunt_fault_hs(uint8_t *msg, int len) { (void)msg; (void)len; }
 static inline int shunt_fault_rdma(uint64_t staged) { (void)staged; return 0; }
@@ -384,6 +385,7 @@ static inline void shunt_fault_answer_stall(void) {}
 static inline int shunt_fault_peer_gone(void) { return 0; }
 static inline void shunt_fault_seg_free(void) {}
 static inline void shunt_fault_reserve(void) {}
+static inline void shunt_fault_publish(void) {}
 #endif
 
 /* exec.c */

@@ -69,3 +69,17 @@ expect_plain() {
 	[ "$shm" -eq 0 ] || die "$1: $shm accelerated connections with a plain peer"
 	echo "  $(basename "$1"): $n plain (peer-not-shunt)"
 }
+
+# faulted_runs N PROG VAR=VALUE...: the behaviour program tests/behave/PROG
+# N times under the fault-injection build with the faults given (each run
+# with SHUNT_EXPECT=shm and every connection offered); dies with a failed
+# run's log.  The last run's log stays in $WORK/run.log.
+faulted_runs() {
+	local n=$1 prog="$ROOT/$BUILD/tests/behave/$2" faults="$ROOT/$BUILD/libshunt-faults.so" i
+	shift 2
+	[ -f "$faults" ] && [ -x "$prog" ] || die "missing $faults or $prog (make tests)"
+	for i in $(seq "$n"); do
+		env LD_PRELOAD="$faults" "$@" SHUNT_EXPECT=shm SHUNT_BUSY_SHORT=0 "$prog" \
+			> "$WORK/run.log" 2>&1 || die "run $i: $(tail -20 "$WORK/run.log")"
+	done
+}

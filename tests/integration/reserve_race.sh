@@ -8,11 +8,5 @@
 # twice: cut connections in the first run.
 # Time limit: 180
 . "$(dirname "$0")/lib.sh"
-FAULTS="$ROOT/$BUILD/libshunt-faults.so"
-PROG="$ROOT/$BUILD/tests/behave/reserve_burst"
-[ -f "$FAULTS" ] && [ -x "$PROG" ] || die "missing $FAULTS or $PROG (make tests)"
-for i in 1 2 3; do
-	env LD_PRELOAD="$FAULTS" SHUNT_FAULT_RESERVE_US=300 SHUNT_EXPECT=shm SHUNT_BUSY_SHORT=0 "$PROG" \
-		> "$WORK/run.log" 2>&1 || die "run $i: $(tail -20 "$WORK/run.log")"
-done
+faulted_runs 3 reserve_burst SHUNT_FAULT_RESERVE_US=300
 echo "reserve race: 3 runs with a pause after each reservation, $(tail -1 "$WORK/run.log")"

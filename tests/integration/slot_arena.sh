@@ -7,11 +7,5 @@
 # fix: cut, "the server's answer names a segment we cannot map").
 # Time limit: 120
 . "$(dirname "$0")/lib.sh"
-FAULTS="$ROOT/$BUILD/libshunt-faults.so"
-PROG="$ROOT/$BUILD/tests/behave/arena_reap_offer"
-[ -f "$FAULTS" ] && [ -x "$PROG" ] || die "missing $FAULTS or $PROG (make tests)"
-for i in 1 2 3 4 5; do
-	env LD_PRELOAD="$FAULTS" SHUNT_FAULT_PEER_GONE=1 SHUNT_EXPECT=shm SHUNT_BUSY_SHORT=0 "$PROG" \
-		> "$WORK/run.log" 2>&1 || die "run $i: $(cat "$WORK/run.log")"
-done
+faulted_runs 5 arena_reap_offer SHUNT_FAULT_PEER_GONE=1
 echo "slot arena: 5 runs, the slot's arena kept while its offer was in flight, every connection accelerated and intact"

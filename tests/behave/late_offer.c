@@ -1,0 +1,97 @@
+/* Description: a server that accepts a connection before its client has
+ * published its offer.  Two servers - one with a non-blocking listener
+ * (poll, then accept: as event loops do), one blocking - each serve one
+ * connection: its byte echoed, then the client's end awaited.  A
+ * non-blocking accept() must not wait for the client (TCP's returns at
+ * once): it takes the connection plain; a blocking one waits at most
+ * 20 ms.  Either way the server says so in the registry, and a client
+ * that publishes later stays plain at once (reason server-first, 29)
+ * instead of waiting 200 ms for a claim that never comes.  Run plainly
+ * every connection is accelerated; tests/integration/late_offer.sh runs
+ * it under the fault-injection build with SHUNT_FAULT_PUBLISH_MS=60 (the
+ * client pauses between its connect and its publication): then the
+ * non-blocking accept() returns within 10 ms, both connections are
+ * plain with reason 29 on the client, and each client's first byte comes
+ * back within 150 ms of its connect (before: 260 ms and more).
+ * NOT_OVER_RDMA: the registry is the local rendezvous. */
+#include "common.h"
+#include <poll.h>
+#include <sys/wait.h>
+
+static int late(void)
+{
+	const char *v = getenv("SHUNT_FAULT_PUBLISH_MS");
+	return v && atoi(v) > 0;
+}
+
+/* One connection on listener l: accepted (timed), its byte echoed. */
+static void serve(int l, int nonblock)
+{
+	struct pollfd p = { .fd = l, .events = POLLIN };
+	double t;
+	char b;
+	int c;
+
+	if (nonblock) {
+		CHECK(fcntl(l, F_SETFL, O_NONBLOCK) == 0);
+		CHECK(poll(&p, 1, 10000) == 1);
+	}
+	t = now_s();
+	c = accept(l, NULL, NULL);
+	t = now_s() - t;
+	CHECK(c >= 0);
+	fprintf(stderr, "%s accept: %.1f ms\n", nonblock ? "non-blocking" : "blocking", t * 1e3);
+	if (nonblock && late())
+		CHECK(t < 0.010); /* never the client's 60 ms */
+	if (!late())
+		expect_mode(c);
+	CHECK(fcntl(c, F_SETFL, 0) == 0);
+	read_all(c, &b, 1);
+	write_all(c, &b, 1);
+	CHECK(read(c, &b, 1) == 0);
+	close(c);
+	_exit(0);
+}
+
+static void client(const struct sockaddr_storage *ss, socklen_t len, const char *what)
+{
+	double t = now_s();
+	int fd = connect_to(ss, len);
+	char b = 'x';
+
+	write_all(fd, &b, 1);
+	read_all(fd, &b, 1);
+	t = now_s() - t;
+	CHECK(b == 'x');
+	fprintf(stderr, "%s: first byte back in %.1f ms\n", what, t * 1e3);
+	if (getenv("SHUNT_EXPECT") && late()) {
+		struct shunt_info i = sock_info(fd);
+		CHECK(i.mode == 0 && i.reason == 29);
+		CHECK(t < 0.150);
+	} else {
+		expect_mode(fd);
+	}
+	close(fd);
+}
+
+int main(void)
+{
+	struct sockaddr_storage s1, s2;
+	socklen_t l1, l2;
+	int a = listen_on("127.0.0.1", &s1, &l1), b = listen_on("127.0.0.1", &s2, &l2);
+	pid_t p1, p2;
+
+	deadline(30);
+	if (!(p1 = fork()))
+		serve(a, 1);
+	if (!(p2 = fork()))
+		serve(b, 0);
+	CHECK(p1 > 0 && p2 > 0);
+	close(a);
+	close(b);
+	client(&s1, l1, "to the non-blocking server");
+	client(&s2, l2, "to the blocking server");
+	CHECK(wait_child(p1) == 0);
+	CHECK(wait_child(p2) == 0);
+	return 0;
+}
