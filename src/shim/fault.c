@@ -249,12 +249,17 @@ void shunt_fault_reserve(void)
 	fault_pause("SHUNT_FAULT_RESERVE_US");
 }
 
+static void fault_sleep_ms(uint64_t ms)
+{
+	nanosleep(&(struct timespec){ (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L }, NULL);
+}
+
 void shunt_fault_publish(void)
 {
 	uint64_t ms;
 
 	if (fault_num("SHUNT_FAULT_PUBLISH_MS", &ms) && ms)
-		nanosleep(&(struct timespec){ (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L }, NULL);
+		fault_sleep_ms(ms);
 }
 
 void shunt_fault_answer_stall(void)
@@ -266,7 +271,7 @@ void shunt_fault_answer_stall(void)
 		return;
 	fault_num("SHUNT_FAULT_ANSWER_AT", &at);
 	if (__atomic_add_fetch(&answers, 1, __ATOMIC_ACQ_REL) == at)
-		nanosleep(&(struct timespec){ (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L }, NULL);
+		fault_sleep_ms(ms);
 }
 
 int shunt_fault_rdma(uint64_t staged)
