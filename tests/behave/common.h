@@ -28,11 +28,13 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -575,6 +577,42 @@ static inline void *echo_one_byte(void *listener)
 			CHECK(send(fd, &c, 1, 0) == 1);
 		close(fd);
 	}
+}
+
+/* The server ends as a server does when told to (its files removed on
+ * the way out), not killed: a killed process's files wait for `shunt ss`
+ * to reap them once two seconds old, and a test may take less. */
+static inline void echo_server_on_term(int sig)
+{
+	(void)sig;
+	_exit(0);
+}
+
+/* A server process with n threads in echo_one_byte on listener *l, until
+ * echo_server_end (or its parent - a failed client - dies). */
+static inline pid_t echo_server_fork(int *l, int n)
+{
+	pid_t pid = fork();
+	pthread_t t;
+
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		signal(SIGTERM, echo_server_on_term);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		for (int i = 0; i < n; i++)
+			CHECK(pthread_create(&t, NULL, echo_one_byte, l) == 0);
+		pause();
+		_exit(0);
+	}
+	return pid;
+}
+
+static inline void echo_server_end(pid_t pid)
+{
+	int st;
+
+	kill(pid, SIGTERM);
+	CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st));
 }
 
 /* A short connection to echo_one_byte: connect, byte c each way, `look`

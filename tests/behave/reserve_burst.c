@@ -15,8 +15,6 @@
  * (SHUNT_FAULT_RESERVE_US), where the old code failed at once.
  * NOT_OVER_RDMA: the registry is the local rendezvous. */
 #include "common.h"
-#include <pthread.h>
-#include <sys/prctl.h>
 
 #define PER_THREAD 100
 #define MAX_THREADS 32
@@ -49,30 +47,15 @@ static void *client(void *arg)
 	return NULL;
 }
 
-static void on_term(int sig)
-{
-	(void)sig;
-	_exit(0); /* as a server told to end does: its files removed */
-}
-
 int main(void)
 {
-	int l = listen_on("127.0.0.1", &ss, &len), n = 4 * (int)sysconf(_SC_NPROCESSORS_ONLN), st;
+	int l = listen_on("127.0.0.1", &ss, &len), n = 4 * (int)sysconf(_SC_NPROCESSORS_ONLN);
 	pthread_t t[MAX_THREADS];
 	pid_t pid;
 
 	deadline(120);
 	n = n < 8 ? 8 : n > MAX_THREADS ? MAX_THREADS : n;
-	pid = fork();
-	CHECK(pid >= 0);
-	if (pid == 0) {
-		signal(SIGTERM, on_term);
-		prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failed client takes us along */
-		for (int i = 0; i < n; i++)
-			CHECK(pthread_create(&t[i], NULL, echo_one_byte, &l) == 0);
-		pause();
-		_exit(0);
-	}
+	pid = echo_server_fork(&l, n);
 	for (int i = 0; i < n; i++)
 		CHECK(pthread_create(&t[i], NULL, client, (void *)(intptr_t)i) == 0);
 	for (int i = 0; i < n; i++)
@@ -81,7 +64,6 @@ int main(void)
 		plain);
 	if (getenv("SHUNT_EXPECT"))
 		CHECK(accel + plain == n * PER_THREAD && plain * 20 <= n * PER_THREAD);
-	kill(pid, SIGTERM);
-	CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st));
+	echo_server_end(pid);
 	return 0;
 }

@@ -13,8 +13,6 @@
  * NOT_OVER_RDMA: the registry's record is local; over RDMA connections
  * are decided by the in-band handshake. */
 #include "common.h"
-#include <pthread.h>
-#include <sys/prctl.h>
 
 #define PER_THREAD 150
 #define MAX_THREADS 64
@@ -48,18 +46,9 @@ static void *client(void *arg)
 	return NULL;
 }
 
-/* The server ends as a server does when told to (its files removed on
- * the way out), not killed: a killed process's files wait for `shunt ss`
- * to reap them once two seconds old, and this test may take less. */
-static void on_term(int sig)
-{
-	(void)sig;
-	_exit(0);
-}
-
 int main(int argc, char **argv)
 {
-	int l, n = 4 * (int)sysconf(_SC_NPROCESSORS_ONLN), st;
+	int l, n = 4 * (int)sysconf(_SC_NPROCESSORS_ONLN);
 	pthread_t t[MAX_THREADS];
 	pid_t pid;
 
@@ -74,16 +63,7 @@ int main(int argc, char **argv)
 
 	deadline(120);
 	n = n < 4 ? 4 : n > MAX_THREADS ? MAX_THREADS : n;
-	pid = fork();
-	CHECK(pid >= 0);
-	if (pid == 0) {
-		signal(SIGTERM, on_term);
-		prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failed client takes us along */
-		for (int i = 0; i < n; i++) /* an accepting thread per client thread */
-			CHECK(pthread_create(&t[i], NULL, echo_one_byte, &l) == 0);
-		pause();
-		_exit(0);
-	}
+	pid = echo_server_fork(&l, n);
 	for (int i = 0; i < n; i++)
 		CHECK(pthread_create(&t[i], NULL, client, NULL) == 0);
 	for (int i = 0; i < n; i++)
@@ -112,7 +92,6 @@ int main(int argc, char **argv)
 		expect_mode(fd);
 		close(fd);
 	}
-	kill(pid, SIGTERM);
-	CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st));
+	echo_server_end(pid);
 	return 0;
 }
