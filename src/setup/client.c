@@ -353,8 +353,10 @@ int rdv_plain_record(struct portreg *p, const struct shunt_tuple *t)
 	return 0;
 }
 
-/* Did this connection's client (or server) announce it plain? */
-static int plain_rec_is(struct shunt_plain_rec *r, const struct shunt_tuple *t, uint64_t now)
+/* Did this connection's client (or server) announce it plain, less than
+ * max_age ago (0: ever)? */
+static int plain_rec_is(struct shunt_plain_rec *r, const struct shunt_tuple *t, uint64_t now,
+			uint64_t max_age)
 {
 	uint32_t s1 = __atomic_load_n(&r->seq, __ATOMIC_ACQUIRE), s2;
 	struct shunt_tuple tu;
@@ -366,29 +368,29 @@ static int plain_rec_is(struct shunt_plain_rec *r, const struct shunt_tuple *t, 
 	tu = r->tuple;
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
 	s2 = __atomic_load_n(&r->seq, __ATOMIC_RELAXED);
-	return s1 == s2 && now - stamp < PLAIN_FRESH_NS && rdv_tuple_eq(&tu, t);
+	return s1 == s2 && (!max_age || now - stamp < max_age) && rdv_tuple_eq(&tu, t);
 }
 
 int rdv_plain_seen(struct portreg *p, const struct shunt_tuple *t, uint64_t now)
 {
 	for (unsigned i = 0; i < SHUNT_REG_PLAIN; i++)
-		if (plain_rec_is(&p->r->plain[i], t, now))
+		if (plain_rec_is(&p->r->plain[i], t, now, PLAIN_FRESH_NS))
 			return 1;
 	return 0;
 }
 
 /* ... in a record written since plain_head read `since` (the records
- * taken from then to now; all of them past a wrap). */
+ * taken from then to now; all of them past a wrap), however long ago: a
+ * client preempted before its publication for longer than PLAIN_FRESH_NS
+ * still finds its server's record. */
 static int plain_seen_since(struct portreg *p, const struct shunt_tuple *t, uint32_t since)
 {
 	uint32_t n = __atomic_load_n(&p->r->plain_head, __ATOMIC_ACQUIRE) - since;
-	uint64_t now;
 
 	if (!n)
 		return 0; /* nothing written: no look at the records at all */
-	now = shunt_now_ns();
 	for (uint32_t k = 0; k < n && k < SHUNT_REG_PLAIN; k++)
-		if (plain_rec_is(&p->r->plain[(since + k) % SHUNT_REG_PLAIN], t, now))
+		if (plain_rec_is(&p->r->plain[(since + k) % SHUNT_REG_PLAIN], t, 0, 0))
 			return 1;
 	return 0;
 }

@@ -13,7 +13,8 @@
  *     CONNECTING (its next generation)
  *   real connect() (SYN leaves only now)
  *   write the 4-tuple, CONNECTING -> OFFERED  scan slots for its own 4-tuple
- *   spin, then sleep on the slot (bounded)    (CONNECTING ones: wait <= 20 ms)
+ *   spin, then sleep on the slot (bounded)    (CONNECTING ones reserved before the
+ *                                             accept: wait <= 100 ms from it)
  *                                             OFFERED -> CLAIMED (CAS)
  *                                             take a segment, attach
  *                                             an arena the client maps: its
@@ -49,8 +50,7 @@
 
 struct arena;
 
-#define SERVER_CONNECTING_WAIT_NS 20000000ull  /* server waits for CONNECTING slots to its address */
-#define CONNECTING_FRESH_NS 50000000ull        /* older CONNECTING slots are ignored */
+#define CONNECTING_FRESH_NS 100000000ull       /* a server waits this long after a client's reservation */
 #define STALE_SLOT_NS 30000000000ull           /* abandoned by a dead process: reaped */
 #define STALE_RESERVING_NS 600000000000ull     /* a client died while it took a slot */
 #define CONFIRM_WAIT_NS 1000000000ull          /* server waits for the client's attach */

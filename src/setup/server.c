@@ -28,11 +28,24 @@
 
 /* ---- server side ---- */
 
-/* Find this connection's offer (*w: its state word, OFFERED); *busy is
- * set if a client may still be between reserving its slot and publishing
- * its tuple. */
-static struct shunt_slot *find_offer(struct portreg *p, const struct shunt_tuple *t, int *busy,
-				     unsigned *idx, uint32_t *w)
+/* Find this connection's offer (*w: its state word, OFFERED).  *busy
+ * says whether a client of ours may still be between reserving its slot
+ * and publishing its tuple to the address we accepted on (a plain client
+ * never reserves, so it never waits for this):
+ * - BUSY_WAIT: one reserved before `start` (after our accept() returned)
+ *   and not CONNECTING_FRESH_NS ago: it may be the one we accepted, whose
+ *   reservation came before its SYN - wait for it;
+ * - BUSY_TELL: one we do not wait for but whose client may still be ours
+ *   and publish late - its reservation went stale while we waited (a
+ *   client preempted that long), or its time is after `start` (not ours,
+ *   unless a client that lost the slot's CAS to ours wrote its own time
+ *   over ours: registry.c) - we record the connection plain before we
+ *   give up (await_offer). */
+#define BUSY_WAIT 1
+#define BUSY_TELL 2
+
+static struct shunt_slot *find_offer(struct portreg *p, const struct shunt_tuple *t, uint64_t start,
+				     int *busy, unsigned *idx, uint32_t *w)
 {
 	uint64_t now = shunt_now_ns();
 	unsigned used = __atomic_load_n(&p->r->slots_used, __ATOMIC_ACQUIRE);
@@ -41,13 +54,16 @@ static struct shunt_slot *find_offer(struct portreg *p, const struct shunt_tuple
 	for (unsigned i = 0; i < used && i < SHUNT_REG_SLOTS; i++) {
 		struct shunt_slot *sl = &p->r->slots[i];
 		uint32_t sw = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE), st = SHUNT_SLOT_STATE(sw);
-		/* A client between reserving and publishing, dialling this very
-		 * address: it may be the one we accepted (a plain client never
-		 * reserves, so it never waits for this). */
-		if (st == SLOT_CONNECTING && now - __atomic_load_n(&sl->stamp_ns, __ATOMIC_RELAXED) < CONNECTING_FRESH_NS &&
-		    sl->tuple.server.port == t->server.port &&
-		    !memcmp(sl->tuple.server.ip, t->server.ip, 16))
-			*busy = 1;
+		uint64_t stamp;
+
+		if (st == SLOT_CONNECTING && sl->tuple.server.port == t->server.port &&
+		    !memcmp(sl->tuple.server.ip, t->server.ip, 16)) {
+			stamp = __atomic_load_n(&sl->stamp_ns, __ATOMIC_RELAXED);
+			if (stamp < start && now - stamp < CONNECTING_FRESH_NS)
+				*busy |= BUSY_WAIT;
+			else if (stamp >= start || start - stamp < CONNECTING_FRESH_NS)
+				*busy |= BUSY_TELL;
+		}
 		if (st == SLOT_OFFERED && rdv_tuple_eq(&sl->tuple, t)) {
 			*idx = i;
 			*w = sw;
@@ -342,7 +358,7 @@ static struct shunt_slot *await_offer(struct portreg *p, const struct shunt_tupl
 	for (;;) {
 		uint32_t seq = __atomic_load_n(&w->seq, __ATOMIC_ACQUIRE), sw = 0;
 		uint64_t el = shunt_now_ns() - start;
-		sl = find_offer(p, t, &busy, idx, &sw);
+		sl = find_offer(p, t, start, &busy, idx, &sw);
 		if (sl && claim(sl, sw, nonce, sock_id, netns)) {
 			*gen = SHUNT_SLOT_GEN(sw);
 			break;
@@ -351,14 +367,14 @@ static struct shunt_slot *await_offer(struct portreg *p, const struct shunt_tupl
 			continue; /* the slot changed under us: look again */
 		if (!busy || told || rdv_plain_seen(p, t, start + el))
 			break;
-		/* Giving up - waited long enough, or would have to sleep in a
-		 * non-blocking accept(): the connection is plain, and we say
+		/* Giving up - no client left to wait for, or we would have to
+		 * sleep in a non-blocking accept(): the connection is plain, and we say
 		 * so in plain[] before a last look at the slots.  A client
 		 * that publishes after that look finds the record and stays
 		 * plain at once (reason server-first) instead of waiting for
 		 * a claim that never comes (its 200 ms); one that published
 		 * before it is claimed now (client.c connect_offer). */
-		if (el > SERVER_CONNECTING_WAIT_NS || (nonblock && turn == 0 && yields > YIELDS_OFFER)) {
+		if (!(busy & BUSY_WAIT) || (nonblock && turn == 0 && yields > YIELDS_OFFER)) {
 			if (rdv_plain_record(p, t))
 				break; /* (no record: the client waits as before) */
 			told = 1;
