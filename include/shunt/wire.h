@@ -26,7 +26,7 @@
 #include <stdint.h>
 #include <stddef.h>
 
-#define SHUNT_WIRE_VERSION 9u /* 2: doorbells per arena, not per segment; 3: answers in the offer
+#define SHUNT_WIRE_VERSION 10u /* 2: doorbells per arena, not per segment; 3: answers in the offer
 				 slot; 4: a slot answer names only an arena the client confirmed
 				 a connection in, and the client may ask again (NEED_ARENA);
 				 5: the registry counts its reserved slots, a stat record
@@ -38,7 +38,8 @@
 				 waiting servers sleep per bucket of client ports;
 				 8: a segment's in_use counts its uses (odd: taken);
 				 9: a slot's state word carries the slot's generation,
-				 and its reservation time is written before it is taken */
+				 and its reservation time is written before it is taken;
+				 10: an arena says when its server forked (closed) */
 #define SHUNT_SHORT_MS 10     /* a connection that ends sooner is short-lived (registry) */
 
 /* ---- fallback reason codes: stable, shown by `shunt ss`, never renumbered ---- */
@@ -269,7 +270,11 @@ struct shunt_arena_hdr {
 					     before it unmaps it: answers then carry its
 					     descriptors (an answer in the slot names only
 					     an arena its client maps) */
-	uint8_t pad[20];
+	_Atomic uint32_t closed; /* 1 once a server process forked while it held a
+				    connection of it: no new segment is taken in it (their
+				    waiters would wake each other on its doorbells), so the
+				    client unmaps it when it holds none (shm/arena.c) */
+	uint8_t pad[16];
 };
 _Static_assert(sizeof(struct shunt_arena_hdr) == 64, "arena header layout");
 

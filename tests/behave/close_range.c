@@ -7,15 +7,6 @@
 #include "common.h"
 #include <sys/syscall.h>
 
-static void echo_once(int fd, char c)
-{
-	char r;
-
-	write_all(fd, &c, 1);
-	read_all(fd, &r, 1);
-	CHECK(r == c);
-}
-
 int main(void)
 {
 	struct sockaddr_storage ss;

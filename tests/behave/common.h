@@ -615,6 +615,16 @@ static inline void echo_server_end(pid_t pid)
 	CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st));
 }
 
+/* Byte c to an echoing peer, and back. */
+static inline void echo_once(int fd, char c)
+{
+	char r;
+
+	write_all(fd, &c, 1);
+	read_all(fd, &r, 1);
+	CHECK(r == c);
+}
+
 /* A short connection to echo_one_byte: connect, byte c each way, `look`
  * at the socket, the server's close first, ours. */
 static inline void echo_byte_connection(const struct sockaddr_storage *ss, socklen_t len, char c,

@@ -22,6 +22,8 @@ struct arena {
 	 * sleepers on any of its segments wait on its doorbell (bell.c);
 	 * nobody reads one: see bell.c. */
 	int bell[2];
+	_Atomic int forked;   /* server side: a connection of it went to a forked child */
+	int adopted;          /* mapped across an exec: others may hold it */
 	struct arena *next;
 };
 
@@ -43,6 +45,9 @@ void arena_release(struct arena *a, unsigned seg, int side);
  * the server drops the client's pre-charged owner). */
 int arena_drop_owner(struct arena *a, unsigned seg, int side);
 void arena_atfork_child(void);
+/* A connection of a goes to a forked child too (either side calls it; a
+ * server's arena takes no new segment from then on: arena.c). */
+void arena_forked(struct arena *a);
 /* Unmap the arenas this process holds no segment of, their peers alive or
  * not (a give-back, giveback.c): how many. */
 int arena_drop_unused(void);
