@@ -60,6 +60,28 @@ expect_accel() {
 	echo "  $(basename "$1"): $n accelerated"
 }
 
+# expect_accel_busy SRV_LOG CLI_LOG MIN: the same for a burst that loads
+# both CPUs against an event-loop server (non-blocking accept()): at least
+# MIN accelerated on the client; a plain one only where the server's
+# accept() came before its client's offer - the client says server-first
+# (reason 29: a non-blocking accept() never sleeps for an offer,
+# docs/fallback-codes.md), its server peer-not-shunt - and at most one in
+# twenty of them.
+expect_accel_busy() {
+	local n total sf other splain
+	n=$(count 'accelerated (shm)' "$2")
+	total=$(grep -cE 'connect fd [0-9]+: ' "$2" || true)
+	sf=$(count 'tcp, server-first' "$2")
+	other=$(grep -E 'connect fd [0-9]+: tcp' "$2" | grep -v 'server-first' | head -3)
+	splain=$(grep -E 'accept fd [0-9]+: tcp' "$1" | grep -vc 'peer-not-shunt' || true)
+	[ "$n" -ge "$3" ] || die "$2: $n accelerated connections, expected >= $3"
+	[ -z "$other" ] || die "$2: plain connections where shm was expected: $other"
+	[ "$splain" -eq 0 ] || die "$1: plain accepts for another reason than a late offer"
+	[ "$(count 'tcp, peer-not-shunt' "$1")" -le "$sf" ] || die "$1: more plain accepts than server-first clients"
+	[ $((sf * 20)) -le "$total" ] || die "$2: $sf of $total connections plain (server-first)"
+	echo "  $(basename "$2"): $n of $total accelerated, $sf server-first"
+}
+
 # expect_plain LOG: connections seen, all plain because the peer is not shunt.
 expect_plain() {
 	local n shm
