@@ -2,19 +2,20 @@
  * published its offer.  Two servers - one with a non-blocking listener
  * (poll, then accept: as event loops do), one blocking - each serve one
  * connection: its byte echoed, then the client's end awaited.  A
- * non-blocking accept() must not wait for the client (TCP's returns at
- * once): it takes the connection plain; a blocking one waits for it, at
- * most 100 ms from the client's reservation (before its SYN).  A server
+ * non-blocking accept() waits for the client 5 ms at most (TCP's returns
+ * at once), then takes the connection plain; a blocking one waits for it,
+ * at most 100 ms from the client's reservation (before its SYN).  A server
  * that gives up says so in the registry, and a client that publishes
  * later stays plain at once (reason server-first, 29) instead of waiting
  * 200 ms for a claim that never comes.  Run plainly the blocking server's
  * connection is accelerated, the non-blocking one's too unless its client
- * was slower to publish than the server's 20 us spin and three yields
+ * was slower to publish than the server's 5 ms
  * (then plain, reason 29 on the client, the server's record: on a loaded
  * host).  tests/integration/late_offer.sh runs it under the
  * fault-injection build with SHUNT_FAULT_PUBLISH_MS (the client pauses
  * between its connect and its publication): the non-blocking accept()
- * returns within 10 ms and its client is plain with reason 29, its first
+ * returns within 5 ms (+ 10 ms of slack) and its client is plain with
+ * reason 29, its first
  * byte back within its pause + 90 ms (before: + 200 ms and more); at 60 ms
  * the blocking server waits and the connection is accelerated, at 150 ms
  * it gives up (100 ms) and its client is plain with reason 29 too.
@@ -50,7 +51,7 @@ static void serve(int l, int nonblock)
 	CHECK(c >= 0);
 	fprintf(stderr, "%s accept: %.1f ms\n", nonblock ? "non-blocking" : "blocking", t * 1e3);
 	if (nonblock && late())
-		CHECK(t < 0.010); /* never the client's pause */
+		CHECK(t < 0.015); /* never the client's pause: its 5 ms at most */
 	if (!nonblock && late())
 		CHECK(t < (late() < SERVER_WAIT_MS ? late() : SERVER_WAIT_MS) / 1e3 + 0.050);
 	if (!nonblock && late() < SERVER_WAIT_MS)

@@ -3,7 +3,7 @@
 # after their connect() returned (the fault-injection build's
 # SHUNT_FAULT_PUBLISH_MS: a client preempted there), to a server with a
 # non-blocking listener and to a blocking one: tests/behave/late_offer
-# under it, 3 runs each - the non-blocking accept() returns within 10 ms,
+# under it, 3 runs each - the non-blocking accept() returns within 15 ms,
 # takes the connection plain and says so in the registry, and its client
 # stays plain at once (reason 29, server-first), its first byte back
 # within its pause + 90 ms; the blocking one waits for a client that
