@@ -368,7 +368,7 @@ static struct shunt_slot *await_offer(struct portreg *p, const struct shunt_tupl
 		if (!busy || told || rdv_plain_seen(p, t, start + el))
 			break;
 		/* Giving up - no client left to wait for, or a non-blocking
-		 * accept() yielded long enough: the connection is plain, and we say
+		 * accept() waited its 5 ms: the connection is plain, and we say
 		 * so in plain[] before a last look at the slots.  A client
 		 * that publishes after that look finds the record and stays
 		 * plain at once (reason server-first) instead of waiting for

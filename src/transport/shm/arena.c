@@ -437,7 +437,8 @@ void arena_put(struct arena *a)
 	uint32_t closed = side == 0 && __atomic_load_n(&a->hdr->closed, __ATOMIC_ACQUIRE);
 
 	if (__atomic_sub_fetch(&a->held, 1, __ATOMIC_RELEASE) || side != 0 ||
-	    !(closed || __atomic_load_n(&closed_left, __ATOMIC_RELAXED)) || shunt_sandboxed)
+	    !(closed || __atomic_load_n(&closed_left, __ATOMIC_RELAXED)) || shunt_sandboxed ||
+	    shunt_in_handler()) /* (the interrupted thread may hold the lock: left for later) */
 		return;
 	pthread_mutex_lock(&lock);
 	reap_closed_locked();
