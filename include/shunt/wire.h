@@ -160,9 +160,15 @@ struct shunt_slot {
 	uint64_t answer_arena;    /* ANSWERED: the arena id (one the client confirmed a
 				     connection in: it maps it, unless it dropped it since) */
 	uint32_t answer_seg;      /* ANSWERED: the segment in it, or SHUNT_SLOT_BY_MSG */
-	_Atomic uint32_t client_waiting; /* the client sleeps on state: wake it */
+	_Atomic uint32_t client_waiting; /* the client sleeps on state: SHUNT_WAIT_ANSWER wake
+				     it at the answer; SHUNT_WAIT_DATA (a blocking read
+				     settles the offer) at the server's first wake-up of
+				     its reader - data, a shutdown, its close - or now if
+				     the answer is by message (src/setup/server.c) */
 };
 #define SHUNT_SLOT_BY_MSG 0xffffffffu
+#define SHUNT_WAIT_ANSWER 1u
+#define SHUNT_WAIT_DATA 2u
 _Static_assert(sizeof(struct shunt_slot) == 96, "slot layout");
 
 struct shunt_listener_rec {

@@ -143,6 +143,58 @@ static int client_wait_msg(struct shunt_slot *sl, uint32_t gen, uint64_t nonce, 
 	return r;
 }
 
+/* A blocking read is the call that settles a pending offer (early.c): it
+ * waits for the server's reply, not for its answer alone.  Asleep on the
+ * slot with SHUNT_WAIT_DATA, it is woken by the reply (or the server's
+ * shutdown, its close: server.c slot_answered, shm.c shm_push) - one sleep
+ * where there were two, the answer's and then the reply's, as TCP's
+ * client sleeps once.  For REPLY_WAIT_NS at most, in one sleep: the
+ * answer's wait, which follows (client_wait_answer), looks at the socket
+ * and the time-outs in 1 ms slices - slices that ran out under load cost
+ * each a wake-up and two system calls (64 threads a side on 2 CPUs: a
+ * fifth of the connections, 1.39x TCP's CPU time a connection; without
+ * them 1.08x).  Not in the slot's wait itself, which holds the offer's
+ * lock: another thread's call on the connection (its request, with this
+ * one a reader started first) settles it meanwhile, asking for the answer
+ * (SHUNT_WAIT_ANSWER, which our word never overwrites).  A signal ends
+ * the sleep: 1 then, else 0. */
+#define REPLY_WAIT_NS 20000000ull
+
+int rdv_await_reply(struct shunt_slot *sl, uint32_t gen)
+{
+	uint64_t start = shunt_now_ns(), sig0 = shunt_signals_seen();
+	/* with a CPU to spare the answer comes while we spin: the read then
+	 * spins on the ring (conn_wait.c) */
+	int turn = __atomic_load_n(&connects_in_setup, __ATOMIC_RELAXED) <= shunt_ncpus
+			   ? shunt_spin_begin(SPIN_MSG_NS, start) : 0;
+
+	for (;;) {
+		uint32_t w = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE), st = SHUNT_SLOT_STATE(w), none = 0;
+		uint64_t el = shunt_now_ns() - start;
+
+		if (shunt_signals_seen() != sig0) { /* (first: an answer is no reply) */
+			shunt_spin_end(turn);
+			return 1;
+		}
+		if (SHUNT_SLOT_GEN(w) != gen || (st != SLOT_OFFERED && st != SLOT_CLAIMED) ||
+		    el >= REPLY_WAIT_NS)
+			break;
+		if (turn && el < SPIN_MSG_NS) {
+			__builtin_ia32_pause();
+			continue;
+		}
+		shunt_spin_end(turn);
+		turn = 0;
+		/* a server answering now either sees the flag or changes the
+		 * state before the futex looks (its CAS, then its look) */
+		__atomic_compare_exchange_n(&sl->client_waiting, &none, SHUNT_WAIT_DATA, 0, __ATOMIC_SEQ_CST,
+					    __ATOMIC_SEQ_CST);
+		shunt_futex_wait(&sl->state, w, REPLY_WAIT_NS - el);
+	}
+	shunt_spin_end(turn);
+	return 0;
+}
+
 /* Is the sender of an accept message the server of this connection?  Our
  * own user always is (only it can reach our socket in a private directory);
  * another user of a shared directory must own the server's end of the TCP

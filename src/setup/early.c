@@ -15,7 +15,8 @@
  * go there, and any other call on the connection (a read, poll, epoll_ctl,
  * a bigger write, close, dup2 over it; fork, exec and exit for all of them)
  * first waits for the answer and attaches: rdv_offer_settle, from fdtab.c's
- * lookups.  The server copies the early bytes into the ring before it
+ * lookups (a blocking read first sleeps until the reply: client.c
+ * rdv_await_reply).  The server copies the early bytes into the ring before it
  * answers, and its answer in the slot is final (server.c): its accept()
  * returns with the request readable, the client's read finds the reply.
  * The turns are TCP's.
@@ -37,7 +38,7 @@
 #include "rdv.h"
 #include "../base/real.h"
 
-#define PENDING_MAX 32
+#define PENDING_MAX 64
 
 static _Atomic int pending; /* offers of this process left pending */
 /* ... and the connections they are on (each with a reference; no lock:
@@ -144,6 +145,27 @@ void rdv_offer_settle(struct sk *s)
 		connect_log(fd, s);
 	}
 	errno = e;
+}
+
+/* ... by a blocking read: first asleep until the server's reply, if it
+ * comes soon (client.c rdv_await_reply), without the offer's lock.
+ * 1: a signal came meanwhile. */
+int rdv_offer_settle_read(struct sk *s)
+{
+	struct shunt_slot *sl = NULL;
+	uint32_t gen = 0;
+	int sig = 0;
+
+	pthread_mutex_lock(&s->offer_lock);
+	if (s->offer) {
+		sl = s->offer->sl;
+		gen = s->offer->gen;
+	}
+	pthread_mutex_unlock(&s->offer_lock);
+	if (sl)
+		sig = rdv_await_reply(sl, gen);
+	rdv_offer_settle(s);
+	return sig;
 }
 
 /* A send while the offer is pending: into the slot if the bytes fit and

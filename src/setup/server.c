@@ -92,14 +92,21 @@ static int claim(struct shunt_slot *sl, uint32_t w, uint64_t *nonce, uint64_t *s
 /* The answer is in: CLAIMED -> ANSWERED in our offer's generation (the
  * client may have given up meanwhile, -> FAILED; or - we stalled past
  * its wait - the slot is another offer's now: then no), and the client
- * woken if asleep. */
-static int slot_answered(struct shunt_slot *sl, uint32_t gen)
+ * woken if asleep - or, asleep in a read (SHUNT_WAIT_DATA) and answered in
+ * the slot, by our connection's first wake-up of its reader (shm.c
+ * shm_push: our reply, shutdown or close). */
+static int slot_answered(struct shunt_slot *sl, uint32_t gen, struct conn *c, int by_msg)
 {
+	uint32_t why;
+
 	if (!rdv_slot_cas(sl, gen, SLOT_CLAIMED, SLOT_ANSWERED))
 		return 0;
 	/* a wake of a slot that was freed and reused is spurious, harmless */
-	if (__atomic_load_n(&sl->client_waiting, __ATOMIC_SEQ_CST))
-		shunt_futex_wake(&sl->state, 1);
+	why = __atomic_load_n(&sl->client_waiting, __ATOMIC_SEQ_CST);
+	if (why == SHUNT_WAIT_DATA && !by_msg)
+		shm_wake_owed(c, &sl->state);
+	else if (why) /* (two threads of the client may wait: a read, another call) */
+		shunt_futex_wake(&sl->state, INT32_MAX);
 	return 1;
 }
 
@@ -223,7 +230,7 @@ static int server_offer(int fd, uint64_t sock_id, struct shunt_slot *sl, uint32_
 	    /* our CLAIMED -> ANSWERED failed: the client gave up (-> FAILED;
 	     * an answer by message may have reached it all the same: the
 	     * confirm word decides, as always) */
-	    (sl && !slot_answered(sl, gen) && server_decline(c) != 1)) {
+	    (sl && !slot_answered(sl, gen, c, by_msg) && server_decline(c) != 1)) {
 		arena_drop_owner(a, seg, 0);
 		conn_free(c);
 		return SHUNT_R_HANDSHAKE;

@@ -247,6 +247,22 @@ static int conn_wait(struct conn *c, unsigned want, int *deadline_ms, int short_
 }
 
 
+/* A signal handled while a read waited for its connection's set-up
+ * (early.c rdv_offer_settle_read): the read fails with EINTR as the
+ * kernel's would have - nothing to read yet, and the call not restarted
+ * (no SA_RESTART, or a receive timeout set). */
+int conn_read_interrupted(struct conn *c)
+{
+	int rs;
+
+	if (conn_events(c) & (POLLIN | POLLERR | POLLHUP))
+		return 0; /* the data came first: the kernel's read returns it */
+	rs = shunt_signal_restarts();
+	if (rs < 0)
+		rs = signals_restart();
+	return !rs || __atomic_load_n(&c->timeo_ms[0], __ATOMIC_RELAXED) >= 0;
+}
+
 /* EINTR as the kernel decides it for recv/send: restarted when nothing
  * moved yet, no timeout is set and the handler asked for SA_RESTART. */
 int conn_wait_for(struct sk *s, unsigned want, int *deadline, size_t done, uint64_t *sig0)

@@ -82,17 +82,30 @@ static ssize_t accel_recv(int fd, const struct iovec *iov, int cnt, int flags, i
 {
 	struct sk *s;
 	ssize_t r;
+	int empty, intr = 0;
 
 	*handled = 0;
 	if (flags & MSG_ERRQUEUE) /* the kernel's (zerocopy completions, timestamps): never ring bytes */
 		return 0;
-	if (!(s = fdtab_get(fd)))
+	if (!(s = fdtab_peek(fd)))
 		return 0;
+	empty = file && cnt >= 0 && cnt <= IOV_MAX && !iov_total(iov, cnt);
+	/* a pending offer (early.c): a read that will wait for the reply
+	 * anyway is woken by it, not first by the answer (not with a receive
+	 * time-out to keep: the wait before the connection exists is not
+	 * counted in it) */
+	if (__builtin_expect(__atomic_load_n(&s->offer, __ATOMIC_ACQUIRE) != NULL, 0)) {
+		if (!s->nonblock && !(flags & MSG_DONTWAIT) && !empty &&
+		    !__atomic_load_n(&conn_timeouts_maybe, __ATOMIC_RELAXED))
+			intr = rdv_offer_settle_read(s);
+		else
+			rdv_offer_settle(s);
+	}
 	if (s->kind != SK_CONN)
 		return settle(s, fd, 0, flags, handled);
 	*handled = 1;
 	cancel_hold(s);
-	r = file && cnt >= 0 && cnt <= IOV_MAX && !iov_total(iov, cnt) ? 0 : conn_recvmsg(s, iov, cnt, flags, ctl);
+	r = empty ? 0 : intr && conn_read_interrupted(s->conn) ? -EINTR : conn_recvmsg(s, iov, cnt, flags, ctl);
 	cancel_release();
 	sk_put(s);
 	return edge(r);

@@ -224,6 +224,7 @@ void sockinfo_lowat_sync(struct conn *c);        /* the socket's mark, a peer's 
 ssize_t shim_splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t len,
 		    unsigned flags, int *handled);
 unsigned conn_events(struct conn *c);            /* POLL* mask, no system call */
+int conn_read_interrupted(struct conn *c);      /* a signal in a read's set-up wait: EINTR? */
 int conn_move_for(struct sk *s, const char *what); /* a kernel-only feature: to TCP first */
 unsigned conn_urgent(struct conn *c);            /* POLLPRI if urgent data waits (a look at the socket) */
 int conn_take_error(struct conn *c);              /* the peer's error, once (0: told before) */
@@ -405,6 +406,7 @@ int inband_settle(struct sk *s, int fd, int writing, int nonblock);
 
 /* early.c: a client's offer left pending after connect() */
 void rdv_offer_settle(struct sk *s);
+int rdv_offer_settle_read(struct sk *s); /* ... by a blocking read; 1: a signal came */
 ssize_t rdv_early_send(struct sk *s, const struct iovec *iov, int cnt, int flags, const struct msghdr *ctl);
 void rdv_offers_settle_all(void);
 void connect_log(int fd, const struct sk *s); /* interpose.c */

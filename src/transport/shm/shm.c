@@ -24,9 +24,27 @@
 #include "../../base/real.h"
 #include "../../common/msg.h"
 
+void shm_wake_owed(struct conn *c, _Atomic uint32_t *w)
+{
+	__atomic_store_n(&shm_of(c)->owed, w, __ATOMIC_RELAXED);
+}
+
+/* Our bytes (or our FIN, our close) for the peer's reader.  A client that
+ * went to sleep in its first read before our answer sleeps on its slot
+ * (server.c slot_answered): woken here, once; the word may be another
+ * offer's by now - a spurious wake-up, which every futex sleeper takes. */
 static void shm_push(struct conn *c)
 {
-	conn_wake_word(&c->tx.ctl->rd_want, shm_of(c)->efd_peer);
+	struct shm_conn *m = shm_of(c);
+	_Atomic uint32_t *w;
+
+	if (__builtin_expect(__atomic_load_n(&m->owed, __ATOMIC_RELAXED) != NULL, 0) &&
+	    (w = __atomic_exchange_n(&m->owed, NULL, __ATOMIC_SEQ_CST))) {
+		int e = errno;
+		shunt_futex_wake(w, INT32_MAX);
+		errno = e;
+	}
+	conn_wake_word(&c->tx.ctl->rd_want, m->efd_peer);
 }
 
 static void shm_ack(struct conn *c)

@@ -20,6 +20,9 @@ struct shm_conn {
 	int sock_clean;           /* made by the registry's rendezvous: its socket carries
 				     nothing of shunt's (no handshake bytes) until a FIN of
 				     ours draws a probe or a move says so (shm_closing) */
+	/* server: a client asleep on its slot's state word until we first
+	 * wake its reader (shm_wake_owed); NULL once woken */
+	_Atomic uint32_t *_Atomic owed;
 };
 
 static inline struct shm_conn *shm_of(const struct conn *c)
@@ -32,6 +35,8 @@ static inline struct shm_conn *shm_of(const struct conn *c)
  * connection's socket (conn.borrowed).  nonce, when given, must match. */
 int shm_attach(struct conn **out, struct arena *a, unsigned seg, int side, int tcp_fd, int borrowed,
 	       const uint64_t *nonce);
+/* The client sleeps on its slot's word w until our first push (server.c). */
+void shm_wake_owed(struct conn *c, _Atomic uint32_t *w);
 /* This process holds the connection alone (the segment's owner count). */
 int shm_sole_owner(const struct conn *c);
 
