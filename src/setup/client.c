@@ -564,7 +564,7 @@ static int connect_offer(int fd, struct sk *s, const struct sockaddr *addr, sock
 	}
 	*o = (struct offer){ .p = p, .sl = sl, .early = &p->r->early[sl - p->r->slots],
 			     .nonce = nonce, .gen = gen, .sockfd = fd };
-	leave = !ret && rdv_early_reserve();
+	leave = !ret && rdv_early_reserve(p);
 	__atomic_store_n(&o->early->len, leave ? SHUNT_EARLY_PENDING : 0, __ATOMIC_RELAXED);
 	shunt_fault_publish(); /* tests only (fault.c) */
 	if (!rdv_slot_cas(sl, gen, SLOT_CONNECTING, SLOT_OFFERED)) {

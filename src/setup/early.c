@@ -26,7 +26,7 @@
  * before anything else, and the server, plain for this connection, reads
  * them there.  Only in a private directory (a shared one's members could
  * read or write the slot), and for at most PENDING_MAX offers of a process
- * at once (each holds a slot of its port until it settles).
+ * at once (each holds a slot of its port until it settles: below).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -38,7 +38,21 @@
 #include "rdv.h"
 #include "../base/real.h"
 
+/* Each pending offer holds its port's slot until the program's next call
+ * on the connection: a process may leave PENDING_MAX pending, while at
+ * most PENDING_PORT_MAX of the port's slots are taken (the others settle
+ * inside connect() and hold theirs a moment) - a pool of idle new
+ * connections leaves the port's other clients slots to offer in.  With
+ * 32 a process, 64 client threads each making short connections had half
+ * their offers settled inside connect(), two sleeps each (1.24x TCP's CPU
+ * time a connection against 1.10x with 64).  Not more: a connection in
+ * an arena the client has not mapped yet is answered by a message, which
+ * only a settling call reads - with 128 pending, a client opening 100
+ * connections before it read any (tests/behave/spawn_many) filled its
+ * socket's queue (10 messages), and the server, blocked on it, gave up
+ * (reason handshake); with 64 the connects past them settle and read. */
 #define PENDING_MAX 64
+#define PENDING_PORT_MAX (SHUNT_REG_SLOTS * 3 / 4)
 
 static _Atomic int pending; /* offers of this process left pending */
 /* ... and the connections they are on (each with a reference; no lock:
@@ -50,12 +64,13 @@ int rdv_offers_pending(void)
 	return __atomic_load_n(&pending, __ATOMIC_RELAXED);
 }
 
-/* A place for one more pending offer (its rdv_early_begin follows), or 0. */
-int rdv_early_reserve(void)
+/* A place for one more pending offer on port p (its rdv_early_begin
+ * follows), or 0. */
+int rdv_early_reserve(const struct portreg *p)
 {
 	int n = __atomic_load_n(&pending, __ATOMIC_RELAXED);
 
-	if (shunt_dir_shared())
+	if (shunt_dir_shared() || __atomic_load_n(&p->r->reserved, __ATOMIC_RELAXED) > PENDING_PORT_MAX)
 		return 0;
 	do {
 		if (n >= PENDING_MAX)

@@ -132,7 +132,7 @@ int rdv_offer_finish(struct sk *s, struct offer *o, int *resend, int *cut);
 int rdv_await_reply(struct shunt_slot *sl, uint32_t gen); /* 1: a signal came */
 
 /* early.c */
-int rdv_early_reserve(void);
+int rdv_early_reserve(const struct portreg *p);
 void rdv_early_unreserve(void);
 void rdv_early_begin(struct sk *s);
 void rdv_early_atfork_child(void);

@@ -397,9 +397,11 @@ static struct shunt_slot *await_offer(struct portreg *p, const struct shunt_tupl
 		 * publish with no sleep and no wake-up (8 threads a side on 2
 		 * CPUs, every connection offered: 37,300 -> 32,400 context
 		 * switches for 16,000 connections, TCP's 36,600; CPU time a
-		 * connection 1.03-1.05x TCP's -> 0.95-0.97x).  Not in a run
-		 * queue as long as busy-short's (client.c): the CPU goes to
-		 * anyone but the client then (64 a side: 1.36x -> 1.42x). */
+		 * connection 1.03-1.05x TCP's -> 0.95-0.97x).  In long run
+		 * queues too since the client's first read sleeps once
+		 * (client.c rdv_await_reply): 32 a side 1.05x -> 0.96x, 64 a
+		 * side 1.09-1.11x -> 1.03-1.06x (before it, yields there cost:
+		 * 1.36x -> 1.42x). */
 		if (turn < 0)
 			turn = shunt_spin_begin(SPIN_OFFER_NS, start + el);
 		if (turn > 0 && el < SPIN_OFFER_NS) {
@@ -408,8 +410,7 @@ static struct shunt_slot *await_offer(struct portreg *p, const struct shunt_tupl
 		}
 		shunt_spin_end(turn);
 		turn = 0;
-		if (yields++ < YIELDS_OFFER &&
-		    shunt_cpus_runnable(start + el) < (long)shunt_cfg.busy_runnable * shunt_ncpus) {
+		if (yields++ < YIELDS_OFFER) {
 			sched_yield();
 			continue;
 		}
