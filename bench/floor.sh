@@ -9,7 +9,8 @@
 # (the floor: an accelerated connection's bytes skip the socket, its TCP
 # set-up and close are made all the same); shunt with every connection
 # offered (SHUNT_BUSY_SHORT=0); shunt's default.  Medians; writes
-# OUT_PREFIX.tsv, .md and .png (default docs/bench/floor).
+# OUT_PREFIX.tsv, .md and .png (default docs/bench/floor).  CLIENT=poll
+# makes the clients non-blocking, with poll() before each step.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 T=$(mktemp -d /tmp/shunt-floor.XXXXXX)
@@ -18,7 +19,10 @@ mkdir -m 0700 "$T/dir"
 D="SHUNT_DIR=$T/dir LD_PRELOAD=$ROOT/build/libshunt.so"
 NAMES=(tcp tcp-no-bytes offered default)
 ENVS=("-u LD_PRELOAD" "-u LD_PRELOAD" "$D SHUNT_BUSY_SHORT=0" "$D")
-KINDS=(byte none byte byte)
+# CLIENT=poll: the clients as an event loop's (non-blocking sockets, poll()
+# for each turn) instead of blocking calls
+K=${CLIENT:-byte}
+KINDS=("$K" none "$K" "$K")
 ROUNDS=${1:-5}
 OUT=${2:-$ROOT/docs/bench/floor}
 IFS=';' read -r -a SHAPES <<< "${SHAPES:-8 2000;64 250}"

@@ -73,6 +73,13 @@ static int slot_answer(struct shunt_slot *sl, uint64_t nonce, struct got_msg *go
 	return 0;
 }
 
+/* The answer's wait sleeps in slices: 1 ms, then each twice the last, up to
+ * 8 ms.  A slice that runs out costs a wake-up and a look at the socket
+ * (and at the message socket); under load the server's turn is often
+ * milliseconds away. */
+#define ANSWER_SLICE_NS 1000000ull
+#define ANSWER_SLICE_MAX_NS 8000000ull
+
 /* Wait for the server's answer.  Each state the client may leave is left
  * by one CAS against the server's; any other value, or another
  * generation (a member of a shared directory may write the registry),
@@ -80,6 +87,7 @@ static int slot_answer(struct shunt_slot *sl, uint64_t nonce, struct got_msg *go
 static int client_wait_answer(struct shunt_slot *sl, uint32_t gen, uint64_t nonce, int tcp_fd,
 			      struct got_msg *got, uint64_t start, uint64_t wait_ns, uint64_t spin_ns)
 {
+	uint64_t slice = ANSWER_SLICE_NS;
 	int slept = 0;
 
 	for (;;) {
@@ -114,7 +122,9 @@ static int client_wait_answer(struct shunt_slot *sl, uint32_t gen, uint64_t nonc
 		/* the flag first: a server answering now either sees it or
 		 * changes the state before the futex looks */
 		__atomic_store_n(&sl->client_waiting, 1, __ATOMIC_SEQ_CST);
-		shunt_futex_wait(&sl->state, w, 1000000);
+		shunt_futex_wait(&sl->state, w, slice);
+		if (slice < ANSWER_SLICE_MAX_NS)
+			slice *= 2;
 		/* our pending offers' answers by message fill our socket's
 		 * queue (10 messages) while we wait here, and a server blocked
 		 * on a full one answers nobody: read them between sleeps */

@@ -247,6 +247,16 @@ static int conn_wait(struct conn *c, unsigned want, int *deadline_ms, int short_
 }
 
 
+/* poll() on one accelerated connection, one direction (poll.c): the
+ * wait a blocking call makes - spin, then the ring's futex word - instead
+ * of the arena's doorbell, which every thread polling a connection of
+ * the arena wakes on.  0 to look again, -EAGAIN once *deadline_ms ran
+ * out, -EINTR on a signal since sig0. */
+int conn_wait_poll(struct conn *c, unsigned want, int *deadline_ms, uint64_t sig0)
+{
+	return conn_wait(c, want, deadline_ms, 0, sig0);
+}
+
 /* A signal handled while a read waited for its connection's set-up
  * (early.c rdv_offer_settle_read): the read fails with EINTR as the
  * kernel's would have - nothing to read yet, and the call not restarted

@@ -225,6 +225,7 @@ ssize_t shim_splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t len
 		    unsigned flags, int *handled);
 unsigned conn_events(struct conn *c);            /* POLL* mask, no system call */
 int conn_read_interrupted(struct conn *c);      /* a signal in a read's set-up wait: EINTR? */
+int conn_wait_poll(struct conn *c, unsigned want, int *deadline_ms, uint64_t sig0); /* poll.c */
 int conn_move_for(struct sk *s, const char *what); /* a kernel-only feature: to TCP first */
 unsigned conn_urgent(struct conn *c);            /* POLLPRI if urgent data waits (a look at the socket) */
 int conn_take_error(struct conn *c);              /* the peer's error, once (0: told before) */
