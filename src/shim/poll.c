@@ -257,7 +257,8 @@ static int poll_one_fits(const struct pollfd *fd, const struct sk *s, int timeou
 	 * connection; the doorbell's ppoll is allowed) */
 	return timeout_ms && !mask && !shunt_sandboxed && (s->conn->tp->flags & TP_SHARED_RINGS) &&
 	       !conn_moving(s->conn) &&
-	       !(ev & ~(in | out | POLLRDHUP)) && (!(ev & in) != !(ev & out));
+	       !(ev & ~(in | out | POLLRDHUP)) && (!(ev & in) != !(ev & out)) &&
+	       (!(ev & POLLRDHUP) || (ev & in)); /* (a writer's sleep is not woken by the FIN) */
 }
 
 int shim_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t *mask)
