@@ -167,12 +167,13 @@ static int client_wait_msg(struct shunt_slot *sl, uint32_t gen, uint64_t nonce, 
  * lock: another thread's call on the connection (its request, with this
  * one a reader started first) settles it meanwhile, asking for the answer
  * (SHUNT_WAIT_ANSWER, which our word never overwrites).  A signal ends
- * the sleep: 1 then, else 0. */
+ * the sleep: 1 then, else 0.  A poll's time-out (max_ns) may end it sooner. */
 #define REPLY_WAIT_NS 20000000ull
 
-int rdv_await_reply(struct shunt_slot *sl, uint32_t gen)
+int rdv_await_reply(struct shunt_slot *sl, uint32_t gen, uint64_t max_ns)
 {
 	uint64_t start = shunt_now_ns(), sig0 = shunt_signals_seen();
+	uint64_t limit = max_ns < REPLY_WAIT_NS ? max_ns : REPLY_WAIT_NS;
 	/* with a CPU to spare the answer comes while we spin: the read then
 	 * spins on the ring (conn_wait.c) */
 	int turn = __atomic_load_n(&connects_in_setup, __ATOMIC_RELAXED) <= shunt_ncpus
@@ -186,8 +187,7 @@ int rdv_await_reply(struct shunt_slot *sl, uint32_t gen)
 			shunt_spin_end(turn);
 			return 1;
 		}
-		if (SHUNT_SLOT_GEN(w) != gen || (st != SLOT_OFFERED && st != SLOT_CLAIMED) ||
-		    el >= REPLY_WAIT_NS)
+		if (SHUNT_SLOT_GEN(w) != gen || (st != SLOT_OFFERED && st != SLOT_CLAIMED) || el >= limit)
 			break;
 		if (turn && el < SPIN_MSG_NS) {
 			__builtin_ia32_pause();
@@ -199,7 +199,7 @@ int rdv_await_reply(struct shunt_slot *sl, uint32_t gen)
 		 * state before the futex looks (its CAS, then its look) */
 		__atomic_compare_exchange_n(&sl->client_waiting, &none, SHUNT_WAIT_DATA, 0, __ATOMIC_SEQ_CST,
 					    __ATOMIC_SEQ_CST);
-		shunt_futex_wait(&sl->state, w, REPLY_WAIT_NS - el);
+		shunt_futex_wait(&sl->state, w, limit - el);
 	}
 	shunt_spin_end(turn);
 	return 0;
@@ -574,7 +574,9 @@ static int connect_offer(int fd, struct sk *s, const struct sockaddr *addr, sock
 	}
 	*o = (struct offer){ .p = p, .sl = sl, .early = &p->r->early[sl - p->r->slots],
 			     .nonce = nonce, .gen = gen, .sockfd = fd };
-	leave = !ret && rdv_early_reserve(p);
+	/* (a non-blocking connect's too: its handshake is made - above -
+	 * and the program polls for room, writes and polls for the reply) */
+	leave = (!ret || ret == -EINPROGRESS) && rdv_early_reserve(p);
 	__atomic_store_n(&o->early->len, leave ? SHUNT_EARLY_PENDING : 0, __ATOMIC_RELAXED);
 	shunt_fault_publish(); /* tests only (fault.c) */
 	if (!rdv_slot_cas(sl, gen, SLOT_CONNECTING, SLOT_OFFERED)) {

@@ -9,17 +9,20 @@
  * the two processes than TCP's (issue #13, item 10: 4.3 context switches a
  * connection against TCP's 2.2; 1.7x its CPU time with every CPU busy).
  *
- * So when connect() returns with the connection up, its offer stays
- * pending: the program's first writes - while they fit in the slot's
- * early[] area (SHUNT_EARLY_MAX bytes) and the server has not taken them -
- * go there, and any other call on the connection (a read, poll, epoll_ctl,
- * a bigger write, close, dup2 over it; fork, exec and exit for all of them)
- * first waits for the answer and attaches: rdv_offer_settle, from fdtab.c's
- * lookups (a blocking read first sleeps until the reply: client.c
- * rdv_await_reply).  The server copies the early bytes into the ring before it
- * answers, and its answer in the slot is final (server.c): its accept()
- * returns with the request readable, the client's read finds the reply.
- * The turns are TCP's.
+ * So when connect() returns with the connection up - a non-blocking
+ * connect() with EINPROGRESS too, once the kernel's handshake is made -
+ * its offer stays pending: the program's first writes - while they fit in
+ * the slot's early[] area (SHUNT_EARLY_MAX bytes) and the server has not
+ * taken them - go there, a poll for room alone is answered at once and
+ * SO_ERROR is the socket's (an event loop's turns: poll.c), and any other
+ * call on the connection (a read, poll for bytes, epoll_ctl, a bigger
+ * write, close, dup2 over it; fork, exec and exit for all of them) first
+ * waits for the answer and attaches: rdv_offer_settle, from fdtab.c's
+ * lookups (a blocking read, and a poll for bytes alone, first sleep until
+ * the reply: client.c rdv_await_reply).  The server copies the early
+ * bytes into the ring before it answers, and its answer in the slot is
+ * final (server.c): its accept() returns with the request readable, the
+ * client's read finds the reply.  The turns are TCP's.
  *
  * Without an answer - a slow or plain accept, a refusal, an answer by
  * message the client could not take - the early bytes go onto the socket
@@ -162,10 +165,11 @@ void rdv_offer_settle(struct sk *s)
 	errno = e;
 }
 
-/* ... by a blocking read: first asleep until the server's reply, if it
- * comes soon (client.c rdv_await_reply), without the offer's lock.
+/* ... by a blocking read, or a poll for bytes: first asleep until the
+ * server's reply, if it comes soon (client.c rdv_await_reply; a poll's
+ * time-out, max_ns, may end the sleep sooner), without the offer's lock.
  * 1: a signal came meanwhile. */
-int rdv_offer_settle_read(struct sk *s)
+int rdv_offer_settle_read(struct sk *s, uint64_t max_ns)
 {
 	struct shunt_slot *sl = NULL;
 	uint32_t gen = 0;
@@ -178,9 +182,27 @@ int rdv_offer_settle_read(struct sk *s)
 	}
 	pthread_mutex_unlock(&s->offer_lock);
 	if (sl)
-		sig = rdv_await_reply(sl, gen);
+		sig = rdv_await_reply(sl, gen, max_ns);
 	rdv_offer_settle(s);
 	return sig;
+}
+
+/* Would a write go into the slot now - a poll for room is answered yes
+ * without settling (TCP's new connection has its whole send buffer)?  1
+ * while the program's bytes fit and the server has not taken them. */
+int rdv_early_room(struct sk *s)
+{
+	struct offer *o;
+	uint32_t v;
+	int room = 0;
+
+	pthread_mutex_lock(&s->offer_lock);
+	if ((o = s->offer)) {
+		v = __atomic_load_n(&o->early->len, __ATOMIC_ACQUIRE);
+		room = !(v & SHUNT_EARLY_TAKEN) && SHUNT_EARLY_LEN(v) == o->len && o->len < SHUNT_EARLY_MAX;
+	}
+	pthread_mutex_unlock(&s->offer_lock);
+	return room;
 }
 
 /* A send while the offer is pending: into the slot if the bytes fit and

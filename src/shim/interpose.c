@@ -518,6 +518,14 @@ EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 
 	if (val && len && sockinfo_corrects(level, name)) {
 		int r = R(getsockopt)(fd, level, name, val, len);
+		/* a pending offer's SO_ERROR is its socket's: the event loop's
+		 * look after its poll for room (poll.c) leaves it pending */
+		if (!r && level == SOL_SOCKET && name == SO_ERROR && (s = fdtab_peek(fd))) {
+			int pending = __atomic_load_n(&s->offer, __ATOMIC_ACQUIRE) != NULL;
+			sk_put(s);
+			if (pending)
+				return r;
+		}
 		if (!r && (s = get_kind(fd, SK_CONN))) {
 			sockinfo_getsockopt(s->conn, level, name, val, *len);
 			sk_put(s);

@@ -97,7 +97,7 @@ static ssize_t accel_recv(int fd, const struct iovec *iov, int cnt, int flags, i
 	if (__builtin_expect(__atomic_load_n(&s->offer, __ATOMIC_ACQUIRE) != NULL, 0)) {
 		if (!s->nonblock && !(flags & MSG_DONTWAIT) && !empty &&
 		    !__atomic_load_n(&conn_timeouts_maybe, __ATOMIC_RELAXED))
-			intr = rdv_offer_settle_read(s);
+			intr = rdv_offer_settle_read(s, UINT64_MAX);
 		else
 			rdv_offer_settle(s);
 	}

@@ -407,7 +407,8 @@ int inband_settle(struct sk *s, int fd, int writing, int nonblock);
 
 /* early.c: a client's offer left pending after connect() */
 void rdv_offer_settle(struct sk *s);
-int rdv_offer_settle_read(struct sk *s); /* ... by a blocking read; 1: a signal came */
+int rdv_offer_settle_read(struct sk *s, uint64_t max_ns); /* ... by a wait for bytes; 1: a signal came */
+int rdv_early_room(struct sk *s); /* 1: a write would go into the slot */
 ssize_t rdv_early_send(struct sk *s, const struct iovec *iov, int cnt, int flags, const struct msghdr *ctl);
 void rdv_offers_settle_all(void);
 void connect_log(int fd, const struct sk *s); /* interpose.c */

@@ -272,6 +272,7 @@ static inline void chan_close(struct chan *ch)
 	}
 }
 
+
 static inline void write_all(int fd, const void *buf, size_t n)
 {
 	const char *p = buf;
@@ -296,6 +297,55 @@ static inline void read_all(int fd, void *buf, size_t n)
 		p += r;
 		n -= (size_t)r;
 	}
+}
+
+/* Has something (a byte, the peer's FIN) come on fd within ms milliseconds? */
+static inline int readable_within(int fd, int ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	return poll(&p, 1, ms) == 1;
+}
+
+/* A scripted server in a forked child: ncases cases in turn, rounds
+ * connections each, accepted on l, each served by one(s, case, the
+ * parent's pid) and closed.  Returns the child's pid to the parent, which
+ * no longer holds l. */
+static inline pid_t scripted_server(int l, int ncases, int rounds, void (*one)(int s, int c, pid_t client))
+{
+	pid_t client = getpid(), p = fork();
+
+	CHECK(p >= 0);
+	if (p) {
+		close(l);
+		return p;
+	}
+	for (int c = 0; c < ncases; c++)
+		for (int i = 0; i < rounds; i++) {
+			int s = accept(l, NULL, NULL);
+			CHECK(s >= 0);
+			one(s, c, client);
+			close(s);
+		}
+	_exit(0);
+}
+
+/* The server's side of a client's wait for the reply that a signal ends:
+ * the request, then 5 ms later (the client waits by then - under shunt,
+ * a new connection's first wait for bytes, before the connection is made:
+ * src/setup/client.c rdv_await_reply's first 20 ms) one SIGUSR1; a wait
+ * it did not end gets the reply a second later; then the client's 'e'. */
+static inline void serve_interrupted(int s, pid_t client)
+{
+	char b;
+
+	read_all(s, &b, 1);
+	usleep(5000);
+	CHECK(kill(client, SIGUSR1) == 0);
+	if (!readable_within(s, 1000))
+		write_all(s, "r", 1);
+	read_all(s, &b, 1);
+	CHECK(b == 'e');
 }
 
 /* A listener on 127.0.0.1 (*l, its address in ss/len) and a forked child

@@ -22,68 +22,44 @@ static void handler(int restart)
 	CHECK(sigaction(SIGUSR1, &sa, NULL) == 0);
 }
 
-/* The client's request byte has arrived within ms milliseconds? */
-static int request_within(int s, int ms)
+static void serve(int s, int c, pid_t client)
 {
-	struct pollfd p = { .fd = s, .events = POLLIN };
+	char b;
 
-	return poll(&p, 1, ms) == 1;
-}
-
-static void server(int l, pid_t client)
-{
-	for (int c = 0; c < NCASES; c++)
-		for (int i = 0; i < ROUNDS; i++) {
-			int s = accept(l, NULL, NULL);
-			char b;
-
-			CHECK(s >= 0);
-			switch (c) {
-			case C_REPLY:
-			case C_THREAD:
-				read_all(s, &b, 1);
-				usleep(3000); /* the client is asleep in its read by now */
-				write_all(s, "r", 1);
-				break;
-			case C_SHUT:
-				read_all(s, &b, 1);
-				usleep(3000);
-				CHECK(shutdown(s, SHUT_WR) == 0);
-				CHECK(recv(s, &b, 1, 0) == 0); /* the client's close */
-				break;
-			case C_CLOSE:
-				read_all(s, &b, 1);
-				usleep(3000);
-				break;
-			case C_EINTR:
-				/* one signal while the client's read waits (under
-				 * shunt: for the reply, before its connection is
-				 * made - rdv_await_reply's first 20 ms); a read it
-				 * did not end gets the reply a second later */
-				read_all(s, &b, 1);
-				usleep(5000);
-				CHECK(kill(client, SIGUSR1) == 0);
-				if (!request_within(s, 1000))
-					write_all(s, "r", 1);
-				read_all(s, &b, 1);
-				CHECK(b == 'e');
-				break;
-			case C_RESTART:
-				read_all(s, &b, 1);
-				for (int k = 0; k < 3; k++) {
-					usleep(2000);
-					CHECK(kill(client, SIGUSR1) == 0);
-				}
-				usleep(2000);
-				write_all(s, "r", 1);
-				break;
-			case C_TIMEO:
-				read_all(s, &b, 1);
-				CHECK(recv(s, &b, 1, 0) == 0); /* no reply: the client gives up */
-				break;
-			}
-			close(s);
+	switch (c) {
+	case C_REPLY:
+	case C_THREAD:
+		read_all(s, &b, 1);
+		usleep(3000); /* the client is asleep in its read by now */
+		write_all(s, "r", 1);
+		break;
+	case C_SHUT:
+		read_all(s, &b, 1);
+		usleep(3000);
+		CHECK(shutdown(s, SHUT_WR) == 0);
+		CHECK(recv(s, &b, 1, 0) == 0); /* the client's close */
+		break;
+	case C_CLOSE:
+		read_all(s, &b, 1);
+		usleep(3000);
+		break;
+	case C_EINTR:
+		serve_interrupted(s, client);
+		break;
+	case C_RESTART:
+		read_all(s, &b, 1);
+		for (int k = 0; k < 3; k++) {
+			usleep(2000);
+			CHECK(kill(client, SIGUSR1) == 0);
 		}
+		usleep(2000);
+		write_all(s, "r", 1);
+		break;
+	case C_TIMEO:
+		read_all(s, &b, 1);
+		CHECK(recv(s, &b, 1, 0) == 0); /* no reply: the client gives up */
+		break;
+	}
 }
 
 static void *late_request(void *arg)
@@ -98,18 +74,12 @@ int main(void)
 	struct sockaddr_storage ss;
 	socklen_t len;
 	int l = listen_on("127.0.0.1", &ss, &len);
-	pid_t me = getpid(), p;
+	pid_t p;
 	char b;
 
 	deadline(60);
 	signal(SIGPIPE, SIG_IGN);
-	p = fork();
-	CHECK(p >= 0);
-	if (!p) {
-		server(l, me);
-		_exit(0);
-	}
-	close(l);
+	p = scripted_server(l, NCASES, ROUNDS, serve);
 	for (int c = 0; c < NCASES; c++) {
 		handler(c != C_EINTR);
 		for (int i = 0; i < ROUNDS; i++) {
