@@ -134,21 +134,24 @@ static int client_wait_answer(struct shunt_slot *sl, uint32_t gen, uint64_t nonc
 	}
 }
 
-/* The wait for the answer, with this process's turn to spin (core.c)
- * taken for its spin and given back however it ends. */
+/* This process's turn to spin for the server (core.c), taken at start
+ * for SPIN_MSG_NS, or 0: sleep at once - with more connects in set-up than
+ * CPUs a spinning client takes the CPU its server needs. */
+static int server_spin_turn(uint64_t start)
+{
+	return __atomic_load_n(&connects_in_setup, __ATOMIC_RELAXED) <= shunt_ncpus
+		       ? shunt_spin_begin(SPIN_MSG_NS, start) : 0;
+}
+
+/* The wait for the answer, with the turn to spin taken for its spin and
+ * given back however it ends. */
 static int client_wait_msg(struct shunt_slot *sl, uint32_t gen, uint64_t nonce, int tcp_fd,
 			   struct got_msg *got)
 {
 	uint64_t start = shunt_now_ns(), wait_ns = (uint64_t)shunt_cfg.accept_wait_ms * 1000000ull;
-	/* with more connects in set-up than CPUs a spinning client takes the
-	 * CPU its server needs */
-	uint64_t spin_ns = __atomic_load_n(&connects_in_setup, __ATOMIC_RELAXED) <= shunt_ncpus
-				   ? SPIN_MSG_NS : 0;
-	int turn = spin_ns ? shunt_spin_begin(spin_ns, start) : 0, r;
+	int turn = server_spin_turn(start), r;
 
-	if (!turn)
-		spin_ns = 0;
-	r = client_wait_answer(sl, gen, nonce, tcp_fd, got, start, wait_ns, spin_ns);
+	r = client_wait_answer(sl, gen, nonce, tcp_fd, got, start, wait_ns, turn ? SPIN_MSG_NS : 0);
 	shunt_spin_end(turn);
 	return r;
 }
@@ -176,8 +179,7 @@ int rdv_await_reply(struct shunt_slot *sl, uint32_t gen, uint64_t max_ns)
 	uint64_t limit = max_ns < REPLY_WAIT_NS ? max_ns : REPLY_WAIT_NS;
 	/* with a CPU to spare the answer comes while we spin: the read then
 	 * spins on the ring (conn_wait.c) */
-	int turn = __atomic_load_n(&connects_in_setup, __ATOMIC_RELAXED) <= shunt_ncpus
-			   ? shunt_spin_begin(SPIN_MSG_NS, start) : 0;
+	int turn = server_spin_turn(start);
 
 	for (;;) {
 		uint32_t w = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE), st = SHUNT_SLOT_STATE(w), none = 0;

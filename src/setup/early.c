@@ -95,7 +95,9 @@ void rdv_early_begin(struct sk *s)
 	sk_ref(s);
 	for (int i = 0;; i = (i + 1) % PENDING_MAX) { /* a free place: reserved */
 		struct sk *none = NULL;
-		if (__atomic_compare_exchange_n(&pend[i], &none, s, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+		/* (a look before each CAS: no locked write to every taken one) */
+		if (!__atomic_load_n(&pend[i], __ATOMIC_RELAXED) &&
+		    __atomic_compare_exchange_n(&pend[i], &none, s, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
 			s->offer->pend_idx = i;
 			return;
 		}

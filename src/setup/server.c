@@ -359,7 +359,7 @@ static struct shunt_slot *await_offer(struct portreg *p, const struct shunt_tupl
 	uint64_t start = shunt_now_ns();
 	struct shunt_offer_wait *w = rdv_offer_wait(p, t->client.port);
 	struct shunt_slot *sl;
-	int busy, turn = -1, told = 0, crowded = 0;
+	int busy, turn = -1, told = 0, nb_done = 0; /* a non-blocking accept's wait is over */
 	unsigned yields = 0;
 
 	for (;;) {
@@ -381,7 +381,7 @@ static struct shunt_slot *await_offer(struct portreg *p, const struct shunt_tupl
 		 * plain at once (reason server-first) instead of waiting for
 		 * a claim that never comes (its 200 ms); one that published
 		 * before it is claimed now (client.c connect_offer). */
-		if (!(busy & BUSY_WAIT) || (nonblock && turn == 0 && (el > NONBLOCK_OFFER_NS || crowded))) {
+		if (!(busy & BUSY_WAIT) || (nonblock && turn == 0 && (el > NONBLOCK_OFFER_NS || nb_done))) {
 			if (rdv_plain_record(p, t))
 				break; /* (no record: the client waits as before) */
 			told = 1;
@@ -427,7 +427,7 @@ static struct shunt_slot *await_offer(struct portreg *p, const struct shunt_tupl
 		 * all: the price of an accelerated connection, bounded. */
 		if (nonblock && (el >= NONBLOCK_OFFER_NS ||
 				 shunt_cpus_runnable(start + el) >= (long)shunt_cfg.busy_runnable * shunt_ncpus)) {
-			crowded = 1;
+			nb_done = 1;
 			continue;
 		}
 		/* counted first: a client that bumps the word after we read seq

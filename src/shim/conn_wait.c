@@ -103,6 +103,15 @@ static int signals_restart(void)
 	return 1;
 }
 
+/* Does the handler of the signal that ended our wait ask for a restart
+ * (the one the shim saw, else every installed one: above)? */
+static int handler_restarts(void)
+{
+	int rs = shunt_signal_restarts();
+
+	return rs < 0 ? signals_restart() : rs;
+}
+
 /* Spin longer when spinning pays (the data came while we spun, or soon
  * after we went to sleep), shorter when it does not (long idle gaps). */
 static void adapt_spin(struct conn *c, int hit)
@@ -263,28 +272,20 @@ int conn_wait_poll(struct conn *c, unsigned want, int *deadline_ms, uint64_t sig
  * (no SA_RESTART, or a receive timeout set). */
 int conn_read_interrupted(struct conn *c)
 {
-	int rs;
-
 	if (conn_events(c) & (POLLIN | POLLERR | POLLHUP))
 		return 0; /* the data came first: the kernel's read returns it */
-	rs = shunt_signal_restarts();
-	if (rs < 0)
-		rs = signals_restart();
-	return !rs || __atomic_load_n(&c->timeo_ms[0], __ATOMIC_RELAXED) >= 0;
+	return !handler_restarts() || __atomic_load_n(&c->timeo_ms[0], __ATOMIC_RELAXED) >= 0;
 }
 
 /* EINTR as the kernel decides it for recv/send: restarted when nothing
  * moved yet, no timeout is set and the handler asked for SA_RESTART. */
 int conn_wait_for(struct sk *s, unsigned want, int *deadline, size_t done, uint64_t *sig0)
 {
-	int r = conn_wait(s->conn, want, deadline, done > 0, *sig0), rs;
+	int r = conn_wait(s->conn, want, deadline, done > 0, *sig0);
 
 	if (r != -EINTR)
 		return r;
-	rs = shunt_signal_restarts();
-	if (rs < 0)
-		rs = signals_restart();
-	if (!done && *deadline < 0 && rs) {
+	if (!done && *deadline < 0 && handler_restarts()) {
 		*sig0 = shunt_signals_seen();
 		return 0;
 	}

@@ -74,9 +74,14 @@ static ssize_t accel_send(int fd, const struct iovec *iov, int cnt, int flags, i
 	return edge(r);
 }
 
-/* file: read(), readv(), preadv2() - the kernel's file layer answers a
- * read of no bytes with 0 before the socket sees it (recv() waits for
- * something to read: conn.c). */
+/* A read() of no bytes: the kernel's file layer answers it with 0 before
+ * the socket sees it (recv() waits for something to read: conn.c). */
+static int file_read_empty(int file, const struct iovec *iov, int cnt)
+{
+	return file && cnt >= 0 && cnt <= IOV_MAX && !iov_total(iov, cnt);
+}
+
+/* file: read(), readv(), preadv2() (file_read_empty) */
 static ssize_t accel_recv(int fd, const struct iovec *iov, int cnt, int flags, int *handled,
 			  struct msghdr *ctl, int file)
 {
@@ -89,13 +94,12 @@ static ssize_t accel_recv(int fd, const struct iovec *iov, int cnt, int flags, i
 		return 0;
 	if (!(s = fdtab_peek(fd)))
 		return 0;
-	empty = file && cnt >= 0 && cnt <= IOV_MAX && !iov_total(iov, cnt);
 	/* a pending offer (early.c): a read that will wait for the reply
 	 * anyway is woken by it, not first by the answer (not with a receive
 	 * time-out to keep: the wait before the connection exists is not
 	 * counted in it) */
 	if (__builtin_expect(__atomic_load_n(&s->offer, __ATOMIC_ACQUIRE) != NULL, 0)) {
-		if (!s->nonblock && !(flags & MSG_DONTWAIT) && !empty &&
+		if (!s->nonblock && !(flags & MSG_DONTWAIT) && !file_read_empty(file, iov, cnt) &&
 		    !__atomic_load_n(&conn_timeouts_maybe, __ATOMIC_RELAXED))
 			intr = rdv_offer_settle_read(s, UINT64_MAX);
 		else
@@ -103,6 +107,7 @@ static ssize_t accel_recv(int fd, const struct iovec *iov, int cnt, int flags, i
 	}
 	if (s->kind != SK_CONN)
 		return settle(s, fd, 0, flags, handled);
+	empty = file_read_empty(file, iov, cnt);
 	*handled = 1;
 	cancel_hold(s);
 	r = empty ? 0 : intr && conn_read_interrupted(s->conn) ? -EINTR : conn_recvmsg(s, iov, cnt, flags, ctl);
