@@ -10,7 +10,8 @@
 # set-up and close are made all the same); shunt with every connection
 # offered (SHUNT_BUSY_SHORT=0); shunt's default.  Medians; writes
 # OUT_PREFIX.tsv, .md and .png (default docs/bench/floor).  CLIENT=poll
-# makes the clients non-blocking, with poll() before each step.
+# makes the clients non-blocking, with poll() before each step; CLIENT=epoll
+# the same with each thread's epoll set (added for room, modified for bytes).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 T=$(mktemp -d /tmp/shunt-floor.XXXXXX)

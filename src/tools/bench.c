@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <pthread.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -242,8 +243,10 @@ static void w_setup(int n)
  * and without them (CS_NONE: the client waits for the server's close) -
  * the most an accelerated connection, whose bytes skip the socket, could
  * save.  CS_POLL: the byte each way as an event loop's client makes it -
- * a non-blocking socket, connect() in progress, poll() for each turn. */
-enum { CS_BYTE, CS_NONE, CS_POLL };
+ * a non-blocking socket, connect() in progress, poll() for each turn;
+ * CS_EPOLL: the same with the thread's epoll set (libuv's, redis's ae):
+ * added for room, modified for bytes, closed. */
+enum { CS_BYTE, CS_NONE, CS_POLL, CS_EPOLL };
 
 static void poll_for(int fd, short ev)
 {
@@ -269,6 +272,40 @@ static void cs_poll_client(const struct sockaddr_in *a)
 	if (write(fd, &c, 1) != 1)
 		die("write");
 	poll_for(fd, POLLIN);
+	if (read(fd, &c, 1) != 1)
+		die("read");
+	close(fd);
+}
+
+/* the turns of one epoll_wait for ev on the one descriptor of set ep */
+static void epoll_for(int ep, int fd, uint32_t ev, int op)
+{
+	struct epoll_event e = { .events = ev, .data.fd = fd };
+
+	if (epoll_ctl(ep, op, fd, &e))
+		die("epoll_ctl");
+	while (epoll_wait(ep, &e, 1, -1) != 1)
+		if (errno != EINTR)
+			die("epoll_wait");
+	if (e.data.fd != fd || !(e.events & ev))
+		die("epoll_wait: events");
+}
+
+/* CS_EPOLL's client side of one connection */
+static void cs_epoll_client(int ep, const struct sockaddr_in *a)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0), err = 0;
+	socklen_t l = sizeof err;
+	char c = 'x';
+
+	if (fd < 0 || (connect(fd, (const void *)a, sizeof *a) && errno != EINPROGRESS))
+		die("connect");
+	epoll_for(ep, fd, EPOLLOUT, EPOLL_CTL_ADD);
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &l) || err)
+		die("connect (SO_ERROR)");
+	if (write(fd, &c, 1) != 1)
+		die("write");
+	epoll_for(ep, fd, EPOLLIN, EPOLL_CTL_MOD);
 	if (read(fd, &c, 1) != 1)
 		die("read");
 	close(fd);
@@ -300,10 +337,17 @@ static void *cs_client(void *arg)
 {
 	struct csetup *cs = arg;
 	char c = 'x';
+	int ep = cs->mode == CS_EPOLL ? epoll_create1(EPOLL_CLOEXEC) : -1;
 
+	if (cs->mode == CS_EPOLL && ep < 0)
+		die("epoll_create1");
 	for (int i = 0; i < cs->n; i++) {
 		if (cs->mode == CS_POLL) {
 			cs_poll_client(&cs->a);
+			continue;
+		}
+		if (cs->mode == CS_EPOLL) {
+			cs_epoll_client(ep, &cs->a);
 			continue;
 		}
 		int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -317,6 +361,8 @@ static void *cs_client(void *arg)
 		}
 		close(fd);
 	}
+	if (ep >= 0)
+		close(ep);
 	return NULL;
 }
 
@@ -434,7 +480,11 @@ int cmd_bench_worker(int argc, char **argv)
 		w_setup_concurrent(atoi(argv[2]), atoi(argv[3]), CS_BYTE, 0);
 	else if (!strcmp(argv[1], "setup-floor") && argc == 5)
 		w_setup_concurrent(atoi(argv[2]), atoi(argv[3]),
-				   !strcmp(argv[4], "none") ? CS_NONE : !strcmp(argv[4], "poll") ? CS_POLL : CS_BYTE, 1);
+				   !strcmp(argv[4], "none")    ? CS_NONE
+				   : !strcmp(argv[4], "poll")  ? CS_POLL
+				   : !strcmp(argv[4], "epoll") ? CS_EPOLL
+							       : CS_BYTE,
+				   1);
 	else if (!strcmp(argv[1], "rawshm") && argc == 4)
 		w_rawshm(strtoul(argv[2], NULL, 10), atoi(argv[3]));
 	else if (!strcmp(argv[1], "memcpy") && argc == 4)
