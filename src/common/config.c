@@ -86,7 +86,7 @@ static void set_defaults(struct shunt_config *cfg)
 	cfg->local = 1;
 	cfg->rdma_ack_timeout = 14;
 	cfg->busy_short = 1;
-	cfg->busy_runnable = 16;
+	cfg->busy_runnable = 40;
 }
 
 int shunt_config_parse(struct shunt_config *cfg, char *const *envp, const char **bad)

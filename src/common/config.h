@@ -17,7 +17,7 @@ struct shunt_config {
 	int busy_short;            /* SHUNT_BUSY_SHORT=0: short-lived ports' connections are
 				      offered even under load (no reason busy-short); default 1 */
 	int busy_runnable;         /* SHUNT_BUSY_RUNNABLE=N: ... while the host has N or more
-				      runnable threads a CPU (src/setup/client.c); default 16 */
+				      runnable threads a CPU (src/setup/client.c); default 40 */
 	int transport;             /* SHUNT_TRANSPORT: 0 auto, 1 shm (never RDMA), 2 rdma (RDMA
 				      even on one host: the registry is skipped, shm not offered) */
 	int rdma_fork_keep;        /* SHUNT_RDMA_FORK=keep: RDMA connections stay the parent's at

@@ -89,6 +89,7 @@ static int client_wait_answer(struct shunt_slot *sl, uint32_t gen, uint64_t nonc
 {
 	uint64_t slice = ANSWER_SLICE_NS;
 	int slept = 0;
+	unsigned yields = 0;
 
 	for (;;) {
 		uint32_t w = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE), st = SHUNT_SLOT_STATE(w);
@@ -119,6 +120,17 @@ static int client_wait_answer(struct shunt_slot *sl, uint32_t gen, uint64_t nonc
 		if (st != SLOT_OFFERED && (el >= CLAIMED_WAIT_NS || (slept && rdv_tcp_has_input(tcp_fd))) &&
 		    rdv_slot_cas(sl, gen, st, SLOT_FAILED))
 			return SHUNT_R_HANDSHAKE;
+		/* The server is most often queued for a CPU, the one we hold
+		 * among them (an event loop's epoll_ctl right after its
+		 * connect settles here): give it up a few times before a
+		 * sleep and a wake-up (8 threads a side, epoll clients: 1.43x
+		 * -> 1.29x TCP's CPU a connection; blocking ones at 64 a
+		 * side, whose writes settle here when the server took the
+		 * request: 1.07x -> 1.01x) */
+		if (yields++ < YIELDS_OFFER) {
+			sched_yield();
+			continue;
+		}
 		/* the flag first: a server answering now either sees it or
 		 * changes the state before the futex looks */
 		__atomic_store_n(&sl->client_waiting, 1, __ATOMIC_SEQ_CST);
@@ -180,6 +192,7 @@ int rdv_await_reply(struct shunt_slot *sl, uint32_t gen, uint64_t max_ns)
 	/* with a CPU to spare the answer comes while we spin: the read then
 	 * spins on the ring (conn_wait.c) */
 	int turn = server_spin_turn(start);
+	unsigned yields = 0;
 
 	for (;;) {
 		uint32_t w = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE), st = SHUNT_SLOT_STATE(w), none = 0;
@@ -197,6 +210,18 @@ int rdv_await_reply(struct shunt_slot *sl, uint32_t gen, uint64_t max_ns)
 		}
 		shunt_spin_end(turn);
 		turn = 0;
+		/* Yields first, as the answer's wait: the server's accept,
+		 * its read and its reply may all fit in them (blocking clients,
+		 * every connection offered: 32 a side 0.97x -> 0.85x TCP's CPU
+		 * a connection, 64 a side 1.04x -> 0.92x) - not in the run
+		 * queues where short connections stay plain (busy_short), in
+		 * which each yield is one more turn for nothing (128 a side,
+		 * about 100 runnable threads on 2 CPUs: 1.08x -> 1.19x) */
+		if (yields++ < YIELDS_OFFER &&
+		    shunt_cpus_runnable(start + el) < (long)shunt_cfg.busy_runnable * shunt_ncpus) {
+			sched_yield();
+			continue;
+		}
 		/* a server answering now either sees the flag or changes the
 		 * state before the futex looks (its CAS, then its look) */
 		__atomic_compare_exchange_n(&sl->client_waiting, &none, SHUNT_WAIT_DATA, 0, __ATOMIC_SEQ_CST,
@@ -296,14 +321,19 @@ int rdv_client_attach(struct sk *s, int fd, uint64_t nonce, struct got_msg *g)
  * within SHUNT_SHORT_MS adds 1 (up to 255), a longer one halves it (under
  * load a short one's end may be late now and then).  While it is
  * SHORT_RUN_MIN or more, a new connection stays plain (reason busy-short)
- * - its set-up is TCP's - when the host has 16 or more runnable threads a
+ * - its set-up is TCP's - when the host has 40 or more runnable threads a
  * CPU (SHUNT_BUSY_RUNNABLE; spin.c: the kernel's count, looked at every
- * 10 ms).  Measured on 2 CPUs (docs/benchmarks.md, twenty-second
- * session), CPU time a connect + byte each way + close against TCP's,
- * both sides N threads: an offered connection 0.95-0.97x at 8 a side
- * (about 11 runnable), 1.00-1.02x at 16 (about 21), 1.15x at 32 (about
- * 42), 1.35-1.4x at 64 (about 81); a plain one, interposition's
- * 1.03-1.06x.  Before, any two connects in set-up at once in a process
+ * 10 ms).  Measured on 2 CPUs (docs/benchmarks.md, twenty-fifth session),
+ * CPU time a connect + byte each way + close against TCP's, both sides N
+ * threads: an offered connection 0.90-0.93x at 8 a side (about 11
+ * runnable), 0.86x at 32 (about 38), 0.89-0.92x at 64 (about 69),
+ * 1.04-1.09x at 128 (about 100), 1.09x at 256; a plain one,
+ * interposition's 1.05-1.08x.  The mark was 16 while a set-up slept
+ * twice (1.15x at 32 a side, 1.35-1.4x at 64: twenty-second session)
+ * and until the reader's first wait gave its CPU up before it slept
+ * (rdv_await_reply: 32 a side, the default 1.07x -> 0.86x, 64 a side
+ * 1.08x -> 0.89x, 128 a side 1.05x -> 1.12x, where offered and plain
+ * connections mix).  Before, any two connects in set-up at once in a process
  * (or 4 runnable threads on 2 CPUs) kept a port plain: right when every
  * wait was a futex sleep, 3-8% dearer than needed since the server yields
  * to its client (server.c await_offer).  A lone thread on CPUs that are

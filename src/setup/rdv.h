@@ -58,6 +58,7 @@ struct arena;
 #define SPIN_MSG_NS 50000ull                   /* client spins this long before sleeping */
 #define SPIN_OFFER_NS 20000ull                 /* server spins this long for an offer */
 #define YIELDS_OFFER 3                         /* then gives its CPU this often before it sleeps */
+#define NONBLOCK_RUNNABLE_MAX 16               /* runnable threads a CPU from which it does not wait */
 #define NONBLOCK_OFFER_NS 5000000ull           /* a non-blocking accept() waits this long at most */
 #define SEND_RETRIES 1000                      /* x 0.1 ms: an accept message into a full queue */
 

@@ -415,7 +415,8 @@ static struct shunt_slot *await_offer(struct portreg *p, const struct shunt_tupl
 			continue;
 		}
 		/* A non-blocking accept() waits NONBLOCK_OFFER_NS at most in
-		 * all, and not in long run queues.  Its client is inside
+		 * all, and not in long run queues (NONBLOCK_RUNNABLE_MAX: an
+		 * event loop's accept holds its other connections).  Its client is inside
 		 * connect(), microseconds from its offer, but often preempted
 		 * by us (the SYN's answer woke us on its CPU), and with the
 		 * CPUs busy it waits a scheduler slice for its turn: with two
@@ -426,7 +427,7 @@ static struct shunt_slot *await_offer(struct portreg *p, const struct shunt_tupl
 		 * its publication wakes us.  TCP's accept() would not wait at
 		 * all: the price of an accelerated connection, bounded. */
 		if (nonblock && (el >= NONBLOCK_OFFER_NS ||
-				 shunt_cpus_runnable(start + el) >= (long)shunt_cfg.busy_runnable * shunt_ncpus)) {
+				 shunt_cpus_runnable(start + el) >= (long)NONBLOCK_RUNNABLE_MAX * shunt_ncpus)) {
 			nb_done = 1;
 			continue;
 		}

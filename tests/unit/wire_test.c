@@ -86,7 +86,7 @@ static void config(void)
 	CHECK(shunt_config_parse(&c, badenv, &bad) == -EINVAL && bad);
 	CHECK(c.ring_size == 256 * 1024 && c.spin_ns == 20000 && c.nports == 0);
 	CHECK(c.dir[0] == '/' && strcmp(c.dir, "relative") && c.local == 1 && c.rdma_fork_keep == 0 &&
-	      c.rdma_ack_timeout == 14 && c.busy_short == 1 && c.busy_runnable == 16);
+	      c.rdma_ack_timeout == 14 && c.busy_short == 1 && c.busy_runnable == 40);
 	CHECK(shunt_config_port_allowed(&c, 22));
 }
 
