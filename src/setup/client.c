@@ -333,7 +333,11 @@ int rdv_client_attach(struct sk *s, int fd, uint64_t nonce, struct got_msg *g)
  * and until the reader's first wait gave its CPU up before it slept
  * (rdv_await_reply: 32 a side, the default 1.07x -> 0.86x, 64 a side
  * 1.08x -> 0.89x, 128 a side 1.05x -> 1.12x, where offered and plain
- * connections mix).  Before, any two connects in set-up at once in a process
+ * connections mix).  A process with an epoll set keeps the old mark
+ * (EPOLL_RUNNABLE_MAX): its connections, settled in epoll_ctl and waited
+ * for on the arena's doorbell (which every connection of the arena rings:
+ * all its threads' sets wake), cost 1.36-1.51x TCP's CPU offered at 8-64
+ * threads a side, 1.07-1.12x plain.  Before, any two connects in set-up at once in a process
  * (or 4 runnable threads on 2 CPUs) kept a port plain: right when every
  * wait was a futex sleep, 3-8% dearer than needed since the server yields
  * to its client (server.c await_offer).  A lone thread on CPUs that are
@@ -346,8 +350,12 @@ int rdv_client_attach(struct sk *s, int fd, uint64_t nonce, struct got_msg *g)
 
 static int busy_short(const struct portreg *p)
 {
+	long mark = shunt_cfg.busy_runnable;
+
+	if (mark > EPOLL_RUNNABLE_MAX && ep_in_use())
+		mark = EPOLL_RUNNABLE_MAX;
 	return shunt_cfg.busy_short && __atomic_load_n(&p->r->short_run, __ATOMIC_RELAXED) >= SHORT_RUN_MIN &&
-	       shunt_cpus_runnable(shunt_now_ns()) >= (long)shunt_cfg.busy_runnable * shunt_ncpus;
+	       shunt_cpus_runnable(shunt_now_ns()) >= mark * shunt_ncpus;
 }
 
 /* While threads wait for a CPU, a short connection's life is stretched by

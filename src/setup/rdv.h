@@ -59,6 +59,7 @@ struct arena;
 #define SPIN_OFFER_NS 20000ull                 /* server spins this long for an offer */
 #define YIELDS_OFFER 3                         /* then gives its CPU this often before it sleeps */
 #define NONBLOCK_RUNNABLE_MAX 16               /* runnable threads a CPU from which it does not wait */
+#define EPOLL_RUNNABLE_MAX 16                  /* busy_short's mark at most, for a process with epoll */
 #define NONBLOCK_OFFER_NS 5000000ull           /* a non-blocking accept() waits this long at most */
 #define SEND_RETRIES 1000                      /* x 0.1 ms: an accept message into a full queue */
 

@@ -211,6 +211,11 @@ void ep_forget_fd(int fd)
 	pthread_mutex_unlock(&sets_lock);
 }
 
+int ep_in_use(void)
+{
+	return __atomic_load_n(&nsets, __ATOMIC_RELAXED) > 0;
+}
+
 /* How many sets hold a registration of fd's connection s (each holds a
  * reference); *blocked if one is an EPOLLONESHOT that fired and was not
  * re-armed (the kernel has no such registration to become). */
