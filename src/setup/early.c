@@ -128,7 +128,7 @@ static void send_early(const struct offer *o)
 
 void rdv_offer_settle(struct sk *s)
 {
-	int e = errno, resend, cut, reason, fd;
+	int e = errno, resend, cut, reason, fd, in_epoll;
 	struct offer *o;
 
 	pthread_mutex_lock(&s->offer_lock);
@@ -150,6 +150,7 @@ void rdv_offer_settle(struct sk *s)
 	}
 	s->reason = reason;
 	fd = o->counted ? o->sockfd : -1; /* pending: said now, not by connect() */
+	in_epoll = o->in_epoll;
 	/* what settled is visible to whoever sees no offer (fdtab.c) */
 	__atomic_store_n(&s->offer, NULL, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&s->offer_lock);
@@ -158,6 +159,8 @@ void rdv_offer_settle(struct sk *s)
 		__atomic_sub_fetch(&pending, 1, __ATOMIC_RELAXED);
 		sk_put(s); /* never the last: the caller holds one */
 	}
+	if (in_epoll) /* its epoll registrations become the connection's */
+		ep_pend_settled(o->sockfd, s);
 	free(o->mine);
 	free(o);
 	if (fd >= 0) {
@@ -165,6 +168,21 @@ void rdv_offer_settle(struct sk *s)
 		connect_log(fd, s);
 	}
 	errno = e;
+}
+
+/* An epoll set is about to hold the pending offer's socket as it is
+ * (epoll.c): its registration changes when the offer settles.  0 if it
+ * has settled already. */
+int rdv_offer_mark_epoll(struct sk *s)
+{
+	int open;
+
+	pthread_mutex_lock(&s->offer_lock);
+	open = s->offer != NULL;
+	if (open)
+		s->offer->in_epoll = 1;
+	pthread_mutex_unlock(&s->offer_lock);
+	return open;
 }
 
 /* ... by a blocking read, or a poll for bytes: first asleep until the

@@ -99,6 +99,8 @@ struct offer {
 			* by then */
 	int counted;  /* one of the process's pending offers (early.c) */
 	int pend_idx; /* ... its place in early.c's list */
+	int in_epoll; /* registered pending in an epoll set (epoll.c): its
+		       * registrations change when it settles */
 };
 
 /* registry.c */

@@ -154,6 +154,9 @@ static void enqueue(struct epset *ep, struct epreg *r)
 	ep->check = r;
 }
 
+/* (a pending offer's registration is the kernel's own, on fd: whoever
+ * drops ours - a close, a dup2 over the number - ends the kernel's too,
+ * or deletes it first) */
 static void reg_drop(struct epset *ep, int fd)
 {
 	struct epreg *r = fd < ep->cap ? ep->regs[fd] : NULL;
@@ -162,12 +165,16 @@ static void reg_drop(struct epset *ep, int fd)
 		return;
 	if (r->queued)
 		unqueue(ep, r);
-	bell_leave(ep, r);
+	if (r->bell)
+		bell_leave(ep, r);
 	if (r->tcp_on)
 		real.epoll_ctl(ep->epfd, EPOLL_CTL_DEL, r->s->conn->tcp_fd, NULL);
+	if (ep->pend_in == r)
+		ep->pend_in = NULL;
 	sk_put(r->s);
 	free(r);
 	ep->regs[fd] = NULL;
+	ep->nregs--;
 }
 
 void ep_free(struct epset *ep)
@@ -227,7 +234,7 @@ int ep_regs_of(int fd, struct sk *s, int *blocked)
 	for (struct epset *ep = all_sets; ep; ep = ep->next) {
 		pthread_mutex_lock(&ep->lock);
 		struct epreg *r = fd < ep->cap ? ep->regs[fd] : NULL;
-		if (r && r->s == s) {
+		if (r && r->s == s && !r->pend) {
 			n++;
 			*blocked |= r->present && !r->active;
 		}
@@ -246,7 +253,7 @@ void ep_retire(int fd, struct sk *s)
 	for (struct epset *ep = all_sets; ep; ep = ep->next) {
 		pthread_mutex_lock(&ep->lock);
 		struct epreg *r = fd < ep->cap ? ep->regs[fd] : NULL;
-		if (r && r->s == s) {
+		if (r && r->s == s && !r->pend) {
 			struct epoll_event ev = { .events = r->events, .data = r->data };
 			int present = r->present;
 			/* ours out first: the connection's socket may be this
@@ -286,9 +293,35 @@ static void reset_edges(struct epreg *r)
 	r->seen_ev = 0;
 }
 
+/* r's connection into the kernel's set: its doorbell's group, its TCP
+ * socket (held already, as r->fd, if held: a pending offer's, modified -
+ * one system call less a connection). */
+static int reg_attach(struct epset *ep, struct epreg *r, int held)
+{
+	struct conn *c = r->s->conn;
+	struct epoll_event in;
+	int err, want;
+
+	if ((err = bell_join(ep, r)))
+		return err;
+	/* the socket may carry the connection again (RDMA failover, a peer
+	 * that passed its descriptor: move.c): its writability matters then
+	 * too (edge-triggered: one report now, then only after a move), and
+	 * urgent data is only ever there (conn.c conn_move_for) */
+	in = (struct epoll_event){ .events = EPOLLIN | EPOLLRDHUP | EPOLLET | EPOLLOUT | EPOLLPRI,
+				   .data.u64 = token((unsigned)r->fd, TOK_TCP) };
+	want = !conn_socket_done(c) || (c->tp->flags & TP_SOCKET_EVENTS);
+	if (held && (!want || c->tcp_fd != r->fd)) {
+		real.epoll_ctl(ep->epfd, EPOLL_CTL_DEL, r->fd, NULL);
+		held = 0;
+	}
+	r->tcp_on = want && !real.epoll_ctl(ep->epfd, held ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, c->tcp_fd, &in);
+	reset_edges(r);
+	return 0;
+}
+
 static int reg_add(struct epset *ep, int fd, struct sk *s, struct epoll_event *ev)
 {
-	struct epoll_event in;
 	struct epreg *r;
 	int err;
 
@@ -312,41 +345,177 @@ static int reg_add(struct epset *ep, int fd, struct sk *s, struct epoll_event *e
 	if (!r)
 		return -ENOMEM;
 	r->s = s;
-	if ((err = bell_join(ep, r))) {
+	r->fd = fd;
+	if ((err = reg_attach(ep, r, 0))) {
 		free(r);
 		return err;
 	}
-	/* the socket may carry the connection again (RDMA failover, a peer
-	 * that passed its descriptor: move.c): its writability matters then
-	 * too (edge-triggered: one report now, then only after a move), and
-	 * urgent data is only ever there (conn.c conn_move_for) */
-	in = (struct epoll_event){ .events = EPOLLIN | EPOLLRDHUP | EPOLLET | EPOLLOUT | EPOLLPRI,
-				   .data.u64 = token((unsigned)fd, TOK_TCP) };
-	r->tcp_on = (!conn_socket_done(s->conn) || (s->conn->tp->flags & TP_SOCKET_EVENTS)) &&
-		    !real.epoll_ctl(ep->epfd, EPOLL_CTL_ADD, s->conn->tcp_fd, &in);
-	reset_edges(r);
-	r->fd = fd;
 	r->present = 1;
 	r->s = sk_ref(s);
 	r->events = ev->events;
 	r->data = ev->data;
 	r->active = 1;
 	ep->regs[fd] = r;
+	ep->nregs++;
 	enqueue(ep, r);
 	return 0;
+}
+
+/* ---- a pending offer's socket in a set ----
+ * An event loop adds a new connection for room right after its
+ * non-blocking connect(), and modifies it for bytes once its request is
+ * written: settled at the add, its offer cost a sleep for the answer, then
+ * one in epoll_wait for the reply - TCP's client sleeps once.  So while
+ * the offer is pending (early.c) the kernel holds the socket itself, with
+ * the program's events and data: room it reports at once, as the slot
+ * has it.  A wait for bytes alone stays pending only in a set that holds
+ * nothing else and where no thread waits (epollin_pend_ok): the next
+ * epoll_wait sleeps on the slot until the reply, as a blocking read's
+ * first wait, then settles; anywhere else, and for any other event or
+ * flag, the offer settles first, as before.  When it settles, by
+ * whatever call, the registrations follow: the connection's doorbell and
+ * socket replace the socket's own (ep_pend_settled), or - plain - the
+ * kernel's stays as the program made it. */
+#define PEND_EVENTS (EPOLLIN | EPOLLRDNORM | EPOLLRDHUP | EPOLLOUT | EPOLLWRNORM | EPOLLET | EPOLLERR | EPOLLHUP)
+
+static int epollin_pend_ok(const struct epset *ep, const struct epreg *r)
+{
+	return !ep->nplain && !ep->sleepers && ep->nregs == (r ? 1 : 0);
+}
+
+/* 1 and *err: done, the offer left pending; 0: settle and go on. */
+static int pend_ctl(struct epset *ep, int epfd, int op, int fd, struct sk *s, struct epoll_event *ev, int *err)
+{
+	int in = !!(ev->events & (EPOLLIN | EPOLLRDNORM | EPOLLRDHUP)), done = 0;
+	int out = !!(ev->events & (EPOLLOUT | EPOLLWRNORM));
+	struct epreg *r;
+
+	if ((ev->events & ~(uint32_t)PEND_EVENTS) || !rdv_offer_mark_epoll(s))
+		return 0;
+	pthread_mutex_lock(&ep->lock);
+	r = fd < ep->cap ? ep->regs[fd] : NULL;
+	if (r && (!r->pend || r->s != s || !r->present))
+		goto out; /* ours from before (a DEL keeps it): settle */
+	if ((op == EPOLL_CTL_ADD) == !!r) {
+		*err = r ? -EEXIST : -ENOENT;
+		done = 1;
+		goto out;
+	}
+	/* (room and bytes at once - nginx's add: the wait for the reply
+	 * would hold the report of room, and the request is not written) */
+	if (in && (out || !epollin_pend_ok(ep, r)))
+		goto out;
+	if (!r && ((*err = ensure_cap(ep, fd)) || !(r = calloc(1, sizeof *r)))) {
+		*err = *err ? *err : -ENOMEM;
+		done = 1;
+		goto out;
+	}
+	if (real.epoll_ctl(epfd, op, fd, ev)) {
+		*err = -errno;
+		if (op == EPOLL_CTL_ADD)
+			free(r);
+		done = 1;
+		goto out;
+	}
+	if (op == EPOLL_CTL_ADD) {
+		*r = (struct epreg){ .fd = fd, .present = 1, .active = 1, .pend = 1, .s = sk_ref(s) };
+		ep->regs[fd] = r;
+		ep->nregs++;
+	}
+	r->events = ev->events;
+	r->data = ev->data;
+	if (in)
+		ep->pend_in = r;
+	else if (ep->pend_in == r)
+		ep->pend_in = NULL;
+	*err = 0;
+	done = 1;
+out:
+	pthread_mutex_unlock(&ep->lock);
+	/* settled meanwhile, before its settler could see this registration */
+	if (done && !__atomic_load_n(&s->offer, __ATOMIC_ACQUIRE))
+		ep_pend_settled(fd, s);
+	return done;
+}
+
+/* A pending registration's offer settled: the connection's registration
+ * replaces the socket's own, or - plain - ours goes and the kernel's
+ * stays as the program made it. */
+static void pend_convert(struct epset *ep, struct epreg *r)
+{
+	struct sk *s = r->s;
+
+	if (ep->pend_in == r)
+		ep->pend_in = NULL;
+	r->pend = 0;
+	if (s->kind == SK_CONN) {
+		if (!reg_attach(ep, r, 1)) {
+			enqueue(ep, r); /* (its socket's first report wakes a sleeper too) */
+			return;
+		}
+		real.epoll_ctl(ep->epfd, EPOLL_CTL_DEL, r->fd, NULL);
+		shunt_warn("epoll: no memory for descriptor %d's registration: dropped", r->fd);
+	} else {
+		ep->nplain++; /* the kernel's registration, plain from now on */
+	}
+	ep->regs[r->fd] = NULL;
+	ep->nregs--;
+	sk_put(s);
+	free(r);
+}
+
+void ep_pend_settled(int fd, struct sk *s)
+{
+	if (!__atomic_load_n(&nsets, __ATOMIC_ACQUIRE))
+		return;
+	pthread_mutex_lock(&sets_lock);
+	for (struct epset *ep = all_sets; ep; ep = ep->next) {
+		pthread_mutex_lock(&ep->lock);
+		struct epreg *r = fd >= 0 && fd < ep->cap ? ep->regs[fd] : NULL;
+		if (r && r->pend && r->s == s)
+			pend_convert(ep, r);
+		pthread_mutex_unlock(&ep->lock);
+	}
+	pthread_mutex_unlock(&sets_lock);
 }
 
 int ep_ctl(struct sk *eps, int epfd, int op, int fd, struct epoll_event *ev)
 {
 	struct epset *ep = eps->ep;
-	struct sk *s = fdtab_get(fd);
+	struct sk *s = fdtab_peek(fd);
 	struct epreg *r;
 	int err = 0;
 
+	if (s && __builtin_expect(__atomic_load_n(&s->offer, __ATOMIC_ACQUIRE) != NULL, 0)) {
+		if (op == EPOLL_CTL_DEL) {
+			pthread_mutex_lock(&ep->lock);
+			r = fd < ep->cap ? ep->regs[fd] : NULL;
+			if (r && r->pend && r->s == s) {
+				err = real.epoll_ctl(epfd, op, fd, ev) ? -errno : 0;
+				reg_drop(ep, fd);
+				pthread_mutex_unlock(&ep->lock);
+				sk_put(s);
+				return err;
+			}
+			pthread_mutex_unlock(&ep->lock);
+		} else if (ev && pend_ctl(ep, epfd, op, fd, s, ev, &err)) {
+			sk_put(s);
+			return err;
+		}
+		rdv_offer_settle(s); /* (and its registrations follow) */
+	}
 	if (!s || s->kind != SK_CONN) {
 		if (s)
 			sk_put(s);
-		return real.epoll_ctl(epfd, op, fd, ev) ? -errno : 0;
+		if (real.epoll_ctl(epfd, op, fd, ev))
+			return -errno;
+		pthread_mutex_lock(&ep->lock);
+		if (op == EPOLL_CTL_ADD)
+			ep->nplain++;
+		else if (op == EPOLL_CTL_DEL && ep->nplain)
+			ep->nplain--;
+		pthread_mutex_unlock(&ep->lock);
+		return 0;
 	}
 	if (op != EPOLL_CTL_DEL && !ev) {
 		sk_put(s);
@@ -539,14 +708,68 @@ static int translate(struct epset *ep, struct epoll_event *evs, int k, int n, in
 	return n;
 }
 
+/* Before the kernel sleeps: the pending offer waited for bytes settles -
+ * first asleep on its slot until the server's reply (within the time-out)
+ * where the set holds nothing else and no other thread waits in it, the
+ * reply then read from the ring at once (no doorbell, no second sleep).
+ * 1 if a signal came meanwhile. */
+static int pend_settle(struct epset *ep, int timeout_ms, const sigset_t *mask)
+{
+	struct sk *s = NULL;
+	int solo = 0, intr = 0;
+
+	pthread_mutex_lock(&ep->lock);
+	if (ep->pend_in) {
+		s = sk_ref(ep->pend_in->s);
+		solo = timeout_ms && !mask && !ep->nplain && ep->sleepers == 1 && ep->nregs == 1;
+	}
+	pthread_mutex_unlock(&ep->lock);
+	if (!s)
+		return 0;
+	if (solo)
+		intr = rdv_offer_settle_read(s, timeout_ms < 0 ? UINT64_MAX : (uint64_t)timeout_ms * 1000000ull);
+	else
+		rdv_offer_settle(s);
+	sk_put(s);
+	return intr;
+}
+
+static int wait_loop(struct epset *ep, int epfd, struct epoll_event *evs, int max, int timeout_ms,
+		     const sigset_t *mask);
+
 int ep_wait(struct sk *eps, int epfd, struct epoll_event *evs, int max, int timeout_ms,
 	    const sigset_t *mask)
 {
 	struct epset *ep = eps->ep;
-	uint64_t deadline = timeout_ms > 0 ? shunt_now_ns() + (uint64_t)timeout_ms * 1000000ull : 0;
+	uint64_t start = shunt_now_ns();
+	int r, intr = 0;
 
 	if (max <= 0)
 		return real.epoll_pwait(epfd, evs, max, timeout_ms, mask) < 0 ? -errno : 0;
+	pthread_mutex_lock(&ep->lock);
+	ep->sleepers++;
+	pthread_mutex_unlock(&ep->lock);
+	if (__atomic_load_n(&ep->pend_in, __ATOMIC_RELAXED)) {
+		intr = pend_settle(ep, timeout_ms, mask);
+		if (intr) {
+			timeout_ms = 0; /* what is ready, else EINTR */
+		} else if (timeout_ms > 0) {
+			int spent = (int)((shunt_now_ns() - start) / 1000000ull);
+			timeout_ms = spent >= timeout_ms ? 0 : timeout_ms - spent;
+		}
+	}
+	r = wait_loop(ep, epfd, evs, max, timeout_ms, mask);
+	pthread_mutex_lock(&ep->lock);
+	ep->sleepers--;
+	pthread_mutex_unlock(&ep->lock);
+	return intr && !r ? -EINTR : r;
+}
+
+static int wait_loop(struct epset *ep, int epfd, struct epoll_event *evs, int max, int timeout_ms,
+		     const sigset_t *mask)
+{
+	uint64_t deadline = timeout_ms > 0 ? shunt_now_ns() + (uint64_t)timeout_ms * 1000000ull : 0;
+
 	for (;;) {
 		int n, k, cs;
 

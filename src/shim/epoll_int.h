@@ -16,6 +16,9 @@ struct epreg {
 	int queued;            /* on the set's check list */
 	uint64_t round;        /* reported once per epoll_wait */
 	int tcp_on;            /* TCP socket still registered (for FIN/RST) */
+	int pend;              /* a pending offer's socket, held by the kernel
+				* as it is, with the program's events and data
+				* (early.c; ep_pend_settled) */
 	/* Edge-triggered: what the last report saw, so a late wake-up for
 	 * bytes already reported is not reported twice. */
 	uint64_t seen_prod, seen_cons;
@@ -49,6 +52,11 @@ struct epset {
 	struct epbell **bells; /* indexed by slot (the token); NULL: free */
 	unsigned nbells;
 	struct epoll_event *kev; /* the kernel's events (KEV_MAX), translated from here */
+	int nregs;             /* registrations of ours (regs[]) */
+	int nplain;            /* plain descriptors added (never fewer: a plain
+				* one closed leaves the kernel's set unseen) */
+	int sleepers;          /* threads in ep_wait */
+	struct epreg *pend_in; /* the pending offer waited for bytes, if any */
 	struct epset *next;    /* all sets of this process */
 };
 #endif

@@ -318,6 +318,7 @@ int ep_wait(struct sk *eps, int epfd, struct epoll_event *evs, int max, int time
 void ep_free(struct epset *ep);
 void ep_forget_fd(int fd);
 int ep_in_use(void); /* the process has an epoll set */
+void ep_pend_settled(int fd, struct sk *s); /* s's offer settled: its registrations follow */
 int ep_regs_of(int fd, struct sk *s, int *blocked); /* registrations holding s */
 void ep_retire(int fd, struct sk *s);     /* s is plain now: the kernel's own */
 int shim_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t *mask);
@@ -410,6 +411,7 @@ int inband_settle(struct sk *s, int fd, int writing, int nonblock);
 void rdv_offer_settle(struct sk *s);
 int rdv_offer_settle_read(struct sk *s, uint64_t max_ns); /* ... by a wait for bytes; 1: a signal came */
 int rdv_early_room(struct sk *s); /* 1: a write would go into the slot */
+int rdv_offer_mark_epoll(struct sk *s); /* 0: settled already */
 ssize_t rdv_early_send(struct sk *s, const struct iovec *iov, int cnt, int flags, const struct msghdr *ctl);
 void rdv_offers_settle_all(void);
 void connect_log(int fd, const struct sk *s); /* interpose.c */
