@@ -13,13 +13,15 @@
  * connect() with EINPROGRESS too, once the kernel's handshake is made -
  * its offer stays pending: the program's first writes - while they fit in
  * the slot's early[] area (SHUNT_EARLY_MAX bytes) and the server has not
- * taken them - go there, a poll for room alone is answered at once and
- * SO_ERROR is the socket's (an event loop's turns: poll.c), and any other
- * call on the connection (a read, poll for bytes, epoll_ctl, a bigger
- * write, close, dup2 over it; fork, exec and exit for all of them) first
- * waits for the answer and attaches: rdv_offer_settle, from fdtab.c's
- * lookups (a blocking read, and a poll for bytes alone, first sleep until
- * the reply: client.c rdv_await_reply).  The server copies the early
+ * taken them - go there, a poll for room alone is answered at once,
+ * SO_ERROR is the socket's and an epoll set may hold the socket as it is
+ * (an event loop's turns: poll.c, epoll.c pend_ctl), and any other call
+ * on the connection (a read, a poll for bytes, a bigger write, close, dup2
+ * over it; fork, exec and exit for all of them) first waits for the
+ * answer and attaches: rdv_offer_settle, from fdtab.c's lookups (a
+ * blocking read, a poll for bytes alone and epoll_wait for bytes alone
+ * in a set holding nothing else first sleep until the reply: client.c
+ * rdv_await_reply).  The server copies the early
  * bytes into the ring before it answers, and its answer in the slot is
  * final (server.c): its accept() returns with the request readable, the
  * client's read finds the reply.  The turns are TCP's.
