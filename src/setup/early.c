@@ -209,6 +209,24 @@ int rdv_offer_settle_read(struct sk *s, uint64_t max_ns)
 	return sig;
 }
 
+/* A poll's or an epoll_wait's sleep for bytes on a pending offer: as
+ * rdv_offer_settle_read, within *timeout_ms (-1: none), which is left with
+ * what remains of it - 0 after a signal (the caller reports what is ready,
+ * else EINTR), never less than the sleep took, so the call does not end
+ * early.  1: a signal came. */
+int rdv_offer_settle_poll(struct sk *s, int *timeout_ms)
+{
+	uint64_t t0 = shunt_now_ns();
+	int intr = rdv_offer_settle_read(s, *timeout_ms < 0 ? UINT64_MAX : (uint64_t)*timeout_ms * 1000000ull);
+	int spent = (int)((shunt_now_ns() - t0) / 1000000ull);
+
+	if (intr)
+		*timeout_ms = 0;
+	else if (*timeout_ms > 0)
+		*timeout_ms = spent >= *timeout_ms ? 0 : *timeout_ms - spent;
+	return intr;
+}
+
 /* Would a write go into the slot now - a poll for room is answered yes
  * without settling (TCP's new connection has its whole send buffer)?  1
  * while the program's bytes fit and the server has not taken them. */

@@ -380,7 +380,7 @@ static int reg_add(struct epset *ep, int fd, struct sk *s, struct epoll_event *e
 
 static int epollin_pend_ok(const struct epset *ep, const struct epreg *r)
 {
-	return !ep->nplain && !ep->sleepers && ep->nregs == (r ? 1 : 0);
+	return !ep->nplain && !__atomic_load_n(&ep->sleepers, __ATOMIC_RELAXED) && ep->nregs == (r ? 1 : 0);
 }
 
 /* 1 and *err: done, the offer left pending; 0: settle and go on. */
@@ -708,32 +708,6 @@ static int translate(struct epset *ep, struct epoll_event *evs, int k, int n, in
 	return n;
 }
 
-/* Before the kernel sleeps: the pending offer waited for bytes settles -
- * first asleep on its slot until the server's reply (within the time-out)
- * where the set holds nothing else and no other thread waits in it, the
- * reply then read from the ring at once (no doorbell, no second sleep).
- * 1 if a signal came meanwhile. */
-static int pend_settle(struct epset *ep, int timeout_ms, const sigset_t *mask)
-{
-	struct sk *s = NULL;
-	int solo = 0, intr = 0;
-
-	pthread_mutex_lock(&ep->lock);
-	if (ep->pend_in) {
-		s = sk_ref(ep->pend_in->s);
-		solo = timeout_ms && !mask && !ep->nplain && ep->sleepers == 1 && ep->nregs == 1;
-	}
-	pthread_mutex_unlock(&ep->lock);
-	if (!s)
-		return 0;
-	if (solo)
-		intr = rdv_offer_settle_read(s, timeout_ms < 0 ? UINT64_MAX : (uint64_t)timeout_ms * 1000000ull);
-	else
-		rdv_offer_settle(s);
-	sk_put(s);
-	return intr;
-}
-
 static int wait_loop(struct epset *ep, int epfd, struct epoll_event *evs, int max, int timeout_ms,
 		     const sigset_t *mask);
 
@@ -741,27 +715,34 @@ int ep_wait(struct sk *eps, int epfd, struct epoll_event *evs, int max, int time
 	    const sigset_t *mask)
 {
 	struct epset *ep = eps->ep;
-	uint64_t start = shunt_now_ns();
-	int r, intr = 0;
+	struct sk *s = NULL;
+	int r, intr = 0, solo = 0;
 
 	if (max <= 0)
 		return real.epoll_pwait(epfd, evs, max, timeout_ms, mask) < 0 ? -errno : 0;
+	/* Counted under the lock: a registration left pending for bytes
+	 * (pend_ctl) either sees this thread or is seen by it.  Before the
+	 * kernel sleeps, that pending offer settles - first asleep on its
+	 * slot until the server's reply (within the time-out) where the set
+	 * holds nothing else and no other thread waits in it, the reply then
+	 * read from the ring at once (no doorbell, no second sleep). */
 	pthread_mutex_lock(&ep->lock);
-	ep->sleepers++;
+	__atomic_add_fetch(&ep->sleepers, 1, __ATOMIC_RELAXED);
+	if (ep->pend_in) {
+		s = sk_ref(ep->pend_in->s);
+		solo = timeout_ms && !mask && !ep->nplain && ep->nregs == 1 &&
+		       __atomic_load_n(&ep->sleepers, __ATOMIC_RELAXED) == 1;
+	}
 	pthread_mutex_unlock(&ep->lock);
-	if (__atomic_load_n(&ep->pend_in, __ATOMIC_RELAXED)) {
-		intr = pend_settle(ep, timeout_ms, mask);
-		if (intr) {
-			timeout_ms = 0; /* what is ready, else EINTR */
-		} else if (timeout_ms > 0) {
-			int spent = (int)((shunt_now_ns() - start) / 1000000ull);
-			timeout_ms = spent >= timeout_ms ? 0 : timeout_ms - spent;
-		}
+	if (s) {
+		if (solo)
+			intr = rdv_offer_settle_poll(s, &timeout_ms);
+		else
+			rdv_offer_settle(s);
+		sk_put(s);
 	}
 	r = wait_loop(ep, epfd, evs, max, timeout_ms, mask);
-	pthread_mutex_lock(&ep->lock);
-	ep->sleepers--;
-	pthread_mutex_unlock(&ep->lock);
+	__atomic_sub_fetch(&ep->sleepers, 1, __ATOMIC_RELEASE);
 	return intr && !r ? -EINTR : r;
 }
 

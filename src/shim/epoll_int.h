@@ -55,7 +55,8 @@ struct epset {
 	int nregs;             /* registrations of ours (regs[]) */
 	int nplain;            /* plain descriptors added (never fewer: a plain
 				* one closed leaves the kernel's set unseen) */
-	int sleepers;          /* threads in ep_wait */
+	_Atomic int sleepers;  /* threads in ep_wait: added under the lock
+				* (pend_ctl's look), taken off without it */
 	struct epreg *pend_in; /* the pending offer waited for bytes, if any */
 	struct epset *next;    /* all sets of this process */
 };

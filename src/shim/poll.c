@@ -273,8 +273,6 @@ static int poll_one_fits(const struct pollfd *fd, const struct sk *s, int timeou
 static int poll_pending(struct pollfd *fd, struct sk *s, int *timeout_ms, const sigset_t *mask, int *intr)
 {
 	short ev = fd->events, in = POLLIN | POLLRDNORM, out = POLLOUT | POLLWRNORM;
-	uint64_t t0;
-	int spent;
 
 	if (!(ev & ~out) && (ev & out) && rdv_early_room(s)) {
 		fd->revents = ev;
@@ -284,13 +282,7 @@ static int poll_pending(struct pollfd *fd, struct sk *s, int *timeout_ms, const 
 		rdv_offer_settle(s);
 		return 0;
 	}
-	t0 = shunt_now_ns();
-	*intr = rdv_offer_settle_read(s, *timeout_ms < 0 ? UINT64_MAX : (uint64_t)*timeout_ms * 1000000ull);
-	spent = (int)((shunt_now_ns() - t0) / 1000000ull);
-	if (*intr)
-		*timeout_ms = 0; /* what is ready, else EINTR */
-	else if (*timeout_ms > 0)
-		*timeout_ms = spent >= *timeout_ms ? 0 : *timeout_ms - spent;
+	*intr = rdv_offer_settle_poll(s, timeout_ms);
 	return 0;
 }
 

@@ -410,6 +410,7 @@ int inband_settle(struct sk *s, int fd, int writing, int nonblock);
 /* early.c: a client's offer left pending after connect() */
 void rdv_offer_settle(struct sk *s);
 int rdv_offer_settle_read(struct sk *s, uint64_t max_ns); /* ... by a wait for bytes; 1: a signal came */
+int rdv_offer_settle_poll(struct sk *s, int *timeout_ms); /* ... by poll's, within its time-out (left: what remains) */
 int rdv_early_room(struct sk *s); /* 1: a write would go into the slot */
 int rdv_offer_mark_epoll(struct sk *s); /* 0: settled already */
 ssize_t rdv_early_send(struct sk *s, const struct iovec *iov, int cnt, int flags, const struct msghdr *ctl);

@@ -348,6 +348,18 @@ static inline void serve_interrupted(int s, pid_t client)
 	CHECK(b == 'e');
 }
 
+static inline void usr1_ignored(int sig) { (void)sig; }
+
+/* SIGUSR1 caught by a handler that does nothing, with SA_RESTART or not:
+ * the signal serve_interrupted sends ends a wait (EINTR) or not. */
+static inline void catch_usr1(int restart)
+{
+	struct sigaction sa = { .sa_handler = usr1_ignored, .sa_flags = restart ? SA_RESTART : 0 };
+
+	sigemptyset(&sa.sa_mask);
+	CHECK(sigaction(SIGUSR1, &sa, NULL) == 0);
+}
+
 /* A listener on 127.0.0.1 (*l, its address in ss/len) and a forked child
  * to serve it: 0 in the child, its pid in the parent. */
 static inline pid_t serve_forked(int *l, struct sockaddr_storage *ss, socklen_t *len)

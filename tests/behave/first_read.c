@@ -12,16 +12,6 @@
 enum { C_REPLY, C_SHUT, C_CLOSE, C_THREAD, C_EINTR, C_RESTART, C_TIMEO, NCASES };
 #define ROUNDS 8
 
-static void on_usr1(int s) { (void)s; }
-
-static void handler(int restart)
-{
-	struct sigaction sa = { .sa_handler = on_usr1, .sa_flags = restart ? SA_RESTART : 0 };
-
-	sigemptyset(&sa.sa_mask);
-	CHECK(sigaction(SIGUSR1, &sa, NULL) == 0);
-}
-
 static void serve(int s, int c, pid_t client)
 {
 	char b;
@@ -81,7 +71,7 @@ int main(void)
 	signal(SIGPIPE, SIG_IGN);
 	p = scripted_server(l, NCASES, ROUNDS, serve);
 	for (int c = 0; c < NCASES; c++) {
-		handler(c != C_EINTR);
+		catch_usr1(c != C_EINTR);
 		for (int i = 0; i < ROUNDS; i++) {
 			int fd = connect_to(&ss, len);
 			pthread_t t;
