@@ -158,9 +158,9 @@ static int server_spin_turn(uint64_t start)
 /* The wait for the answer, with the turn to spin taken for its spin and
  * given back however it ends. */
 static int client_wait_msg(struct shunt_slot *sl, uint32_t gen, uint64_t nonce, int tcp_fd,
-			   struct got_msg *got)
+			   struct got_msg *got, uint64_t wait_ns)
 {
-	uint64_t start = shunt_now_ns(), wait_ns = (uint64_t)shunt_cfg.accept_wait_ms * 1000000ull;
+	uint64_t start = shunt_now_ns();
 	int turn = server_spin_turn(start), r;
 
 	r = client_wait_answer(sl, gen, nonce, tcp_fd, got, start, wait_ns, turn ? SPIN_MSG_NS : 0);
@@ -654,16 +654,18 @@ fail:
 	return ret;
 }
 
-/* The server's answer to the offer o, and our attach; the slot freed.
+/* The server's answer to the offer o (its accept waited for wait_ns at
+ * most: then the connection is plain, SHUNT_R_TIMEOUT), and our attach;
+ * the slot freed.
  * Returns the decision (SHUNT_R_NONE: accelerated); if it is not, the
  * first bytes we wrote into the slot are the caller's to send
  * (*resend: from o->mine - the freed slot may hold another offer's
  * bytes by then), or - a final answer we could not take - the connection
  * is the server's and is to be ended (*cut). */
-int rdv_offer_finish(struct sk *s, struct offer *o, int *resend, int *cut)
+int rdv_offer_finish(struct sk *s, struct offer *o, uint64_t wait_ns, int *resend, int *cut)
 {
 	struct got_msg got;
-	int reason = client_wait_msg(o->sl, o->gen, o->nonce, o->sockfd, &got), final = 0;
+	int reason = client_wait_msg(o->sl, o->gen, o->nonce, o->sockfd, &got, wait_ns), final = 0;
 
 	*resend = *cut = 0;
 	if (!reason) {

@@ -128,7 +128,7 @@ static void send_early(const struct offer *o)
 	}
 }
 
-void rdv_offer_settle(struct sk *s)
+static void settle_within(struct sk *s, uint64_t wait_ns)
 {
 	int e = errno, resend, cut, reason, fd, in_epoll;
 	struct offer *o;
@@ -139,7 +139,7 @@ void rdv_offer_settle(struct sk *s)
 		pthread_mutex_unlock(&s->offer_lock);
 		return;
 	}
-	reason = rdv_offer_finish(s, o, &resend, &cut);
+	reason = rdv_offer_finish(s, o, wait_ns, &resend, &cut);
 	if (resend) {
 		send_early(o);
 	} else if (cut) {
@@ -170,6 +170,28 @@ void rdv_offer_settle(struct sk *s)
 		connect_log(fd, s);
 	}
 	errno = e;
+}
+
+/* The offer settles: the server's answer waited for, as a blocking
+ * connect() would have (SHUNT_ACCEPT_WAIT_MS) - or, in a call TCP never
+ * blocks in (a non-blocking socket's, or a poll's, epoll's: the program's
+ * thread may hold what its server waits for - a lock, another connection's
+ * request), as long as a non-blocking accept() waits for its client
+ * (NONBLOCK_OFFER_NS): a server that has not taken the connection by then
+ * gets it plain (SHUNT_R_TIMEOUT), the first bytes resent on its socket.
+ * A server that claimed it is answering: that answer is waited for. */
+void rdv_offer_settle(struct sk *s)
+{
+	uint64_t wait_ns = (uint64_t)shunt_cfg.accept_wait_ms * 1000000ull;
+
+	settle_within(s, s->nonblock && wait_ns > NONBLOCK_OFFER_NS ? NONBLOCK_OFFER_NS : wait_ns);
+}
+
+void rdv_offer_settle_nb(struct sk *s)
+{
+	uint64_t wait_ns = (uint64_t)shunt_cfg.accept_wait_ms * 1000000ull;
+
+	settle_within(s, wait_ns > NONBLOCK_OFFER_NS ? NONBLOCK_OFFER_NS : wait_ns);
 }
 
 /* An epoll set is about to hold the pending offer's socket as it is

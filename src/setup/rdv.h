@@ -132,7 +132,7 @@ int rdv_send_accept(uint64_t sock_id, unsigned slot, uint64_t nonce, struct aren
 /* client.c */
 int rdv_tcp_has_input(int fd);
 int rdv_client_attach(struct sk *s, int fd, uint64_t nonce, struct got_msg *g);
-int rdv_offer_finish(struct sk *s, struct offer *o, int *resend, int *cut);
+int rdv_offer_finish(struct sk *s, struct offer *o, uint64_t wait_ns, int *resend, int *cut);
 int rdv_await_reply(struct shunt_slot *sl, uint32_t gen, uint64_t max_ns); /* 1: a signal came */
 
 /* early.c */

@@ -383,6 +383,20 @@ static int epollin_pend_ok(const struct epset *ep, const struct epreg *r)
 	return !ep->nplain && !__atomic_load_n(&ep->sleepers, __ATOMIC_RELAXED) && ep->nregs == (r ? 1 : 0);
 }
 
+/* fd's record in ep, with a pending one of another socket dropped: that
+ * socket was closed, its settle (plain) on its way here, and the number
+ * given again - the kernel's registration went with the file. */
+static struct epreg *reg_current(struct epset *ep, int fd, const struct sk *s)
+{
+	struct epreg *r = fd < ep->cap ? ep->regs[fd] : NULL;
+
+	if (r && r->pend && r->s != s) {
+		reg_drop(ep, fd);
+		r = NULL;
+	}
+	return r;
+}
+
 /* 1 and *err: done, the offer left pending; 0: settle and go on. */
 static int pend_ctl(struct epset *ep, int epfd, int op, int fd, struct sk *s, struct epoll_event *ev, int *err)
 {
@@ -393,8 +407,8 @@ static int pend_ctl(struct epset *ep, int epfd, int op, int fd, struct sk *s, st
 	if ((ev->events & ~(uint32_t)PEND_EVENTS) || !rdv_offer_mark_epoll(s))
 		return 0;
 	pthread_mutex_lock(&ep->lock);
-	r = fd < ep->cap ? ep->regs[fd] : NULL;
-	if (r && (!r->pend || r->s != s || !r->present))
+	r = reg_current(ep, fd, s);
+	if (r && (!r->pend || !r->present))
 		goto out; /* ours from before (a DEL keeps it): settle */
 	if ((op == EPOLL_CTL_ADD) == !!r) {
 		*err = r ? -EEXIST : -ENOENT;
@@ -489,8 +503,8 @@ int ep_ctl(struct sk *eps, int epfd, int op, int fd, struct epoll_event *ev)
 	if (s && __builtin_expect(__atomic_load_n(&s->offer, __ATOMIC_ACQUIRE) != NULL, 0)) {
 		if (op == EPOLL_CTL_DEL) {
 			pthread_mutex_lock(&ep->lock);
-			r = fd < ep->cap ? ep->regs[fd] : NULL;
-			if (r && r->pend && r->s == s) {
+			r = reg_current(ep, fd, s);
+			if (r && r->pend) {
 				err = real.epoll_ctl(epfd, op, fd, ev) ? -errno : 0;
 				reg_drop(ep, fd);
 				pthread_mutex_unlock(&ep->lock);
@@ -502,7 +516,7 @@ int ep_ctl(struct sk *eps, int epfd, int op, int fd, struct epoll_event *ev)
 			sk_put(s);
 			return err;
 		}
-		rdv_offer_settle(s); /* (and its registrations follow) */
+		rdv_offer_settle_nb(s); /* (and its registrations follow) */
 	}
 	if (!s || s->kind != SK_CONN) {
 		if (s)
@@ -522,6 +536,10 @@ int ep_ctl(struct sk *eps, int epfd, int op, int fd, struct epoll_event *ev)
 		return -EFAULT;
 	}
 	pthread_mutex_lock(&ep->lock);
+	/* (s's own record still pending: settled by another thread whose
+	 * conversion has not come here yet - converted now) */
+	if ((r = reg_current(ep, fd, s)) && r->pend)
+		pend_convert(ep, r);
 	r = fd < ep->cap ? ep->regs[fd] : NULL;
 	switch (op) {
 	case EPOLL_CTL_ADD:
@@ -686,8 +704,10 @@ static int translate(struct epset *ep, struct epoll_event *evs, int k, int n, in
 			continue;
 		}
 		r = (int)x < ep->cap ? ep->regs[x] : NULL;
-		if (!r)
-			continue; /* stale: the socket was removed */
+		/* stale: the socket was removed - and its number may be a
+		 * pending offer's now (taken by the kernel before our DEL) */
+		if (!r || r->pend)
+			continue;
 		{
 			conn_refresh(r->s->conn);
 			/* moved to TCP: the kernel's wake-up is the edge */
@@ -738,7 +758,7 @@ int ep_wait(struct sk *eps, int epfd, struct epoll_event *evs, int max, int time
 		if (solo)
 			intr = rdv_offer_settle_poll(s, &timeout_ms);
 		else
-			rdv_offer_settle(s);
+			rdv_offer_settle_nb(s);
 		sk_put(s);
 	}
 	r = wait_loop(ep, epfd, evs, max, timeout_ms, mask);

@@ -102,6 +102,8 @@ static ssize_t accel_recv(int fd, const struct iovec *iov, int cnt, int flags, i
 		if (!s->nonblock && !(flags & MSG_DONTWAIT) && !file_read_empty(file, iov, cnt) &&
 		    !__atomic_load_n(&conn_timeouts_maybe, __ATOMIC_RELAXED))
 			intr = rdv_offer_settle_read(s, UINT64_MAX);
+		else if (flags & MSG_DONTWAIT)
+			rdv_offer_settle_nb(s);
 		else
 			rdv_offer_settle(s);
 	}

@@ -279,7 +279,7 @@ static int poll_pending(struct pollfd *fd, struct sk *s, int *timeout_ms, const 
 		return 1;
 	}
 	if (!(ev & in) || (ev & ~(in | POLLRDHUP)) || !*timeout_ms || mask) {
-		rdv_offer_settle(s);
+		rdv_offer_settle_nb(s);
 		return 0;
 	}
 	*intr = rdv_offer_settle_poll(s, timeout_ms);
@@ -302,7 +302,7 @@ int shim_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t *mask
 				r = 1;
 				goto out;
 			}
-			rdv_offer_settle(s); /* (settled already: nothing) */
+			rdv_offer_settle_nb(s); /* (settled already: nothing) */
 		}
 		if (s && s->kind != SK_CONN) {
 			sk_put(s);

@@ -409,6 +409,7 @@ int inband_settle(struct sk *s, int fd, int writing, int nonblock);
 
 /* early.c: a client's offer left pending after connect() */
 void rdv_offer_settle(struct sk *s);
+void rdv_offer_settle_nb(struct sk *s); /* ... in a call that does not block in TCP */
 int rdv_offer_settle_read(struct sk *s, uint64_t max_ns); /* ... by a wait for bytes; 1: a signal came */
 int rdv_offer_settle_poll(struct sk *s, int *timeout_ms); /* ... by poll's, within its time-out (left: what remains) */
 int rdv_early_room(struct sk *s); /* 1: a write would go into the slot */

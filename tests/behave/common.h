@@ -706,4 +706,28 @@ static inline void deadline(unsigned sec)
 {
 	alarm(sec);
 }
+
+/* A scripted test's whole run: a listener on 127.0.0.1, its
+ * scripted_server (server_cases x server_rounds connections), the
+ * client's one(c, ...) rounds times for each of ncases, the server's exit
+ * status.  Returns main's. */
+static inline int scripted_run(int ncases, int rounds, int server_cases, int server_rounds,
+			       void (*serve)(int s, int c, pid_t client),
+			       void (*one)(int c, const struct sockaddr_storage *ss, socklen_t len))
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+	int l = listen_on("127.0.0.1", &ss, &len);
+	pid_t p;
+
+	deadline(60);
+	signal(SIGPIPE, SIG_IGN);
+	p = scripted_server(l, server_cases, server_rounds, serve);
+	for (int c = 0; c < ncases; c++)
+		for (int i = 0; i < rounds; i++)
+			one(c, &ss, len);
+	CHECK(wait_child(p) == 0);
+	return 0;
+}
+
 #endif

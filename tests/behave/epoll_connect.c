@@ -220,19 +220,7 @@ static void one(int c, const struct sockaddr_storage *ss, socklen_t len)
 
 int main(void)
 {
-	struct sockaddr_storage ss;
-	socklen_t len;
-	int l = listen_on("127.0.0.1", &ss, &len);
-	pid_t p;
-
-	deadline(60);
-	signal(SIGPIPE, SIG_IGN);
 	catch_usr1(0); /* (epoll_wait never restarts anyway) */
 	/* C_CLOSEREG: two connections a round */
-	p = scripted_server(l, NCASES + 1, ROUNDS, serve);
-	for (int c = 0; c < NCASES; c++)
-		for (int i = 0; i < ROUNDS; i++)
-			one(c, &ss, len);
-	CHECK(wait_child(p) == 0);
-	return 0;
+	return scripted_run(NCASES, ROUNDS, NCASES + 1, ROUNDS, serve, one);
 }
