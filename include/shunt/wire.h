@@ -164,11 +164,15 @@ struct shunt_slot {
 				     it at the answer; SHUNT_WAIT_DATA (a blocking read
 				     settles the offer) at the server's first wake-up of
 				     its reader - data, a shutdown, its close - or now if
-				     the answer is by message (src/setup/server.c) */
+				     the answer is by message (src/setup/server.c);
+				     SHUNT_WAIT_EPOLL (the offer waits in an epoll set
+				     that holds the client's socket, c<sock_id>): an empty
+				     datagram there after the answer */
 };
 #define SHUNT_SLOT_BY_MSG 0xffffffffu
 #define SHUNT_WAIT_ANSWER 1u
 #define SHUNT_WAIT_DATA 2u
+#define SHUNT_WAIT_EPOLL 4u
 _Static_assert(sizeof(struct shunt_slot) == 96, "slot layout");
 
 struct shunt_listener_rec {

@@ -128,6 +128,11 @@ static void send_early(const struct offer *o)
 	}
 }
 
+static uint64_t accept_wait_ns(void)
+{
+	return (uint64_t)shunt_cfg.accept_wait_ms * 1000000ull;
+}
+
 static void settle_within(struct sk *s, uint64_t wait_ns)
 {
 	int e = errno, resend, cut, reason, fd, in_epoll;
@@ -176,22 +181,23 @@ static void settle_within(struct sk *s, uint64_t wait_ns)
  * connect() would have (SHUNT_ACCEPT_WAIT_MS) - or, in a call TCP never
  * blocks in (a non-blocking socket's, or a poll's, epoll's: the program's
  * thread may hold what its server waits for - a lock, another connection's
- * request), as long as a non-blocking accept() waits for its client
- * (NONBLOCK_OFFER_NS): a server that has not taken the connection by then
- * gets it plain (SHUNT_R_TIMEOUT), the first bytes resent on its socket.
+ * request), about as long as a non-blocking accept() waits for its client
+ * (5 ms: a fortieth of SHUNT_ACCEPT_WAIT_MS, NONBLOCK_WAIT_PART, which
+ * scales it - emulated RDMA's tests wait 30 s, so 750 ms): a server that
+ * has not taken the connection by then gets it plain (SHUNT_R_TIMEOUT),
+ * the first bytes resent on its socket.
  * A server that claimed it is answering: that answer is waited for. */
-void rdv_offer_settle(struct sk *s)
-{
-	uint64_t wait_ns = (uint64_t)shunt_cfg.accept_wait_ms * 1000000ull;
-
-	settle_within(s, s->nonblock && wait_ns > NONBLOCK_OFFER_NS ? NONBLOCK_OFFER_NS : wait_ns);
-}
-
 void rdv_offer_settle_nb(struct sk *s)
 {
-	uint64_t wait_ns = (uint64_t)shunt_cfg.accept_wait_ms * 1000000ull;
+	settle_within(s, accept_wait_ns() / NONBLOCK_WAIT_PART);
+}
 
-	settle_within(s, wait_ns > NONBLOCK_OFFER_NS ? NONBLOCK_OFFER_NS : wait_ns);
+void rdv_offer_settle(struct sk *s)
+{
+	if (s->nonblock)
+		rdv_offer_settle_nb(s);
+	else
+		settle_within(s, accept_wait_ns());
 }
 
 /* An epoll set is about to hold the pending offer's socket as it is
@@ -207,6 +213,91 @@ int rdv_offer_mark_epoll(struct sk *s)
 		s->offer->in_epoll = 1;
 	pthread_mutex_unlock(&s->offer_lock);
 	return open;
+}
+
+/* ---- a pending offer waited for in an epoll set of many ----
+ * A wait for bytes in a set that holds other descriptors (epoll.c) does
+ * not settle the offer: the server, once it answered, wakes the set with
+ * an empty datagram on our socket, which the set holds (SHUNT_WAIT_EPOLL,
+ * server.c slot_answered); each epoll_wait then looks at the set's offers
+ * and settles those answered, or past SHUNT_ACCEPT_WAIT_MS.  No call of
+ * the event loop's waits for the server's accept. */
+
+/* 1: s's offer waits so; 0: settle it now - answered or failed meanwhile,
+ * another thread waiting on it, or its lock busy (it is being settled). */
+int rdv_offer_wake_me(struct sk *s)
+{
+	struct offer *o;
+	uint32_t none = 0, w, st;
+	int ok = 0;
+
+	if (pthread_mutex_trylock(&s->offer_lock))
+		return 0;
+	if ((o = s->offer) &&
+	    (__atomic_compare_exchange_n(&o->sl->client_waiting, &none, SHUNT_WAIT_EPOLL, 0, __ATOMIC_SEQ_CST,
+					 __ATOMIC_SEQ_CST) ||
+	     none == SHUNT_WAIT_EPOLL)) {
+		/* the server's CAS to ANSWERED, then its look at the flag:
+		 * it sees ours, or we see its answer here */
+		w = __atomic_load_n(&o->sl->state, __ATOMIC_SEQ_CST);
+		st = SHUNT_SLOT_STATE(w);
+		ok = SHUNT_SLOT_GEN(w) == o->gen && (st == SLOT_OFFERED || st == SLOT_CLAIMED);
+	}
+	pthread_mutex_unlock(&s->offer_lock);
+	return ok;
+}
+
+/* Is s's offer, so waited for, to be settled now?  1 if the server is
+ * done with it (answered, failed) or its wait is over; else 0 and *due
+ * lowered to the end of its wait.  0 too while another thread holds it:
+ * that one settles it. */
+int rdv_offer_due(struct sk *s, uint64_t now, uint64_t *due)
+{
+	struct offer *o;
+	uint64_t end = s->born_ns + accept_wait_ns();
+	uint32_t w, st;
+	int r = 0;
+
+	if (pthread_mutex_trylock(&s->offer_lock))
+		return 0;
+	if ((o = s->offer)) {
+		w = __atomic_load_n(&o->sl->state, __ATOMIC_ACQUIRE);
+		st = SHUNT_SLOT_STATE(w);
+		r = SHUNT_SLOT_GEN(w) != o->gen || (st != SLOT_OFFERED && st != SLOT_CLAIMED) || now >= end;
+		if (!r && end < *due)
+			*due = end;
+	}
+	pthread_mutex_unlock(&s->offer_lock);
+	return r;
+}
+
+/* Would a non-blocking read find nothing - the server has not taken the
+ * connection yet (its slot still OFFERED), nor written on the socket (a
+ * plain one)?  As TCP's would then: EAGAIN, without settling - a read an
+ * event loop makes on a stale report (its number given to a new
+ * connection) waited for the server's claim.  1 if so. */
+int rdv_offer_unclaimed(struct sk *s)
+{
+	struct offer *o;
+	uint32_t w;
+	int r = 0, fd = -1;
+
+	if (pthread_mutex_trylock(&s->offer_lock))
+		return 0;
+	if ((o = s->offer)) {
+		w = __atomic_load_n(&o->sl->state, __ATOMIC_ACQUIRE);
+		r = SHUNT_SLOT_GEN(w) == o->gen && SHUNT_SLOT_STATE(w) == SLOT_OFFERED;
+		fd = o->sockfd;
+	}
+	pthread_mutex_unlock(&s->offer_lock);
+	return r && !rdv_tcp_has_input(fd);
+}
+
+/* ... settled: an answer taken at once; past its wait, a server that has
+ * not claimed it gets it plain (accept-timeout) at once. */
+void rdv_offer_settle_due(struct sk *s)
+{
+	settle_within(s, shunt_now_ns() >= s->born_ns + accept_wait_ns() ? 0 : accept_wait_ns() / NONBLOCK_WAIT_PART);
 }
 
 /* ... by a blocking read, or a poll for bytes: first asleep until the

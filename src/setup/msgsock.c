@@ -141,6 +141,8 @@ static void csock_pump(void)
 				nfds++;
 			}
 		}
+		if (n == 0 && !nfds)
+			continue; /* a wake-up (rdv_send_wake): nothing to take */
 		if (shunt_accept_msg_check(data, (size_t)n, nfds, mh.msg_flags & MSG_CTRUNC, &m)) {
 			shunt_log("malformed or unexpected accept message dropped");
 			rdv_close_fds(fds, nfds < SHUNT_MSG_MAX_FDS ? nfds : SHUNT_MSG_MAX_FDS);
@@ -170,6 +172,13 @@ void rdv_msg_pump(void)
 	if (csock >= 0 && csock_pid == shunt_pid())
 		csock_pump();
 	pthread_mutex_unlock(&csock_lock);
+}
+
+/* Our socket, for an epoll set that waits on it (epoll.c): -1 if this
+ * process has none. */
+int rdv_msg_fd(void)
+{
+	return __atomic_load_n(&csock_pid, __ATOMIC_ACQUIRE) == shunt_pid() ? csock : -1;
 }
 
 int rdv_stash_take(uint64_t nonce, struct got_msg *out)
@@ -291,4 +300,19 @@ int rdv_send_accept(uint64_t sock_id, unsigned slot, uint64_t nonce, struct aren
 			return -EPIPE;
 		nanosleep(&(struct timespec){ 0, 100000 }, NULL);
 	}
+}
+
+/* An empty datagram to the client's socket c<sock_id>: its offer, waited
+ * for in an epoll set that holds the socket (SHUNT_WAIT_EPOLL), is
+ * answered in its slot.  Never waits: a full queue has wake-ups enough
+ * for the set, whose thread drains it before it looks at its offers. */
+void rdv_send_wake(uint64_t sock_id)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	int sfd = sender_socket();
+
+	if (sfd < 0)
+		return;
+	rdv_path_of(sun.sun_path, sizeof sun.sun_path, 'c', sock_id);
+	(void)!real.sendto(sfd, "", 0, MSG_DONTWAIT | MSG_NOSIGNAL, (struct sockaddr *)&sun, sizeof sun);
 }

@@ -61,6 +61,8 @@ struct arena;
 #define NONBLOCK_RUNNABLE_MAX 16               /* runnable threads a CPU from which it does not wait */
 #define EPOLL_RUNNABLE_MAX 16                  /* busy_short's mark at most, for a process with epoll */
 #define NONBLOCK_OFFER_NS 5000000ull           /* a non-blocking accept() waits this long at most */
+#define NONBLOCK_WAIT_PART 40                  /* a client's call TCP never blocks in waits
+						  SHUNT_ACCEPT_WAIT_MS / this for a claim (5 ms) */
 #define SEND_RETRIES 1000                      /* x 0.1 ms: an accept message into a full queue */
 
 struct portreg {
@@ -125,7 +127,7 @@ int rdv_slot_cas(struct shunt_slot *sl, uint32_t gen, uint32_t from, uint32_t to
 int rdv_csock_get(uint64_t *id);
 void rdv_close_fds(int *fds, int n);
 int rdv_stash_take(uint64_t nonce, struct got_msg *out);
-void rdv_msg_pump(void);
+void rdv_send_wake(uint64_t sock_id);
 int rdv_send_accept(uint64_t sock_id, unsigned slot, uint64_t nonce, struct arena *a,
 		    unsigned seg, int send_fds);
 

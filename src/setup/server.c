@@ -95,7 +95,7 @@ static int claim(struct shunt_slot *sl, uint32_t w, uint64_t *nonce, uint64_t *s
  * woken if asleep - or, asleep in a read (SHUNT_WAIT_DATA) and answered in
  * the slot, by our connection's first wake-up of its reader (shm.c
  * shm_push: our reply, shutdown or close). */
-static int slot_answered(struct shunt_slot *sl, uint32_t gen, struct conn *c, int by_msg)
+static int slot_answered(struct shunt_slot *sl, uint32_t gen, struct conn *c, int by_msg, uint64_t sock_id)
 {
 	uint32_t why;
 
@@ -107,6 +107,8 @@ static int slot_answered(struct shunt_slot *sl, uint32_t gen, struct conn *c, in
 		shm_wake_owed(c, &sl->state);
 	else if (why) /* (two threads of the client may wait: a read, another call) */
 		shunt_futex_wake(&sl->state, INT32_MAX);
+	if (why == SHUNT_WAIT_EPOLL && !by_msg) /* (an accept message wakes the set itself) */
+		rdv_send_wake(sock_id);
 	return 1;
 }
 
@@ -230,7 +232,7 @@ static int server_offer(int fd, uint64_t sock_id, struct shunt_slot *sl, uint32_
 	    /* our CLAIMED -> ANSWERED failed: the client gave up (-> FAILED;
 	     * an answer by message may have reached it all the same: the
 	     * confirm word decides, as always) */
-	    (sl && !slot_answered(sl, gen, c, by_msg) && server_decline(c) != 1)) {
+	    (sl && !slot_answered(sl, gen, c, by_msg, sock_id) && server_decline(c) != 1)) {
 		arena_drop_owner(a, seg, 0);
 		conn_free(c);
 		return SHUNT_R_HANDSHAKE;

@@ -32,6 +32,7 @@
 #define TOK_BITS (FD_BITS + 2)
 #define TOK_TCP 1u  /* the application's fd: its TCP socket */
 #define TOK_BELL 2u /* a doorbell group's slot */
+#define TOK_MSG 3u  /* this process's answer socket (pending offers) */
 #define KEV_MAX 1024 /* kernel events taken per call */
 static uint64_t tag;
 static struct epset *all_sets;
@@ -154,6 +155,18 @@ static void enqueue(struct epset *ep, struct epreg *r)
 	ep->check = r;
 }
 
+static void pend_unlist(struct epset *ep, struct epreg *r)
+{
+	if (!r->pend_many)
+		return;
+	for (struct epreg **pp = &ep->pend_list; *pp; pp = &(*pp)->next_pend)
+		if (*pp == r) {
+			*pp = r->next_pend;
+			break;
+		}
+	r->pend_many = 0;
+}
+
 /* (a pending offer's registration is the kernel's own, on fd: whoever
  * drops ours - a close, a dup2 over the number - ends the kernel's too,
  * or deletes it first) */
@@ -171,6 +184,7 @@ static void reg_drop(struct epset *ep, int fd)
 		real.epoll_ctl(ep->epfd, EPOLL_CTL_DEL, r->s->conn->tcp_fd, NULL);
 	if (ep->pend_in == r)
 		ep->pend_in = NULL;
+	pend_unlist(ep, r);
 	sk_put(r->s);
 	free(r);
 	ep->regs[fd] = NULL;
@@ -368,11 +382,18 @@ static int reg_add(struct epset *ep, int fd, struct sk *s, struct epoll_event *e
  * one in epoll_wait for the reply - TCP's client sleeps once.  So while
  * the offer is pending (early.c) the kernel holds the socket itself, with
  * the program's events and data: room it reports at once, as the slot
- * has it.  A wait for bytes alone stays pending only in a set that holds
- * nothing else and where no thread waits (epollin_pend_ok): the next
- * epoll_wait sleeps on the slot until the reply, as a blocking read's
- * first wait, then settles; anywhere else, and for any other event or
- * flag, the offer settles first, as before.  When it settles, by
+ * has it.  A wait for bytes alone, in a set that holds nothing else and
+ * where no thread waits (epollin_pend_ok): the next epoll_wait sleeps on
+ * the slot until the reply, as a blocking read's first wait, then
+ * settles.  A wait for bytes anywhere else - with room (nginx's add),
+ * among other descriptors, other threads - stays pending too, on the
+ * set's pend_list: the set holds this process's answer socket, which the
+ * server wakes once it answered (early.c rdv_offer_wake_me), and each
+ * epoll_wait settles the offers so answered, or past their wait
+ * (pend_due).  No epoll call waits for the server's accept: an event
+ * loop whose server waits on the loop itself (a lock, another of its
+ * connections) is not held up (tests/behave/loop_cycle).  For any other
+ * event or flag the offer settles first, as before.  When it settles, by
  * whatever call, the registrations follow: the connection's doorbell and
  * socket replace the socket's own (ep_pend_settled), or - plain - the
  * kernel's stays as the program made it. */
@@ -397,10 +418,42 @@ static struct epreg *reg_current(struct epset *ep, int fd, const struct sk *s)
 	return r;
 }
 
+/* The set holds this process's answer socket (edge-triggered: each
+ * datagram a report).  1 if it does. */
+static int msg_join(struct epset *ep)
+{
+	struct epoll_event in = { .events = EPOLLIN | EPOLLET, .data.u64 = token(0, TOK_MSG) };
+	int fd;
+
+	if (ep->msg_pid == shunt_pid())
+		return 1;
+	if ((fd = rdv_msg_fd()) < 0 || (real.epoll_ctl(ep->epfd, EPOLL_CTL_ADD, fd, &in) && errno != EEXIST))
+		return 0;
+	ep->msg_pid = shunt_pid();
+	return 1;
+}
+
+/* r (pending) waited for: bytes alone in the set alone, bytes among others,
+ * or room. */
+static void pend_mark(struct epset *ep, struct epreg *r, int in, int many)
+{
+	if (ep->pend_in == r)
+		ep->pend_in = NULL;
+	pend_unlist(ep, r);
+	if (in && !many) {
+		ep->pend_in = r;
+	} else if (many) {
+		r->pend_many = 1;
+		r->next_pend = ep->pend_list;
+		ep->pend_list = r;
+		__atomic_store_n(&ep->many_seen, 1, __ATOMIC_RELAXED);
+	}
+}
+
 /* 1 and *err: done, the offer left pending; 0: settle and go on. */
 static int pend_ctl(struct epset *ep, int epfd, int op, int fd, struct sk *s, struct epoll_event *ev, int *err)
 {
-	int in = !!(ev->events & (EPOLLIN | EPOLLRDNORM | EPOLLRDHUP)), done = 0;
+	int in = !!(ev->events & (EPOLLIN | EPOLLRDNORM | EPOLLRDHUP)), done = 0, many;
 	int out = !!(ev->events & (EPOLLOUT | EPOLLWRNORM));
 	struct epreg *r;
 
@@ -415,9 +468,10 @@ static int pend_ctl(struct epset *ep, int epfd, int op, int fd, struct sk *s, st
 		done = 1;
 		goto out;
 	}
-	/* (room and bytes at once - nginx's add: the wait for the reply
-	 * would hold the report of room, and the request is not written) */
-	if (in && (out || !epollin_pend_ok(ep, r)))
+	/* (room and bytes at once - nginx's add - among the many: the wait
+	 * for the reply would hold the report of room) */
+	many = in && (out || !epollin_pend_ok(ep, r));
+	if (many && (!msg_join(ep) || !rdv_offer_wake_me(s)))
 		goto out;
 	if (!r && ((*err = ensure_cap(ep, fd)) || !(r = calloc(1, sizeof *r)))) {
 		*err = *err ? *err : -ENOMEM;
@@ -438,10 +492,7 @@ static int pend_ctl(struct epset *ep, int epfd, int op, int fd, struct sk *s, st
 	}
 	r->events = ev->events;
 	r->data = ev->data;
-	if (in)
-		ep->pend_in = r;
-	else if (ep->pend_in == r)
-		ep->pend_in = NULL;
+	pend_mark(ep, r, in, many);
 	*err = 0;
 	done = 1;
 out:
@@ -461,6 +512,7 @@ static void pend_convert(struct epset *ep, struct epreg *r)
 
 	if (ep->pend_in == r)
 		ep->pend_in = NULL;
+	pend_unlist(ep, r);
 	r->pend = 0;
 	if (s->kind == SK_CONN) {
 		if (!reg_attach(ep, r, 1)) {
@@ -697,6 +749,10 @@ static int translate(struct epset *ep, struct epoll_event *evs, int k, int n, in
 
 		if (!is_token(v))
 			continue;
+		if ((v & 3) == TOK_MSG) {
+			ep->msg_seen = 1;
+			continue;
+		}
 		if ((v & 3) == TOK_BELL) {
 			struct epbell *b = x < ep->nbells ? ep->bells[x] : NULL;
 			for (r = b ? b->members : NULL; r; r = r->next_in_bell)
@@ -749,9 +805,13 @@ int ep_wait(struct sk *eps, int epfd, struct epoll_event *evs, int max, int time
 	pthread_mutex_lock(&ep->lock);
 	__atomic_add_fetch(&ep->sleepers, 1, __ATOMIC_RELAXED);
 	if (ep->pend_in) {
-		s = sk_ref(ep->pend_in->s);
 		solo = timeout_ms && !mask && !ep->nplain && ep->nregs == 1 &&
 		       __atomic_load_n(&ep->sleepers, __ATOMIC_RELAXED) == 1;
+		/* not alone any more: among the many, if it can */
+		if (!solo && msg_join(ep) && rdv_offer_wake_me(ep->pend_in->s))
+			pend_mark(ep, ep->pend_in, 1, 1);
+		else
+			s = sk_ref(ep->pend_in->s);
 	}
 	pthread_mutex_unlock(&ep->lock);
 	if (s) {
@@ -766,14 +826,42 @@ int ep_wait(struct sk *eps, int epfd, struct epoll_event *evs, int max, int time
 	return intr && !r ? -EINTR : r;
 }
 
+/* The set's offers waited for among others (pend_list): those answered,
+ * or past their wait, settled (and so converted: ep_pend_settled); *due
+ * the end of the others' wait. */
+static void pend_due(struct epset *ep, uint64_t *due)
+{
+	struct sk *ready[16];
+	uint64_t now = shunt_now_ns();
+	int n = 0, cs;
+
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
+	pthread_mutex_lock(&ep->lock);
+	for (struct epreg *r = ep->pend_list; r && n < 16; r = r->next_pend)
+		if (rdv_offer_due(r->s, now, due))
+			ready[n++] = sk_ref(r->s);
+	pthread_mutex_unlock(&ep->lock);
+	for (int i = 0; i < n; i++) {
+		rdv_offer_settle_due(ready[i]);
+		sk_put(ready[i]);
+	}
+	pthread_setcancelstate(cs, NULL);
+	if (n == 16)
+		*due = now; /* more: look again at once */
+}
+
 static int wait_loop(struct epset *ep, int epfd, struct epoll_event *evs, int max, int timeout_ms,
 		     const sigset_t *mask)
 {
 	uint64_t deadline = timeout_ms > 0 ? shunt_now_ns() + (uint64_t)timeout_ms * 1000000ull : 0;
+	int again = 0;
 
 	for (;;) {
-		int n, k, cs;
+		uint64_t due = UINT64_MAX;
+		int n, k, cs, wait_ms = timeout_ms, msg;
 
+		if (__atomic_load_n(&ep->pend_list, __ATOMIC_RELAXED))
+			pend_due(ep, &due);
 		/* a look at a socket under the lock (conn_refresh's recv) is
 		 * a cancellation point: not with the set's lock held */
 		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
@@ -782,21 +870,45 @@ static int wait_loop(struct epset *ep, int epfd, struct epoll_event *evs, int ma
 		n = run_checks(ep, evs, 0, max);
 		pthread_mutex_unlock(&ep->lock);
 		pthread_setcancelstate(cs, NULL);
+		/* not past an offer's wait (pend_due), nor - once the set
+		 * had one - SHUNT_ACCEPT_WAIT_MS at a time: a thread asleep
+		 * here when another put an offer on the list looks at it by
+		 * then (a server that never answers - not shunt's, on a port
+		 * where a shunt server listens too - would leave its first
+		 * bytes in the slot) */
+		if (due != UINT64_MAX || __atomic_load_n(&ep->many_seen, __ATOMIC_RELAXED)) {
+			uint64_t now = shunt_now_ns(), cap = (uint64_t)shunt_cfg.accept_wait_ms * 1000000ull;
+			if (due > now && due - now < cap)
+				cap = due - now;
+			if (due <= now)
+				cap = 0;
+			int cap_ms = (int)((cap + 999999) / 1000000);
+			if (wait_ms < 0 || cap_ms < wait_ms)
+				wait_ms = cap_ms;
+		}
 		/* the kernel writes into the caller's array (threads may wait
 		 * on one set at once); a doorbell's group may report more than
 		 * one event, so its answer is copied aside under the lock */
 		k = real.epoll_pwait(epfd, evs + n, max - n < KEV_MAX ? max - n : KEV_MAX,
-				     n ? 0 : timeout_ms, mask);
+				     n ? 0 : wait_ms, mask);
 		if (k < 0)
 			return n ? n : -errno;
 		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
 		pthread_mutex_lock(&ep->lock);
 		memcpy(ep->kev, evs + n, (size_t)k * sizeof *evs);
 		n = translate(ep, evs, k, n, max);
+		msg = ep->msg_seen;
+		ep->msg_seen = 0;
 		pthread_mutex_unlock(&ep->lock);
 		pthread_setcancelstate(cs, NULL);
-		if (n || !timeout_ms)
+		if (msg) /* an answer: the offers are looked at next turn */
+			rdv_msg_pump();
+		if (n)
 			return n;
+		if (msg && !again++)
+			continue; /* (once more even with time-out 0: the answer's offer) */
+		if (!timeout_ms)
+			return 0;
 		if (timeout_ms > 0) {
 			uint64_t now = shunt_now_ns();
 			if (now >= deadline)

@@ -19,6 +19,9 @@ struct epreg {
 	int pend;              /* a pending offer's socket, held by the kernel
 				* as it is, with the program's events and data
 				* (early.c; ep_pend_settled) */
+	int pend_many;         /* ... waited for bytes in a set of many: on
+				* the set's pend_list, woken by our socket */
+	struct epreg *next_pend;
 	/* Edge-triggered: what the last report saw, so a late wake-up for
 	 * bytes already reported is not reported twice. */
 	uint64_t seen_prod, seen_cons;
@@ -57,7 +60,12 @@ struct epset {
 				* one closed leaves the kernel's set unseen) */
 	_Atomic int sleepers;  /* threads in ep_wait: added under the lock
 				* (pend_ctl's look), taken off without it */
-	struct epreg *pend_in; /* the pending offer waited for bytes, if any */
+	struct epreg *pend_in; /* the pending offer waited for bytes alone, if any */
+	struct epreg *pend_list; /* pending offers waited for among others */
+	pid_t msg_pid;         /* the process whose answer socket (rdv_msg_fd)
+				* the set holds, if any (a child has its own) */
+	int msg_seen;          /* that socket reported since the last look */
+	_Atomic int many_seen; /* pend_list ever held one: sleeps are bounded */
 	struct epset *next;    /* all sets of this process */
 };
 #endif

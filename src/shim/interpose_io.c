@@ -99,13 +99,19 @@ static ssize_t accel_recv(int fd, const struct iovec *iov, int cnt, int flags, i
 	 * time-out to keep: the wait before the connection exists is not
 	 * counted in it) */
 	if (__builtin_expect(__atomic_load_n(&s->offer, __ATOMIC_ACQUIRE) != NULL, 0)) {
-		if (!s->nonblock && !(flags & MSG_DONTWAIT) && !file_read_empty(file, iov, cnt) &&
-		    !__atomic_load_n(&conn_timeouts_maybe, __ATOMIC_RELAXED))
+		int nb = s->nonblock || (flags & MSG_DONTWAIT);
+		if (!nb && !file_read_empty(file, iov, cnt) &&
+		    !__atomic_load_n(&conn_timeouts_maybe, __ATOMIC_RELAXED)) {
 			intr = rdv_offer_settle_read(s, UINT64_MAX);
-		else if (flags & MSG_DONTWAIT)
+		} else if (nb && !file_read_empty(file, iov, cnt) && rdv_offer_unclaimed(s)) {
+			*handled = 1;
+			sk_put(s);
+			return edge(-EAGAIN);
+		} else if (nb) {
 			rdv_offer_settle_nb(s);
-		else
+		} else {
 			rdv_offer_settle(s);
+		}
 	}
 	if (s->kind != SK_CONN)
 		return settle(s, fd, 0, flags, handled);

@@ -414,6 +414,12 @@ int rdv_offer_settle_read(struct sk *s, uint64_t max_ns); /* ... by a wait for b
 int rdv_offer_settle_poll(struct sk *s, int *timeout_ms); /* ... by poll's, within its time-out (left: what remains) */
 int rdv_early_room(struct sk *s); /* 1: a write would go into the slot */
 int rdv_offer_mark_epoll(struct sk *s); /* 0: settled already */
+int rdv_offer_wake_me(struct sk *s); /* 1: the server's answer wakes our socket */
+int rdv_offer_due(struct sk *s, uint64_t now, uint64_t *due); /* 1: to settle now */
+void rdv_offer_settle_due(struct sk *s);
+int rdv_offer_unclaimed(struct sk *s); /* 1: a non-blocking read finds nothing yet */
+int rdv_msg_fd(void);   /* msgsock.c: this process's socket for answers, or -1 */
+void rdv_msg_pump(void); /* ... its messages read (kept for their offers) */
 ssize_t rdv_early_send(struct sk *s, const struct iovec *iov, int cnt, int flags, const struct msghdr *ctl);
 void rdv_offers_settle_all(void);
 void connect_log(int fd, const struct sk *s); /* interpose.c */

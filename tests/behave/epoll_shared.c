@@ -85,7 +85,7 @@ static void handle(const struct epoll_event *e)
 		return;
 	}
 	CHECK(r == 1 && b == conns[fd].c);
-	accelerated += sock_info(fd).mode == 1;
+	accelerated += sock_info(fd).mode != 0; /* (shm, or rdma) */
 	if (conns[fd].gen % 3 == 0) /* some deleted first, some left to close */
 		CHECK(epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL) == 0);
 	conns[fd].state = 0;

@@ -4,14 +4,18 @@
  * for its request; the loop, one thread, readies its second connection,
  * B, first.  TCP's epoll_ctl, poll and non-blocking write never wait for
  * the server's accept, so the loop goes on, writes A's request, and both
- * are answered.  Under shunt B's offer is pending and such a call settles
- * it: the wait for the server's claim is then NONBLOCK_OFFER_NS at most
- * and B is plain (reason accept-timeout; src/setup/early.c
- * rdv_offer_settle_nb) - it was SHUNT_ACCEPT_WAIT_MS (200 ms) of the
- * loop's time.  Cases, each call timed (under 100 ms): epoll_ctl MOD for
- * B's reply in a set holding both connections, poll() over both with time-out
- * 0, a non-blocking write of a request bigger than the offer's slot carries.
- * Requests are a length and bytes of a pattern; replies the length back. */
+ * are answered.  Under shunt B's offer is pending.  Cases, each call
+ * timed (under 100 ms; before: SHUNT_ACCEPT_WAIT_MS, 200 ms):
+ * - epoll_ctl MOD for B's reply in a set holding both connections, then
+ *   epoll_wait for both replies: B stays pending in the set until the
+ *   server, done with A, answers it and wakes the set (src/shim/epoll.c
+ *   pend_due, early.c rdv_offer_wake_me): accelerated, every round;
+ * - poll() over both with time-out 0, and a non-blocking write of a
+ *   request bigger than the offer's slot carries: such a call settles the
+ *   offer, waiting for the server's claim NONBLOCK_OFFER_NS at most - B is
+ *   plain, reason accept-timeout (early.c rdv_offer_settle_nb).
+ * Requests are a length and bytes of a pattern; replies the length back.
+ * Skipped in the RDMA suite (the in-band handshake: main). */
 #include "common.h"
 #include <poll.h>
 #include <sys/epoll.h>
@@ -19,7 +23,6 @@
 enum { C_EPOLL, C_POLL, C_WRITE, NCASES };
 #define ROUNDS 4
 #define BIG (256 * 1024)
-#define SLOW_S 0.1
 
 /* One connection at a time, in the order they came: the request, the reply. */
 static void serve(int s, int c, pid_t client)
@@ -84,16 +87,36 @@ static void req_push(struct req *q)
 static void req_reply(struct req *q)
 {
 	uint32_t n, want;
-	ssize_t r = read(q->fd, &n, sizeof n);
+	ssize_t r;
 
+	if (q->replied)
+		return; /* (level-triggered: the server's close after it) */
+	r = read(q->fd, &n, sizeof n);
 	if (r < 0) {
 		CHECK(errno == EAGAIN || errno == EWOULDBLOCK);
 		return;
 	}
 	CHECK(r == sizeof n);
 	memcpy(&want, q->buf, sizeof want);
-	CHECK(n == want && !q->replied);
+	CHECK(n == want);
 	q->replied = 1;
+}
+
+/* Both requests written and answered, by epoll_wait() on ep, which holds
+ * A for room and B for its reply. */
+static void finish_epoll(int ep, struct req *q)
+{
+	struct epoll_event out[4], ev = { .events = EPOLLIN, .data.fd = q[0].fd };
+
+	req_push(&q[0]);
+	CHECK(q[0].off == q[0].len);
+	CHECK(epoll_ctl(ep, EPOLL_CTL_MOD, q[0].fd, &ev) == 0);
+	while (!q[0].replied || !q[1].replied) {
+		int n = epoll_wait(ep, out, 4, 10000);
+		CHECK(n > 0);
+		for (int i = 0; i < n; i++)
+			req_reply(&q[out[i].data.fd == q[0].fd ? 0 : 1]);
+	}
 }
 
 /* Both requests written and answered, by poll(). */
@@ -115,11 +138,14 @@ static void finish(struct req *q)
 	}
 }
 
+/* 100 ms, or four times a fortieth of a raised SHUNT_ACCEPT_WAIT_MS (the
+ * RDMA suite's emulated devices: 30 s, then 3 s) */
 static void timed(double t0, const char *what)
 {
-	double dt = now_s() - t0;
+	const char *w = getenv("SHUNT_ACCEPT_WAIT_MS");
+	double dt = now_s() - t0, slow = w ? atof(w) / 40 / 1000 * 4 : 0;
 
-	if (dt >= SLOW_S) {
+	if (dt >= (slow > 0.1 ? slow : 0.1)) {
 		fprintf(stderr, "%s took %.0f ms\n", what, dt * 1000);
 		exit(1);
 	}
@@ -148,6 +174,7 @@ static void one(int c, const struct sockaddr_storage *ss, socklen_t len)
 		t0 = now_s();
 		CHECK(epoll_ctl(ep, EPOLL_CTL_MOD, b, &ev) == 0);
 		timed(t0, "epoll_ctl");
+		finish_epoll(ep, q);
 		close(ep);
 		break;
 	case C_POLL:
@@ -166,8 +193,13 @@ static void one(int c, const struct sockaddr_storage *ss, socklen_t len)
 	finish(q);
 	if (getenv("SHUNT_EXPECT")) {
 		struct shunt_info ia = sock_info(a), ib = sock_info(b);
-		CHECK(ia.mode == 1);               /* A: accelerated */
-		CHECK(ib.mode == 0 && ib.reason == 5); /* B: plain, accept-timeout */
+		/* A: accelerated; B: accelerated in the set, plain (and
+		 * why) if a call settled it */
+		if (ia.mode != 1 || (c == C_EPOLL ? ib.mode != 1 : ib.mode || ib.reason != 5)) {
+			fprintf(stderr, "case %d: A mode %u reason %u, B mode %u reason %u\n", c, ia.mode,
+				ia.reason, ib.mode, ib.reason);
+			exit(1);
+		}
 	}
 	free(q[0].buf);
 	free(q[1].buf);
@@ -177,6 +209,14 @@ static void one(int c, const struct sockaddr_storage *ss, socklen_t len)
 
 int main(void)
 {
+	const char *want = getenv("SHUNT_EXPECT");
+
+	/* The rendezvous in the registry's slots only: between two
+	 * addresses (the RDMA suite's) the handshake is the in-band one, on
+	 * the socket, which the server reads only once it took B - its wait
+	 * is the handshake's (docs/architecture.md, Known limits) */
+	if (want && strcmp(want, "shm"))
+		return 77;
 	/* two connections a round, taken one at a time */
 	return scripted_run(NCASES, ROUNDS, NCASES, 2 * ROUNDS, serve, one);
 }
