@@ -11,7 +11,11 @@
 # offered (SHUNT_BUSY_SHORT=0); shunt's default.  Medians; writes
 # OUT_PREFIX.tsv, .md and .png (default docs/bench/floor).  CLIENT=poll
 # makes the clients non-blocking, with poll() before each step; CLIENT=epoll
-# the same with each thread's epoll set (added for room, modified for bytes).
+# the same with each thread's epoll set (added for room, modified for bytes);
+# CLIENT=loop one event loop's set with every client thread in it (twice as
+# many connections in flight as threads, THREADS x PER in all), and
+# CLIENT=loop-seq the same against a server of one thread (one connection
+# at a time: it waits on the loop's next request).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 T=$(mktemp -d /tmp/shunt-floor.XXXXXX)

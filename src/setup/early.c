@@ -21,7 +21,11 @@
  * answer and attaches: rdv_offer_settle, from fdtab.c's lookups (a
  * blocking read, a poll for bytes alone and epoll_wait for bytes alone
  * in a set holding nothing else first sleep until the reply: client.c
- * rdv_await_reply).  The server copies the early
+ * rdv_await_reply; epoll_wait for bytes among others waits for the
+ * server's wake-up on this process's answer socket instead, and a
+ * non-blocking read before the server took the connection is EAGAIN;
+ * a call TCP never blocks in waits a fortieth of the answer's wait for
+ * the server's claim).  The server copies the early
  * bytes into the ring before it answers, and its answer in the slot is
  * final (server.c): its accept() returns with the request readable, the
  * client's read finds the reply.  The turns are TCP's.
@@ -275,14 +279,16 @@ int rdv_offer_due(struct sk *s, uint64_t now, uint64_t *due)
  * connection yet (its slot still OFFERED), nor written on the socket (a
  * plain one)?  As TCP's would then: EAGAIN, without settling - a read an
  * event loop makes on a stale report (its number given to a new
- * connection) waited for the server's claim.  1 if so. */
+ * connection) waited for the server's claim.  1 if so, within the offer's
+ * wait only: a reader that only ever reads settles it then (a plain
+ * server, never claiming, gets the first bytes on its socket). */
 int rdv_offer_unclaimed(struct sk *s)
 {
 	struct offer *o;
 	uint32_t w;
 	int r = 0, fd = -1;
 
-	if (pthread_mutex_trylock(&s->offer_lock))
+	if (shunt_now_ns() >= s->born_ns + accept_wait_ns() || pthread_mutex_trylock(&s->offer_lock))
 		return 0;
 	if ((o = s->offer)) {
 		w = __atomic_load_n(&o->sl->state, __ATOMIC_ACQUIRE);
@@ -293,8 +299,9 @@ int rdv_offer_unclaimed(struct sk *s)
 	return r && !rdv_tcp_has_input(fd);
 }
 
-/* ... settled: an answer taken at once; past its wait, a server that has
- * not claimed it gets it plain (accept-timeout) at once. */
+/* ... settled (by epoll_wait, a non-blocking read): an answer taken at
+ * once; past its wait, a server that has not claimed it gets it plain
+ * (accept-timeout) at once. */
 void rdv_offer_settle_due(struct sk *s)
 {
 	settle_within(s, shunt_now_ns() >= s->born_ns + accept_wait_ns() ? 0 : accept_wait_ns() / NONBLOCK_WAIT_PART);

@@ -108,7 +108,7 @@ static ssize_t accel_recv(int fd, const struct iovec *iov, int cnt, int flags, i
 			sk_put(s);
 			return edge(-EAGAIN);
 		} else if (nb) {
-			rdv_offer_settle_nb(s);
+			rdv_offer_settle_due(s);
 		} else {
 			rdv_offer_settle(s);
 		}

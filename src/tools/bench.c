@@ -245,8 +245,13 @@ static void w_setup(int n)
  * save.  CS_POLL: the byte each way as an event loop's client makes it -
  * a non-blocking socket, connect() in progress, poll() for each turn;
  * CS_EPOLL: the same with the thread's epoll set (libuv's, redis's ae):
- * added for room, modified for bytes, closed. */
-enum { CS_BYTE, CS_NONE, CS_POLL, CS_EPOLL };
+ * added for room, modified for bytes, closed.  CS_LOOP: one event loop's
+ * set and all the threads in it (memcached's workers, Netty's), twice as
+ * many connections in flight as threads, each the same steps, made and
+ * closed by whichever thread has its report; CS_LOOP_SEQ: the same
+ * against a server of one thread, one connection at a time (it waits for
+ * the loop's next request while the loop readies other connections). */
+enum { CS_BYTE, CS_NONE, CS_POLL, CS_EPOLL, CS_LOOP, CS_LOOP_SEQ };
 
 static void poll_for(int fd, short ev)
 {
@@ -366,6 +371,106 @@ static void *cs_client(void *arg)
 	return NULL;
 }
 
+/* ---- CS_LOOP's client: one set, every thread in it ---- */
+#define LOOP_MAXFD 65536
+struct loop {
+	struct sockaddr_in a;
+	int ep, total, started, done;
+	uint32_t gen;
+	pthread_mutex_t lk;
+	struct { uint32_t gen; int state; } *c; /* by descriptor: 0 free, 1 connecting, 2 asked */
+};
+
+static uint64_t loop_tag(const struct loop *lp, int fd)
+{
+	return (uint64_t)lp->c[fd].gen << 32 | (uint32_t)fd;
+}
+
+/* (under lk) one more connection, added for room */
+static void loop_start(struct loop *lp)
+{
+	struct epoll_event e = { .events = EPOLLOUT };
+	int fd;
+
+	if (lp->started == lp->total)
+		return;
+	lp->started++;
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	if (fd < 0 || fd >= LOOP_MAXFD || (connect(fd, (const void *)&lp->a, sizeof lp->a) && errno != EINPROGRESS))
+		die("connect");
+	lp->c[fd].gen = ++lp->gen;
+	lp->c[fd].state = 1;
+	e.data.u64 = loop_tag(lp, fd);
+	if (epoll_ctl(lp->ep, EPOLL_CTL_ADD, fd, &e))
+		die("epoll_ctl");
+}
+
+/* (under lk) one report; one of a connection that ended is dropped */
+static void loop_event(struct loop *lp, const struct epoll_event *e)
+{
+	int fd = (int)(uint32_t)e->data.u64;
+	struct epoll_event in = { .events = EPOLLIN, .data.u64 = e->data.u64 };
+	char c = 'x';
+	ssize_t r;
+
+	if (fd < 0 || fd >= LOOP_MAXFD || e->data.u64 != loop_tag(lp, fd))
+		return;
+	if (lp->c[fd].state == 1 && (e->events & EPOLLOUT)) {
+		if (write(fd, &c, 1) != 1 || epoll_ctl(lp->ep, EPOLL_CTL_MOD, fd, &in))
+			die("write");
+		lp->c[fd].state = 2;
+	} else if (lp->c[fd].state == 2 && (e->events & (EPOLLIN | EPOLLHUP | EPOLLERR))) {
+		if ((r = read(fd, &c, 1)) < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+		if (r != 1)
+			die("read");
+		lp->c[fd].state = 0;
+		close(fd);
+		lp->done++;
+		loop_start(lp);
+	}
+}
+
+static void *loop_thread(void *arg)
+{
+	struct loop *lp = arg;
+	struct epoll_event out[8];
+
+	for (;;) {
+		int n = epoll_wait(lp->ep, out, 8, 100), end;
+		if (n < 0 && errno != EINTR)
+			die("epoll_wait");
+		pthread_mutex_lock(&lp->lk);
+		for (int i = 0; i < n; i++)
+			loop_event(lp, &out[i]);
+		end = lp->done == lp->total;
+		pthread_mutex_unlock(&lp->lk);
+		if (end)
+			return NULL;
+	}
+}
+
+static void loop_run(const struct sockaddr_in *a, int threads, int total)
+{
+	struct loop lp = { .a = *a, .total = total, .lk = PTHREAD_MUTEX_INITIALIZER };
+	pthread_t *t = calloc((size_t)threads, sizeof *t);
+
+	lp.c = calloc(LOOP_MAXFD, sizeof *lp.c);
+	if (!t || !lp.c || (lp.ep = epoll_create1(EPOLL_CLOEXEC)) < 0)
+		die("loop");
+	pthread_mutex_lock(&lp.lk);
+	for (int i = 0; i < 2 * threads; i++)
+		loop_start(&lp);
+	pthread_mutex_unlock(&lp.lk);
+	for (int i = 0; i < threads; i++)
+		pthread_create(&t[i], NULL, loop_thread, &lp);
+	for (int i = 0; i < threads; i++)
+		pthread_join(t[i], NULL);
+	close(lp.ep);
+	free(lp.c);
+	free(t);
+}
+
 static double cpu_s(int who)
 {
 	struct rusage u;
@@ -389,17 +494,21 @@ static void w_setup_concurrent(int threads, int per, int mode, int cpu)
 		die("setup");
 	p = fork();
 	if (!p) {
-		for (int i = 0; i < threads; i++)
+		for (int i = 0; i < (mode == CS_LOOP_SEQ ? 1 : threads); i++)
 			pthread_create(&t[i], NULL, cs_server, &cs);
 		if (read(go[0], &b, 1) < 0) /* the clients are done */
 			die("read");
 		_exit(0);
 	}
 	t0 = now();
-	for (int i = 0; i < threads; i++)
-		pthread_create(&t[i], NULL, cs_client, &cs);
-	for (int i = 0; i < threads; i++)
-		pthread_join(t[i], NULL);
+	if (mode == CS_LOOP || mode == CS_LOOP_SEQ) {
+		loop_run(&cs.a, threads, threads * per);
+	} else {
+		for (int i = 0; i < threads; i++)
+			pthread_create(&t[i], NULL, cs_client, &cs);
+		for (int i = 0; i < threads; i++)
+			pthread_join(t[i], NULL);
+	}
 	t0 = now() - t0;
 	if (write(go[1], "d", 1) != 1)
 		die("write");
@@ -483,6 +592,8 @@ int cmd_bench_worker(int argc, char **argv)
 				   !strcmp(argv[4], "none")    ? CS_NONE
 				   : !strcmp(argv[4], "poll")  ? CS_POLL
 				   : !strcmp(argv[4], "epoll") ? CS_EPOLL
+				   : !strcmp(argv[4], "loop")  ? CS_LOOP
+				   : !strcmp(argv[4], "loop-seq") ? CS_LOOP_SEQ
 							       : CS_BYTE,
 				   1);
 	else if (!strcmp(argv[1], "rawshm") && argc == 4)

@@ -10,6 +10,8 @@
  *   epoll_wait for both replies: B stays pending in the set until the
  *   server, done with A, answers it and wakes the set (src/shim/epoll.c
  *   pend_due, early.c rdv_offer_wake_me): accelerated, every round;
+ * - the same with a non-blocking read of B first: EAGAIN, as TCP's, and B
+ *   still pending (early.c rdv_offer_unclaimed) - accelerated after;
  * - poll() over both with time-out 0, and a non-blocking write of a
  *   request bigger than the offer's slot carries: such a call settles the
  *   offer, waiting for the server's claim NONBLOCK_OFFER_NS at most - B is
@@ -20,7 +22,7 @@
 #include <poll.h>
 #include <sys/epoll.h>
 
-enum { C_EPOLL, C_POLL, C_WRITE, NCASES };
+enum { C_EPOLL, C_READ, C_POLL, C_WRITE, NCASES };
 #define ROUNDS 4
 #define BIG (256 * 1024)
 
@@ -163,6 +165,7 @@ static void one(int c, const struct sockaddr_storage *ss, socklen_t len)
 	req_init(&q[1], b, c == C_WRITE ? BIG : 1);
 	switch (c) {
 	case C_EPOLL:
+	case C_READ:
 		CHECK((ep = epoll_create1(0)) >= 0);
 		ev.data.fd = a;
 		CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, a, &ev) == 0);
@@ -170,6 +173,12 @@ static void one(int c, const struct sockaddr_storage *ss, socklen_t len)
 		CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, b, &ev) == 0);
 		req_push(&q[1]);
 		CHECK(q[1].off == q[1].len);
+		if (c == C_READ) {
+			char x;
+			t0 = now_s();
+			CHECK(read(b, &x, 1) == -1 && (errno == EAGAIN || errno == EWOULDBLOCK));
+			timed(t0, "read");
+		}
 		ev.events = EPOLLIN;
 		t0 = now_s();
 		CHECK(epoll_ctl(ep, EPOLL_CTL_MOD, b, &ev) == 0);
@@ -195,7 +204,7 @@ static void one(int c, const struct sockaddr_storage *ss, socklen_t len)
 		struct shunt_info ia = sock_info(a), ib = sock_info(b);
 		/* A: accelerated; B: accelerated in the set, plain (and
 		 * why) if a call settled it */
-		if (ia.mode != 1 || (c == C_EPOLL ? ib.mode != 1 : ib.mode || ib.reason != 5)) {
+		if (ia.mode != 1 || (c <= C_READ ? ib.mode != 1 : ib.mode || ib.reason != 5)) {
 			fprintf(stderr, "case %d: A mode %u reason %u, B mode %u reason %u\n", c, ia.mode,
 				ia.reason, ib.mode, ib.reason);
 			exit(1);
