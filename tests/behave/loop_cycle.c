@@ -14,8 +14,9 @@
  *   still pending (early.c rdv_offer_unclaimed) - accelerated after;
  * - poll() over both with time-out 0, and a non-blocking write of a
  *   request bigger than the offer's slot carries: such a call settles the
- *   offer, waiting for the server's claim NONBLOCK_OFFER_NS at most - B is
- *   plain, reason accept-timeout (early.c rdv_offer_settle_nb).
+ *   offer, waiting for the server's claim a fortieth of
+ *   SHUNT_ACCEPT_WAIT_MS (5 ms) at most - B is plain, reason
+ *   accept-timeout (early.c rdv_offer_settle_nb).
  * Requests are a length and bytes of a pattern; replies the length back.
  * Skipped in the RDMA suite (the in-band handshake: main). */
 #include "common.h"
