@@ -160,14 +160,17 @@ struct shunt_slot {
 	uint64_t answer_arena;    /* ANSWERED: the arena id (one the client confirmed a
 				     connection in: it maps it, unless it dropped it since) */
 	uint32_t answer_seg;      /* ANSWERED: the segment in it, or SHUNT_SLOT_BY_MSG */
-	_Atomic uint32_t client_waiting; /* the client sleeps on state: SHUNT_WAIT_ANSWER wake
-				     it at the answer; SHUNT_WAIT_DATA (a blocking read
-				     settles the offer) at the server's first wake-up of
-				     its reader - data, a shutdown, its close - or now if
-				     the answer is by message (src/setup/server.c);
-				     SHUNT_WAIT_EPOLL (the offer waits in an epoll set
-				     that holds the client's socket, c<sock_id>): an empty
-				     datagram there after the answer */
+	_Atomic uint32_t client_waiting; /* bits, one a waiter of the client's (several
+				     threads may wait): SHUNT_WAIT_ANSWER, asleep on
+				     state: wake it at the answer; SHUNT_WAIT_DATA (a
+				     blocking read settles the offer), asleep on state:
+				     at the server's first wake-up of its reader - data,
+				     a shutdown, its close - or now if the answer is by
+				     message (src/setup/server.c); SHUNT_WAIT_EPOLL (the
+				     offer waits in an epoll set that holds the client's
+				     socket, c<sock_id>): an empty datagram there after
+				     the answer, no futex wake-up; a bit not known: as
+				     SHUNT_WAIT_ANSWER */
 };
 #define SHUNT_SLOT_BY_MSG 0xffffffffu
 #define SHUNT_WAIT_ANSWER 1u

@@ -133,7 +133,7 @@ static int client_wait_answer(struct shunt_slot *sl, uint32_t gen, uint64_t nonc
 		}
 		/* the flag first: a server answering now either sees it or
 		 * changes the state before the futex looks */
-		__atomic_store_n(&sl->client_waiting, 1, __ATOMIC_SEQ_CST);
+		__atomic_fetch_or(&sl->client_waiting, SHUNT_WAIT_ANSWER, __ATOMIC_SEQ_CST);
 		shunt_futex_wait(&sl->state, w, slice);
 		if (slice < ANSWER_SLICE_MAX_NS)
 			slice *= 2;
@@ -181,7 +181,7 @@ static int client_wait_msg(struct shunt_slot *sl, uint32_t gen, uint64_t nonce, 
  * them 1.08x).  Not in the slot's wait itself, which holds the offer's
  * lock: another thread's call on the connection (its request, with this
  * one a reader started first) settles it meanwhile, asking for the answer
- * (SHUNT_WAIT_ANSWER, which our word never overwrites).  A signal ends
+ * (SHUNT_WAIT_ANSWER, a bit of the word beside ours).  A signal ends
  * the sleep: 1 then, else 0.  A poll's time-out (max_ns) may end it sooner. */
 #define REPLY_WAIT_NS 20000000ull
 
@@ -195,7 +195,7 @@ int rdv_await_reply(struct shunt_slot *sl, uint32_t gen, uint64_t max_ns)
 	unsigned yields = 0;
 
 	for (;;) {
-		uint32_t w = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE), st = SHUNT_SLOT_STATE(w), none = 0;
+		uint32_t w = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE), st = SHUNT_SLOT_STATE(w);
 		uint64_t el = shunt_now_ns() - start;
 
 		if (shunt_signals_seen() != sig0) { /* (first: an answer is no reply) */
@@ -224,8 +224,7 @@ int rdv_await_reply(struct shunt_slot *sl, uint32_t gen, uint64_t max_ns)
 		}
 		/* a server answering now either sees the flag or changes the
 		 * state before the futex looks (its CAS, then its look) */
-		__atomic_compare_exchange_n(&sl->client_waiting, &none, SHUNT_WAIT_DATA, 0, __ATOMIC_SEQ_CST,
-					    __ATOMIC_SEQ_CST);
+		__atomic_fetch_or(&sl->client_waiting, SHUNT_WAIT_DATA, __ATOMIC_SEQ_CST);
 		shunt_futex_wait(&sl->state, w, limit - el);
 	}
 	shunt_spin_end(turn);

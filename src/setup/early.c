@@ -227,28 +227,49 @@ int rdv_offer_mark_epoll(struct sk *s)
  * and settles those answered, or past SHUNT_ACCEPT_WAIT_MS.  No call of
  * the event loop's waits for the server's accept. */
 
-/* 1: s's offer waits so; 0: settle it now - answered or failed meanwhile,
- * another thread waiting on it, or its lock busy (it is being settled). */
-int rdv_offer_wake_me(struct sk *s)
+/* The end of s's offer's wait for the server (SHUNT_ACCEPT_WAIT_MS). */
+static uint64_t offer_end(const struct sk *s)
+{
+	return s->born_ns + accept_wait_ns();
+}
+
+/* A look at s's pending offer that never waits for its lock: its slot's
+ * state (SLOT_*; SLOT_FAILED if the slot is another reservation's now),
+ * with `flag` added to its waiters first - or -1: settled, or being
+ * settled by another thread (the lock busy), which then does it. */
+static int offer_look(struct sk *s, uint32_t flag, int *sockfd)
 {
 	struct offer *o;
-	uint32_t none = 0, w, st;
-	int ok = 0;
+	uint32_t w;
+	int st = -1;
 
 	if (pthread_mutex_trylock(&s->offer_lock))
-		return 0;
-	if ((o = s->offer) &&
-	    (__atomic_compare_exchange_n(&o->sl->client_waiting, &none, SHUNT_WAIT_EPOLL, 0, __ATOMIC_SEQ_CST,
-					 __ATOMIC_SEQ_CST) ||
-	     none == SHUNT_WAIT_EPOLL)) {
+		return -1;
+	if ((o = s->offer)) {
 		/* the server's CAS to ANSWERED, then its look at the flag:
 		 * it sees ours, or we see its answer here */
+		if (flag)
+			__atomic_fetch_or(&o->sl->client_waiting, flag, __ATOMIC_SEQ_CST);
 		w = __atomic_load_n(&o->sl->state, __ATOMIC_SEQ_CST);
-		st = SHUNT_SLOT_STATE(w);
-		ok = SHUNT_SLOT_GEN(w) == o->gen && (st == SLOT_OFFERED || st == SLOT_CLAIMED);
+		st = SHUNT_SLOT_GEN(w) == o->gen ? (int)SHUNT_SLOT_STATE(w) : SLOT_FAILED;
+		if (sockfd)
+			*sockfd = o->sockfd;
 	}
 	pthread_mutex_unlock(&s->offer_lock);
-	return ok;
+	return st;
+}
+
+static int st_waiting(int st)
+{
+	return st == SLOT_OFFERED || st == SLOT_CLAIMED;
+}
+
+/* 1: s's offer waits so (other threads of ours may wait on it too: the
+ * flags are bits); 0: settle it now - answered or failed meanwhile, or
+ * its lock busy (it is being settled). */
+int rdv_offer_wake_me(struct sk *s)
+{
+	return st_waiting(offer_look(s, SHUNT_WAIT_EPOLL, NULL));
 }
 
 /* Is s's offer, so waited for, to be settled now?  1 if the server is
@@ -257,22 +278,17 @@ int rdv_offer_wake_me(struct sk *s)
  * that one settles it. */
 int rdv_offer_due(struct sk *s, uint64_t now, uint64_t *due)
 {
-	struct offer *o;
-	uint64_t end = s->born_ns + accept_wait_ns();
-	uint32_t w, st;
-	int r = 0;
+	uint64_t end = offer_end(s);
+	int st = offer_look(s, 0, NULL);
 
-	if (pthread_mutex_trylock(&s->offer_lock))
+	if (st < 0)
 		return 0;
-	if ((o = s->offer)) {
-		w = __atomic_load_n(&o->sl->state, __ATOMIC_ACQUIRE);
-		st = SHUNT_SLOT_STATE(w);
-		r = SHUNT_SLOT_GEN(w) != o->gen || (st != SLOT_OFFERED && st != SLOT_CLAIMED) || now >= end;
-		if (!r && end < *due)
+	if (st_waiting(st) && now < end) {
+		if (end < *due)
 			*due = end;
+		return 0;
 	}
-	pthread_mutex_unlock(&s->offer_lock);
-	return r;
+	return 1;
 }
 
 /* Would a non-blocking read find nothing - the server has not taken the
@@ -284,19 +300,9 @@ int rdv_offer_due(struct sk *s, uint64_t now, uint64_t *due)
  * server, never claiming, gets the first bytes on its socket). */
 int rdv_offer_unclaimed(struct sk *s)
 {
-	struct offer *o;
-	uint32_t w;
-	int r = 0, fd = -1;
+	int fd = -1;
 
-	if (shunt_now_ns() >= s->born_ns + accept_wait_ns() || pthread_mutex_trylock(&s->offer_lock))
-		return 0;
-	if ((o = s->offer)) {
-		w = __atomic_load_n(&o->sl->state, __ATOMIC_ACQUIRE);
-		r = SHUNT_SLOT_GEN(w) == o->gen && SHUNT_SLOT_STATE(w) == SLOT_OFFERED;
-		fd = o->sockfd;
-	}
-	pthread_mutex_unlock(&s->offer_lock);
-	return r && !rdv_tcp_has_input(fd);
+	return shunt_now_ns() < offer_end(s) && offer_look(s, 0, &fd) == SLOT_OFFERED && !rdv_tcp_has_input(fd);
 }
 
 /* ... settled (by epoll_wait, a non-blocking read): an answer taken at
@@ -304,7 +310,7 @@ int rdv_offer_unclaimed(struct sk *s)
  * (accept-timeout) at once. */
 void rdv_offer_settle_due(struct sk *s)
 {
-	settle_within(s, shunt_now_ns() >= s->born_ns + accept_wait_ns() ? 0 : accept_wait_ns() / NONBLOCK_WAIT_PART);
+	settle_within(s, shunt_now_ns() >= offer_end(s) ? 0 : accept_wait_ns() / NONBLOCK_WAIT_PART);
 }
 
 /* ... by a blocking read, or a poll for bytes: first asleep until the

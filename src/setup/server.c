@@ -101,13 +101,15 @@ static int slot_answered(struct shunt_slot *sl, uint32_t gen, struct conn *c, in
 
 	if (!rdv_slot_cas(sl, gen, SLOT_CLAIMED, SLOT_ANSWERED))
 		return 0;
-	/* a wake of a slot that was freed and reused is spurious, harmless */
+	/* a wake of a slot that was freed and reused is spurious, harmless;
+	 * the word's bits are its waiters' (two threads of the client may
+	 * wait: a read, another call), a bit we do not know one to wake now */
 	why = __atomic_load_n(&sl->client_waiting, __ATOMIC_SEQ_CST);
-	if (why == SHUNT_WAIT_DATA && !by_msg)
-		shm_wake_owed(c, &sl->state);
-	else if (why) /* (two threads of the client may wait: a read, another call) */
+	if ((why & ~(SHUNT_WAIT_DATA | SHUNT_WAIT_EPOLL)) || ((why & SHUNT_WAIT_DATA) && by_msg))
 		shunt_futex_wake(&sl->state, INT32_MAX);
-	if (why == SHUNT_WAIT_EPOLL && !by_msg) /* (an accept message wakes the set itself) */
+	else if (why & SHUNT_WAIT_DATA)
+		shm_wake_owed(c, &sl->state);
+	if ((why & SHUNT_WAIT_EPOLL) && !by_msg) /* (an accept message wakes the set itself) */
 		rdv_send_wake(sock_id);
 	return 1;
 }

@@ -433,6 +433,13 @@ static int msg_join(struct epset *ep)
 	return 1;
 }
 
+/* s's pending offer waited for among others: the set holds the answer
+ * socket, which the server wakes once it answered.  0: settle it now. */
+static int pend_many_ok(struct epset *ep, struct sk *s)
+{
+	return msg_join(ep) && rdv_offer_wake_me(s);
+}
+
 /* r (pending) waited for: bytes alone in the set alone, bytes among others,
  * or room. */
 static void pend_mark(struct epset *ep, struct epreg *r, int in, int many)
@@ -471,7 +478,7 @@ static int pend_ctl(struct epset *ep, int epfd, int op, int fd, struct sk *s, st
 	/* (room and bytes at once - nginx's add - among the many: the wait
 	 * for the reply would hold the report of room) */
 	many = in && (out || !epollin_pend_ok(ep, r));
-	if (many && (!msg_join(ep) || !rdv_offer_wake_me(s)))
+	if (many && !pend_many_ok(ep, s))
 		goto out;
 	if (!r && ((*err = ensure_cap(ep, fd)) || !(r = calloc(1, sizeof *r)))) {
 		*err = *err ? *err : -ENOMEM;
@@ -808,7 +815,7 @@ int ep_wait(struct sk *eps, int epfd, struct epoll_event *evs, int max, int time
 		solo = timeout_ms && !mask && !ep->nplain && ep->nregs == 1 &&
 		       __atomic_load_n(&ep->sleepers, __ATOMIC_RELAXED) == 1;
 		/* not alone any more: among the many, if it can */
-		if (!solo && msg_join(ep) && rdv_offer_wake_me(ep->pend_in->s))
+		if (!solo && pend_many_ok(ep, ep->pend_in->s))
 			pend_mark(ep, ep->pend_in, 1, 1);
 		else
 			s = sk_ref(ep->pend_in->s);
@@ -877,12 +884,9 @@ static int wait_loop(struct epset *ep, int epfd, struct epoll_event *evs, int ma
 		 * where a shunt server listens too - would leave its first
 		 * bytes in the slot) */
 		if (due != UINT64_MAX || __atomic_load_n(&ep->many_seen, __ATOMIC_RELAXED)) {
-			uint64_t now = shunt_now_ns(), cap = (uint64_t)shunt_cfg.accept_wait_ms * 1000000ull;
-			if (due > now && due - now < cap)
-				cap = due - now;
-			if (due <= now)
-				cap = 0;
-			int cap_ms = (int)((cap + 999999) / 1000000);
+			uint64_t now = shunt_now_ns(), left = due > now ? due - now : 0;
+			uint64_t cap = (uint64_t)shunt_cfg.accept_wait_ms * 1000000ull;
+			int cap_ms = (int)(((left < cap ? left : cap) + 999999) / 1000000);
 			if (wait_ms < 0 || cap_ms < wait_ms)
 				wait_ms = cap_ms;
 		}
