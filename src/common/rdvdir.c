@@ -14,7 +14,9 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include "rdvdir.h"
 
@@ -84,4 +86,62 @@ int rdvdir_open_default(char *path, size_t pathlen, int create, enum rdvdir_kind
 	close(bfd);
 	snprintf(path, pathlen, "%s/shunt", base);
 	return rdvdir_open(path, create, 0, kind, ignored, sizeof ignored);
+}
+
+/* ---- what dead processes left ----
+ * A process holds a shared lock on its s<id> file for its life (stats.c),
+ * a listener one on its port's p<port> registry (registry.c); the kernel
+ * drops them with the process, however it ended.  A clean exit removes
+ * its files; a killed process (SIGKILL, SIGTERM without a handler, a
+ * crash) leaves them - 100-300 KB each: a pair more for every server
+ * killed on a port of its own, until `shunt ss` or a sweep
+ * (src/setup/dirsweep.c) finds them. */
+
+static int all_of(const char *s, size_t n, const char *set)
+{
+	return n && strspn(s, set) == n;
+}
+
+int rdvdir_entry_kind(const char *name)
+{
+	size_t n = strlen(name);
+	const char *dot = strchr(name, '.');
+
+	if (name[0] == 's' && n == 17 && all_of(name + 1, 16, "0123456789abcdef"))
+		return 's';
+	if (name[0] != 'p')
+		return 0;
+	if (!dot)
+		return n <= 6 && all_of(name + 1, n - 1, "0123456789") ? 'p' : 0;
+	return dot - name <= 6 && all_of(name + 1, (size_t)(dot - name - 1), "0123456789") &&
+			       strlen(dot + 1) == 16 && all_of(dot + 1, 16, "0123456789abcdef")
+		       ? 't'
+		       : 0;
+}
+
+int rdvdir_reap(int dirfd, const char *name, int fd)
+{
+	int kind = rdvdir_entry_kind(name), gone = 0;
+	struct stat st, named;
+	struct timespec now;
+	char sock[32];
+
+	if (!kind || fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+	    clock_gettime(CLOCK_REALTIME, &now) || now.tv_sec - st.st_ctim.tv_sec < RDVDIR_YOUNG_S)
+		return 0;
+	if (kind == 't') /* made, linked and removed in one call: its maker died */
+		return !unlinkat(dirfd, name, 0);
+	if (flock(fd, LOCK_EX | LOCK_NB))
+		return 0; /* alive */
+	/* the name may lead to a new file by now (a listener replaced it) */
+	if (!fstatat(dirfd, name, &named, AT_SYMLINK_NOFOLLOW) && named.st_ino == st.st_ino &&
+	    named.st_dev == st.st_dev && !unlinkat(dirfd, name, 0)) {
+		gone = 1;
+		if (kind == 's') {
+			snprintf(sock, sizeof sock, "c%s", name + 1);
+			unlinkat(dirfd, sock, 0);
+		}
+	}
+	flock(fd, LOCK_UN);
+	return gone;
 }

@@ -29,4 +29,21 @@ int rdvdir_open(const char *path, int create, int explicit, enum rdvdir_kind *ki
  * -errno; path receives the name used, why the refusal of the first. */
 int rdvdir_open_default(char *path, size_t pathlen, int create, enum rdvdir_kind *kind,
 			char *why, size_t whylen);
+
+/* ---- what dead processes left (rdvdir.c rdvdir_reap) ---- */
+/* A file younger than this is never judged: its process makes it, then
+ * takes its lock. */
+#define RDVDIR_YOUNG_S 2
+
+/* What a directory entry's name is: 's' a process's stats file (s<id>,
+ * with its socket c<id>), 'p' a port's registry (p<port>), 't' a
+ * registry's temporary (p<port>.<random>), 0 anything else. */
+int rdvdir_entry_kind(const char *name);
+
+/* The file `name` of directory dirfd, open as fd (O_NOFOLLOW, O_NONBLOCK):
+ * if it is our user's, not young, and nobody holds its lock - its
+ * process is gone, however it ended - it is removed (an s<id> file with
+ * its c<id> socket; a registry under its exclusive lock, as its last
+ * listener does).  1 if removed. */
+int rdvdir_reap(int dirfd, const char *name, int fd);
 #endif

@@ -484,6 +484,7 @@ int rdv_listen(int fd, struct sk *s)
 		pthread_mutex_unlock(&reg_lock);
 		s->listen_addr = a;
 		s->listen_port = a.port;
+		rdv_dir_sweep(); /* (a server restarted: what its killed self left) */
 		return 0;
 	}
 	return 0;

@@ -288,6 +288,7 @@ void rdv_atfork_child(void);
 void rdv_unlisten(uint16_t port);
 void rdv_note_end(struct sk *s); /* a client's connection ended: was it short? */
 void rdv_exit(void);
+void rdv_dir_sweep(void); /* dirsweep.c: what killed processes left goes */
 int shunt_addr_from_sockaddr(struct shunt_addr *a, const struct sockaddr *sa);
 
 /* peercred.c: the uid owning the TCP socket src -> dst on this host */

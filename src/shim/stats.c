@@ -218,12 +218,14 @@ void stats_free(struct shunt_stat_rec *r, int last_owner)
 	__atomic_store_n(&r->used, 0, __ATOMIC_RELEASE);
 }
 
-/* exit() and _exit(): a clean end removes the file; `shunt ss` reaps the
- * rest. */
+/* exit() and _exit(): a clean end removes the file - and, now and then,
+ * what killed processes left (dirsweep.c; `shunt ss` too). */
 void stats_exit(void)
 {
-	if (!shunt_sandboxed && sf && sf->pid == (uint32_t)getpid())
+	if (!shunt_sandboxed && sf && sf->pid == (uint32_t)getpid()) {
 		unlinkat(shunt_dirfd, sf_path, 0);
+		rdv_dir_sweep();
+	}
 }
 
 __attribute__((destructor)) static void stats_exit_dtor(void)

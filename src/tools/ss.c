@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "procnet.h"
+#include "../common/rdvdir.h"
 #include "tool.h"
 #include "shunt/wire.h"
 
@@ -32,30 +33,6 @@ static void fmt_addr(char *buf, size_t n, const struct shunt_addr *a)
 		inet_ntop(AF_INET6, a->ip, ip, sizeof ip);
 		snprintf(buf, n, "[%s]:%u", ip, a->port);
 	}
-}
-
-/* A dead process's files: the lock is free.  Remove them.  A file made
- * in the last seconds is left alone: its process creates it, then takes
- * the lock (stats.c) - reaped in between, a live process's connections
- * went unlisted and its message socket (c<id>) with them. */
-#define YOUNG_S 2
-
-static int reap_if_dead(const char *dir, const char *name, int fd)
-{
-	char path[PATH_MAX];
-	struct stat st;
-	struct timespec now;
-
-	if (fstat(fd, &st) || clock_gettime(CLOCK_REALTIME, &now) ||
-	    now.tv_sec - st.st_ctim.tv_sec < YOUNG_S)
-		return 0;
-	if (flock(fd, LOCK_EX | LOCK_NB))
-		return 0;
-	snprintf(path, sizeof path, "%s/%s", dir, name);
-	unlink(path);
-	snprintf(path, sizeof path, "%s/c%s", dir, name + 1);
-	unlink(path);
-	return 1;
 }
 
 struct opts {
@@ -120,18 +97,17 @@ static void print_rec(struct opts *o, const struct shunt_stats_file *f, const st
 	o->first = 0;
 }
 
-static void show_file(struct opts *o, const char *dir, const char *name)
+/* A process's file (s<id>) - or, a dead one's, any of its files: removed
+ * (src/common/rdvdir.c). */
+static void show_file(struct opts *o, int dfd, const char *name)
 {
-	char path[PATH_MAX];
 	struct shunt_stats_file *f;
 	struct stat st;
-	int fd;
+	int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 
-	snprintf(path, sizeof path, "%s/%s", dir, name);
-	fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return;
-	if (reap_if_dead(dir, name, fd) || fstat(fd, &st) || (size_t)st.st_size < sizeof *f)
+	if (rdvdir_reap(dfd, name, fd) || name[0] != 's' || fstat(fd, &st) || (size_t)st.st_size < sizeof *f)
 		goto out;
 	/* A copy, not a mapping: the file's owner may truncate it meanwhile
 	 * (a mapping would SIGBUS us) or rewrite it (we print what we read). */
@@ -182,8 +158,8 @@ int cmd_ss(int argc, char **argv)
 		       "ROLE", "MODE", "LOCAL", "PEER", "TX", "RX", "FALLBACK");
 	d = opendir(dir);
 	while (d && (de = readdir(d)))
-		if (de->d_name[0] == 's' && strlen(de->d_name) == 17)
-			show_file(&o, dir, de->d_name);
+		if (rdvdir_entry_kind(de->d_name))
+			show_file(&o, dirfd(d), de->d_name);
 	if (d)
 		closedir(d);
 	if (o.json)

@@ -2,7 +2,9 @@
  * processes, peers or the environment: the accept message, the segment
  * header, the configuration, the in-band handshake and a saved SYN's TCP
  * options, the failover message and the leftovers before it,
- * /proc/loadavg's text, and a line of /proc/net/tcp (`shunt ss`).  The first input byte selects the parser. */
+ * /proc/loadavg's text, a line of /proc/net/tcp (`shunt ss`), and a
+ * rendezvous directory entry's name (the sweep).  The first input byte
+ * selects the parser. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdint.h>
@@ -14,6 +16,7 @@
 #include "../../src/common/synopt.h"
 #include "../../src/common/failover.h"
 #include "../../src/common/loadavg.h"
+#include "../../src/common/rdvdir.h"
 #include "../../src/tools/procnet.h"
 
 static void fuzz_config(const uint8_t *d, size_t n)
@@ -41,7 +44,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
 
 	if (!n)
 		return 0;
-	switch (d[0] % 9) {
+	switch (d[0] % 10) {
+	case 9: {
+		/* a name (up to its NUL, as readdir gives it): a kind only for
+		 * shunt's own names, which a sweep may remove */
+		char *name = malloc(n);
+		int k;
+		memcpy(name, d + 1, n - 1);
+		name[n - 1] = 0;
+		k = rdvdir_entry_kind(name);
+		if (k && (strchr(name, '/') || (k != 's' && k != 'p' && k != 't') || name[0] != (k == 's' ? 's' : 'p') ||
+			  strlen(name) > 23))
+			abort();
+		free(name);
+		break;
+	}
 	case 8: {
 		/* text up to its NUL: an exact-size copy, so ASan sees any read past it */
 		char *line = malloc(n);
