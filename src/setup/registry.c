@@ -623,14 +623,16 @@ void rdv_exit(void)
 	 * signal's handler): their ports' files go as a close would take them */
 	if (!__atomic_load_n(&nports_listened, __ATOMIC_RELAXED))
 		return;
+	/* (the mapped ones, not the 65,536 ports: every forked child of a
+	 * server ends here - PostgreSQL's backends, one a connection - and
+	 * the port table's 512 KB, never touched in the child, cost a page
+	 * fault each 4 KB) */
 	pthread_mutex_lock(&reg_lock);
-	for (unsigned port = 1; port < 65536; port++) {
-		struct portreg *p = ports[port];
-		if (p && p->nlisten > 0 && p->lock_fd >= 0) {
+	for (struct portreg *p = all_regs; p; p = p->all_next)
+		if (p->nlisten > 0 && p->lock_fd >= 0 && ports[p->port] == p) {
 			p->nlisten = 0;
-			reg_release(p, (uint16_t)port);
+			reg_release(p, p->port);
 		}
-	}
 	pthread_mutex_unlock(&reg_lock);
 }
 

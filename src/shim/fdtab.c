@@ -30,6 +30,11 @@
 #define NCHUNKS 4096 /* fds up to 16M */
 
 static struct sk *_Atomic *chunks[NCHUNKS];
+/* one past the highest descriptor ever given an entry: fdtab_each looks
+ * no further (a forked child and an exit look at every entry - every
+ * PostgreSQL backend does both - and 4,096 chunk pointers and a chunk of
+ * 4,096 entries are 64 KB for a process of a few descriptors) */
+static _Atomic unsigned fd_hi;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sk *free_sks;
 
@@ -173,6 +178,9 @@ void fdtab_set(int fd, struct sk *s)
 		sk_put(s);
 		return;
 	}
+	for (unsigned hi = __atomic_load_n(&fd_hi, __ATOMIC_RELAXED); hi <= (unsigned)fd;)
+		if (__atomic_compare_exchange_n(&fd_hi, &hi, (unsigned)fd + 1, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+			break;
 	old = __atomic_exchange_n(p, s, __ATOMIC_ACQ_REL);
 	if (old && old->conn && old->conn->borrowed && old->conn->tcp_fd == fd)
 		old->conn->tcp_fd = -1; /* closed past the wrappers, and the number given again */
@@ -205,11 +213,13 @@ struct sk *fdtab_closing(int fd)
 
 void fdtab_each(void (*fn)(int fd, struct sk *s, void *arg), void *arg)
 {
-	for (unsigned hi = 0; hi < NCHUNKS; hi++) {
+	unsigned end = __atomic_load_n(&fd_hi, __ATOMIC_ACQUIRE);
+
+	for (unsigned hi = 0; hi * CHUNK < end; hi++) {
 		struct sk *_Atomic *c = __atomic_load_n(&chunks[hi], __ATOMIC_ACQUIRE);
 		if (!c)
 			continue;
-		for (unsigned lo = 0; lo < CHUNK; lo++) {
+		for (unsigned lo = 0; lo < CHUNK && hi * CHUNK + lo < end; lo++) {
 			struct sk *s = __atomic_load_n(&c[lo], __ATOMIC_ACQUIRE);
 			if (s)
 				fn((int)(hi * CHUNK + lo), s, arg);
