@@ -15,7 +15,10 @@
 # CLIENT=loop one event loop's set with every client thread in it (twice as
 # many connections in flight as threads, THREADS x PER in all), and
 # CLIENT=loop-seq the same against a server of one thread (one connection
-# at a time: it waits on the loop's next request).
+# at a time: it waits on the loop's next request).  CLIENT=fork: a server
+# that forks a process for each connection, which serves it and exit()s
+# (PostgreSQL's backends, inetd's), one accepting thread; its second
+# variant (fork-none) the child's close alone.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 T=$(mktemp -d /tmp/shunt-floor.XXXXXX)
@@ -27,7 +30,7 @@ ENVS=("-u LD_PRELOAD" "-u LD_PRELOAD" "$D SHUNT_BUSY_SHORT=0" "$D")
 # CLIENT=poll: the clients as an event loop's (non-blocking sockets, poll()
 # for each turn) instead of blocking calls
 K=${CLIENT:-byte}
-KINDS=("$K" none "$K" "$K")
+KINDS=("$K" "$([ "$K" = fork ] && echo fork-none || echo none)" "$K" "$K")
 ROUNDS=${1:-5}
 OUT=${2:-$ROOT/docs/bench/floor}
 IFS=';' read -r -a SHAPES <<< "${SHAPES:-8 2000;64 250}"

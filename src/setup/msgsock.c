@@ -41,8 +41,6 @@ int rdv_csock_get(uint64_t *id)
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
 	int fd, r = 0;
 
-	stats_adopt_maybe(); /* the s<id> file first: `shunt ss` learns from it
-				 * that a dead process's c<id> is to be reaped */
 	/* made already (every offer but the first asks): no lock - the id
 	 * and the socket are written before the pid that publishes them */
 	if (__atomic_load_n(&csock_pid, __ATOMIC_ACQUIRE) == shunt_pid() && csock_id) {
@@ -57,7 +55,8 @@ int rdv_csock_get(uint64_t *id)
 		r = -errno;
 		goto out;
 	}
-	csock_id = shunt_proc_id();
+	csock_id = shunt_proc_id(); /* (our s<id> file first: `shunt ss` learns from
+				     * it that a dead process's c<id> is to be reaped) */
 	rdv_path_of(sun.sun_path, sizeof sun.sun_path, 'c', csock_id);
 	/* every message then carries its sender's credentials (the kernel's) */
 	if (real.setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &(int){ 1 }, sizeof(int)) ||

@@ -22,7 +22,8 @@ extern char **environ;
 struct shunt_config shunt_cfg;
 int shunt_active;
 static uint64_t netns_ino;
-static uint64_t proc_id;
+static _Atomic int netns_stale; /* a forked child's: read at its first need */
+static _Atomic uint64_t proc_id; /* 0: not drawn yet (a forked child's) */
 
 static mode_t file_mode = 0600;
 int shunt_dirfd = -1;
@@ -78,10 +79,28 @@ static void open_dir(void)
 	shunt_dirfd = fd_hide(fd);
 }
 
-/* Names this process's files in SHUNT_DIR (s<id> stats, c<id> socket). */
+/* Names this process's files in SHUNT_DIR (s<id> stats, c<id> socket):
+ * drawn at start, and in a forked child at its first need - most children
+ * of a forking server never make a file or an offer (a PostgreSQL backend
+ * serves the connection it inherited), and each getrandom() was one more
+ * system call a fork. */
+uint64_t shunt_proc_name(void)
+{
+	uint64_t id = __atomic_load_n(&proc_id, __ATOMIC_ACQUIRE), n;
+
+	if (__builtin_expect(!id, 0)) {
+		n = shunt_random64() | 1; /* (0: none) */
+		id = __atomic_compare_exchange_n(&proc_id, &id, n, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) ? n : id;
+	}
+	return id;
+}
+
+/* ... given to another process (an offer, an arena, an in-band answer),
+ * which judges us alive by the lock on our s<id> file: the file first. */
 uint64_t shunt_proc_id(void)
 {
-	return proc_id;
+	stats_ensure_file();
+	return shunt_proc_name();
 }
 
 /* Is process `id` of SHUNT_DIR alive?  It holds a lock on its s<id> file
@@ -103,8 +122,13 @@ int shunt_proc_alive(uint64_t id)
 	return alive;
 }
 
+static void read_netns(void);
+
 uint64_t shunt_netns_ino(void)
 {
+	if (__builtin_expect(__atomic_load_n(&netns_stale, __ATOMIC_ACQUIRE), 0) &&
+	    __atomic_exchange_n(&netns_stale, 0, __ATOMIC_ACQ_REL))
+		read_netns();
 	return netns_ino;
 }
 
@@ -242,9 +266,9 @@ static void atfork_child(void)
 		gen = shunt_sandboxed ? (shunt_now_ns() << 1 ^ (uint64_t)shunt_pid() << 40) | 1
 				      : shunt_random64() | 1;
 	fdtab_each(hold_inherited, &gen);
-	if (!shunt_sandboxed) {
-		read_netns();
-		proc_id = shunt_random64();
+	if (!shunt_sandboxed) { /* (a program's unshare() before its fork is seen) */
+		__atomic_store_n(&netns_stale, 1, __ATOMIC_RELEASE);
+		__atomic_store_n(&proc_id, 0, __ATOMIC_RELEASE);
 	}
 	rdv_atfork_child();
 	bell_atfork_child();
@@ -267,7 +291,7 @@ __attribute__((constructor)) static void shunt_init(void)
 		shunt_warn("invalid %s: its safe default applies (docs/configuration.md)", bad);
 	shunt_log_on = shunt_cfg.log;
 	read_netns();
-	proc_id = shunt_random64();
+	proc_id = shunt_random64() | 1;
 	shunt_ncpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
 	if (shunt_ncpus < 1)
 		shunt_ncpus = 1;

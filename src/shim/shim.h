@@ -98,7 +98,8 @@ int shunt_dir_shared(void);   /* a configured directory other users write too */
 #define SHUNT_DIR_NAME_MAX 24
 void shunt_dir_name(char name[SHUNT_DIR_NAME_MAX], char kind, uint64_t id);
 uint64_t shunt_netns_ino(void);
-uint64_t shunt_proc_id(void);
+uint64_t shunt_proc_id(void);   /* given to another process: our s<id> file made first */
+uint64_t shunt_proc_name(void); /* the same, for naming our own files */
 int shunt_proc_alive(uint64_t id);
 mode_t shunt_file_mode(void);
 
@@ -302,6 +303,7 @@ void sk_describe(const struct sk *s, unsigned *mode, unsigned *reason);
 void stats_moved(struct sk *s);
 void stats_atfork_child(void);
 void stats_adopt(void);
+void stats_ensure_file(void); /* this process's s<id>: before its id is given out */
 void stats_exit(void);
 extern int stats_pending;
 static inline void stats_adopt_maybe(void)

@@ -36,7 +36,7 @@ int stats_pending = 1; /* no file yet: make it (and adopt) on first need */
 
 static int stats_init(void)
 {
-	uint64_t id = shunt_proc_id();
+	uint64_t id = shunt_proc_name();
 	struct shunt_stats_file *m;
 	int fd;
 
@@ -87,20 +87,52 @@ static void adopt_inherited(int fd, struct sk *s, void *arg)
 	s->stat = r;
 }
 
-/* The first need: this process's file, and the inherited sockets listed
- * in it.  Never under a seccomp filter (core.c): the parent's records go on
- * counting. */
+static int sf_failed; /* made and failed: not again (a forked child tries its own) */
+
+/* This process's file, made now if it is not.  Never under a seccomp
+ * filter (core.c): the parent's records go on counting. */
+static struct shunt_stats_file *stats_file(void)
+{
+	struct shunt_stats_file *f = __atomic_load_n(&sf, __ATOMIC_ACQUIRE);
+
+	if (f || sf_failed || shunt_sandboxed || shunt_dirfd < 0 || !shunt_active)
+		return f;
+	pthread_mutex_lock(&sf_lock);
+	if (!sf && !sf_failed && stats_init())
+		sf_failed = 1;
+	pthread_mutex_unlock(&sf_lock);
+	return __atomic_load_n(&sf, __ATOMIC_ACQUIRE);
+}
+
+void stats_ensure_file(void)
+{
+	(void)stats_file();
+}
+
+static void want_file(int fd, struct sk *s, void *any)
+{
+	(void)fd;
+	if (s->stat && !mine(s->stat) && s->kind != SK_CONN)
+		*(int *)any = 1;
+}
+
+/* The first need: the inherited sockets listed in this process's file -
+ * made for them only if there are any: a forked child serving the
+ * accelerated connection it inherited (listed once for all, under its
+ * maker) makes no file, and no unlink as it ends (a PostgreSQL backend a
+ * connection: 8 system calls and the mapping's faults a fork); a socket of
+ * its own, an offer or an arena makes it (stats_alloc, shunt_proc_id). */
 void stats_adopt(void)
 {
+	int any = 0;
+
 	if (!__atomic_exchange_n(&stats_pending, 0, __ATOMIC_ACQ_REL))
 		return;
 	if (shunt_sandboxed || shunt_dirfd < 0 || !shunt_active)
 		return;
-	pthread_mutex_lock(&sf_lock);
-	if (!sf)
-		stats_init();
-	pthread_mutex_unlock(&sf_lock);
-	fdtab_each(adopt_inherited, NULL);
+	fdtab_each(want_file, &any);
+	if (any && stats_file())
+		fdtab_each(adopt_inherited, NULL);
 }
 
 void stats_atfork_child(void)
@@ -113,6 +145,7 @@ void stats_atfork_child(void)
 		fd_close_internal(sf_fd);
 	sf = NULL;
 	sf_fd = -1;
+	sf_failed = 0;
 	pthread_mutex_init(&sf_lock, NULL);
 	__atomic_store_n(&stats_pending, 1, __ATOMIC_RELEASE);
 }
@@ -173,7 +206,7 @@ struct shunt_stat_rec *stats_alloc(int fd, struct sk *s)
 	unsigned start = sf_hint;
 
 	stats_adopt_maybe();
-	if (!(f = __atomic_load_n(&sf, __ATOMIC_ACQUIRE)))
+	if (!(f = stats_file()))
 		return NULL;
 	if (!start) /* a new thread's: spread from the others' */
 		start = (unsigned)((uintptr_t)&sf_hint >> 6);

@@ -250,8 +250,12 @@ static void w_setup(int n)
  * many connections in flight as threads, each the same steps, made and
  * closed by whichever thread has its report; CS_LOOP_SEQ: the same
  * against a server of one thread, one connection at a time (it waits for
- * the loop's next request while the loop readies other connections). */
-enum { CS_BYTE, CS_NONE, CS_POLL, CS_EPOLL, CS_LOOP, CS_LOOP_SEQ };
+ * the loop's next request while the loop readies other connections).
+ * CS_FORK: the server forks a process for each connection, which serves
+ * it and ends with exit() (PostgreSQL's backends, inetd's, a pre-fork
+ * server's recycled workers), one accepting thread, the children waited
+ * for (their CPU time counted); CS_FORK_NONE: the child only closes. */
+enum { CS_BYTE, CS_NONE, CS_POLL, CS_EPOLL, CS_LOOP, CS_LOOP_SEQ, CS_FORK, CS_FORK_NONE };
 
 static void poll_for(int fd, short ev)
 {
@@ -321,6 +325,28 @@ struct csetup {
 	int l, n, mode;
 };
 
+/* CS_FORK's server: a process a connection */
+static void cs_fork_serve(struct csetup *cs, int fd)
+{
+	char c;
+	pid_t p = fork();
+
+	if (p < 0)
+		die("fork");
+	if (!p) {
+		close(cs->l);
+		if (cs->mode == CS_FORK) {
+			xfer(fd, &c, 1, 1);
+			xfer(fd, &c, 1, 0);
+		}
+		close(fd);
+		exit(0);
+	}
+	close(fd);
+	while (waitpid(-1, NULL, WNOHANG) > 0)
+		;
+}
+
 static void *cs_server(void *arg)
 {
 	struct csetup *cs = arg;
@@ -330,6 +356,10 @@ static void *cs_server(void *arg)
 		int fd = accept(cs->l, NULL, NULL);
 		if (fd < 0)
 			return NULL; /* the listener is shut down: done */
+		if (cs->mode == CS_FORK || cs->mode == CS_FORK_NONE) {
+			cs_fork_serve(cs, fd);
+			continue;
+		}
 		if (cs->mode != CS_NONE) {
 			xfer(fd, &c, 1, 1);
 			xfer(fd, &c, 1, 0);
@@ -358,7 +388,7 @@ static void *cs_client(void *arg)
 		int fd = socket(AF_INET, SOCK_STREAM, 0);
 		if (connect(fd, (void *)&cs->a, sizeof cs->a))
 			die("connect");
-		if (cs->mode == CS_BYTE) {
+		if (cs->mode == CS_BYTE || cs->mode == CS_FORK) {
 			xfer(fd, &c, 1, 0);
 			xfer(fd, &c, 1, 1);
 		} else if (read(fd, &c, 1) != 0) { /* the server's end */
@@ -494,10 +524,13 @@ static void w_setup_concurrent(int threads, int per, int mode, int cpu)
 		die("setup");
 	p = fork();
 	if (!p) {
-		for (int i = 0; i < (mode == CS_LOOP_SEQ ? 1 : threads); i++)
+		int one = mode == CS_LOOP_SEQ || mode == CS_FORK || mode == CS_FORK_NONE;
+		for (int i = 0; i < (one ? 1 : threads); i++)
 			pthread_create(&t[i], NULL, cs_server, &cs);
 		if (read(go[0], &b, 1) < 0) /* the clients are done */
 			die("read");
+		while (waitpid(-1, NULL, 0) > 0) /* CS_FORK's children: their CPU time counts */
+			;
 		_exit(0);
 	}
 	t0 = now();
@@ -594,6 +627,8 @@ int cmd_bench_worker(int argc, char **argv)
 				   : !strcmp(argv[4], "epoll") ? CS_EPOLL
 				   : !strcmp(argv[4], "loop")  ? CS_LOOP
 				   : !strcmp(argv[4], "loop-seq") ? CS_LOOP_SEQ
+				   : !strcmp(argv[4], "fork") ? CS_FORK
+				   : !strcmp(argv[4], "fork-none") ? CS_FORK_NONE
 							       : CS_BYTE,
 				   1);
 	else if (!strcmp(argv[1], "rawshm") && argc == 4)
