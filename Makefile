@@ -46,13 +46,13 @@ $(BUILD)/shuntd: src/agent/shuntd.c src/common/agent.h
 SHIM_ALIGN := -falign-functions=64 -falign-loops=32
 $(BUILD)/libshunt.so: $(SHIM_SRC) $(HDRS) src/shim/libshunt.map
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(SHIM_ALIGN) $(WARN) $(SAN) -fPIC -shared -fvisibility=hidden \
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(SHIM_ALIGN) $(WARN) $(SAN) -fPIC -shared -fvisibility=hidden -ftls-model=initial-exec \
 		-Wl,--version-script=src/shim/libshunt.map -Wl,-z,defs -Wl,-z,now -Wl,-z,relro -o $@ $(SHIM_SRC) -ldl -lpthread
 
 # The same library with fault injection (src/shim/fault.c), for tests only.
 $(BUILD)/libshunt-faults.so: $(SHIM_SRC) $(HDRS) src/shim/libshunt.map
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) -DSHUNT_FAULTS $(CFLAGS) $(SHIM_ALIGN) $(WARN) $(SAN) -fPIC -shared -fvisibility=hidden \
+	$(CC) $(CPPFLAGS) -DSHUNT_FAULTS $(CFLAGS) $(SHIM_ALIGN) $(WARN) $(SAN) -fPIC -shared -fvisibility=hidden -ftls-model=initial-exec \
 		-Wl,--version-script=src/shim/libshunt.map -Wl,-z,defs -Wl,-z,now -Wl,-z,relro -o $@ $(SHIM_SRC) -ldl -lpthread
 
 $(BUILD)/shunt: $(TOOL_SRC) $(HDRS)
