@@ -89,7 +89,9 @@ uint64_t shunt_proc_name(void)
 	uint64_t id = __atomic_load_n(&proc_id, __ATOMIC_ACQUIRE), n;
 
 	if (__builtin_expect(!id, 0)) {
-		n = shunt_random64() | 1; /* (0: none) */
+		/* (0: none; in a sandbox no getrandom - drawn before it, but a
+		 * filter installed past our wrappers is met only here) */
+		n = (shunt_sandboxed ? shunt_now_ns() << 1 ^ (uint64_t)shunt_pid() << 40 : shunt_random64()) | 1;
 		id = __atomic_compare_exchange_n(&proc_id, &id, n, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) ? n : id;
 	}
 	return id;
@@ -127,8 +129,8 @@ static void read_netns(void);
 uint64_t shunt_netns_ino(void)
 {
 	if (__builtin_expect(__atomic_load_n(&netns_stale, __ATOMIC_ACQUIRE), 0) &&
-	    __atomic_exchange_n(&netns_stale, 0, __ATOMIC_ACQ_REL))
-		read_netns();
+	    __atomic_exchange_n(&netns_stale, 0, __ATOMIC_ACQ_REL) && !shunt_sandboxed)
+		read_netns(); /* (sandboxed: the parent's, read before the filter) */
 	return netns_ino;
 }
 
@@ -165,6 +167,10 @@ void shunt_sandbox_enter(void)
 	 * call is still allowed: their data path calls libibverbs, whose verbs
 	 * make system calls of their own (ioctl on the verbs device) */
 	transports_share_prepare("a seccomp filter", SHUNT_R_SANDBOX);
+	/* what a forked child reads at first need (a stat, a getrandom),
+	 * read now: the filter may forbid them */
+	(void)shunt_netns_ino();
+	(void)shunt_proc_name();
 	if (__atomic_exchange_n(&shunt_sandboxed, 1, __ATOMIC_ACQ_REL))
 		return;
 	shunt_lock_probe_off = 1; /* a dead lock holder is waited out (the bound), not probed */
