@@ -167,8 +167,8 @@ struct shunt_slot {
 				     at the server's first wake-up of its reader - data,
 				     a shutdown, its close - or now if the answer is by
 				     message (src/setup/server.c); SHUNT_WAIT_EPOLL (the
-				     offer waits in an epoll set that holds the client's
-				     socket, c<sock_id>): an empty datagram there after
+				     offer waits in an epoll set or a poll that holds the
+				     client's socket, c<sock_id>): an empty datagram there after
 				     the answer, no futex wake-up; a bit not known: as
 				     SHUNT_WAIT_ANSWER */
 };

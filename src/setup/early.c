@@ -21,8 +21,9 @@
  * answer and attaches: rdv_offer_settle, from fdtab.c's lookups (a
  * blocking read, a poll for bytes alone and epoll_wait for bytes alone
  * in a set holding nothing else first sleep until the reply: client.c
- * rdv_await_reply; epoll_wait for bytes among others waits for the
- * server's wake-up on this process's answer socket instead, and a
+ * rdv_await_reply; epoll_wait for bytes among others, and a poll over
+ * several descriptors, wait for the server's wake-up on this process's
+ * answer socket instead, and a
  * non-blocking read before the server took the connection is EAGAIN;
  * a call TCP never blocks in waits a fortieth of the answer's wait for
  * the server's claim).  The server copies the early

@@ -91,13 +91,16 @@ static int nap(int w, int tmo)
 }
 
 /* ext: the plain entries in place, -1 for accelerated ones, then the
- * doorbell set (w >= 0), then each accelerated entry's TCP socket. */
-static int build(struct pollfd *fds, nfds_t n, struct sk **sks, struct pollfd *ext, int w)
+ * doorbell set (w >= 0), the answer socket (msgfd >= 0: pending offers
+ * among the entries, below), then each accelerated entry's TCP socket. */
+static int build(struct pollfd *fds, nfds_t n, struct sk **sks, struct pollfd *ext, int w, int msgfd)
 {
 	int k = (int)n;
 
 	if (w >= 0)
 		ext[k++] = (struct pollfd){ .fd = w, .events = POLLIN };
+	if (msgfd >= 0)
+		ext[k++] = (struct pollfd){ .fd = msgfd, .events = POLLIN };
 	for (nfds_t i = 0; i < n; i++) {
 		ext[i] = fds[i];
 		if (!sks[i])
@@ -169,8 +172,10 @@ static int narrow_pass(struct pollfd *fds, nfds_t n, struct sk **sks, int tmo,
 	return ready;
 }
 
+/* msgfd >= 0: the answer socket is watched too, and its datagram ends the
+ * call (*msg set) - its offers are looked at by the caller. */
 static int poll_loop(struct pollfd *fds, nfds_t n, struct sk **sks, int timeout_ms,
-		     const sigset_t *mask, struct pollfd *ext)
+		     const sigset_t *mask, struct pollfd *ext, int msgfd, int *msg)
 {
 	uint64_t deadline = timeout_ms > 0 ? shunt_now_ns() + (uint64_t)timeout_ms * 1000000ull : 0;
 	int narrow = 0;
@@ -191,7 +196,7 @@ static int poll_loop(struct pollfd *fds, nfds_t n, struct sk **sks, int timeout_
 			continue;
 		}
 		w = watch_bells(fds, n, sks);
-		k = build(fds, n, sks, ext, w);
+		k = build(fds, n, sks, ext, w, msgfd);
 		if (!ready && scan_accel(fds, n, sks))
 			tmo = 0; /* became ready while arming */
 		t = nap(w, tmo);
@@ -207,6 +212,8 @@ static int poll_loop(struct pollfd *fds, nfds_t n, struct sk **sks, int timeout_
 		nfds_t j = n;
 		if (w >= 0 && ext[j++].revents)
 			bell_consume(w);
+		if (msgfd >= 0 && ext[j++].revents)
+			*msg = 1;
 		for (nfds_t i = 0; i < n; i++) {
 			if (!sks[i]) {
 				fds[i].revents = ext[i].revents;
@@ -216,7 +223,7 @@ static int poll_loop(struct pollfd *fds, nfds_t n, struct sk **sks, int timeout_
 			}
 		}
 		ready += scan_accel(fds, n, sks);
-		if (ready || !tmo)
+		if (ready || !tmo || *msg)
 			return ready;
 	}
 }
@@ -286,21 +293,78 @@ static int poll_pending(struct pollfd *fd, struct sk *s, int *timeout_ms, const 
 	return 0;
 }
 
+/* ---- pending offers among other descriptors ----
+ * A poll over more than one descriptor (an event loop's) that holds a
+ * connection whose offer is pending (early.c) does not wait for the
+ * server, as TCP's never does: the kernel polls the connection's socket
+ * as it is (room at once, as the slot has it), the process's answer
+ * socket joins the array - the server sends it an empty datagram once it
+ * answered (SHUNT_WAIT_EPOLL, early.c rdv_offer_wake_me) - and the poll
+ * sleeps at most PEND_NAP_MS at a time (another thread polling may read
+ * that datagram first) and not past the offers' wait.  Then the offers
+ * answered, past their wait, or whose socket shows bytes, an end or an
+ * error (a plain server wrote) settle, and the poll looks again (as
+ * epoll.c's pend_due does for a set).  Before, such a poll settled the
+ * offer, waiting for the server's claim up to a fortieth of
+ * SHUNT_ACCEPT_WAIT_MS - a server busy with another of the loop's
+ * connections gave it plain (tests/behave/loop_cycle). */
+#define PEND_NAP_MS 5
+#define PEND_SETTLE (POLLIN | POLLRDNORM | POLLRDHUP | POLLPRI | POLLERR | POLLHUP | POLLNVAL)
+
+static int pend_keep(const struct pollfd *p, struct sk *s)
+{
+	return !(p->events & ~(POLLIN | POLLRDNORM | POLLRDHUP | POLLOUT | POLLWRNORM)) && rdv_msg_fd() >= 0 &&
+	       rdv_offer_wake_me(s);
+}
+
+/* The kept entries after a pass: 1 if one settled (look again). */
+static int pend_look(struct pollfd *fds, nfds_t n, struct sk **kept, int msg, uint64_t *due)
+{
+	uint64_t now = shunt_now_ns();
+	int settled = 0;
+
+	if (msg)
+		rdv_msg_pump();
+	for (nfds_t i = 0; i < n; i++) {
+		if (!kept[i])
+			continue;
+		if ((fds[i].revents & PEND_SETTLE) || rdv_offer_due(kept[i], now, due)) {
+			rdv_offer_settle_due(kept[i]);
+			settled = 1;
+		}
+	}
+	return settled;
+}
+
 int shim_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t *mask)
 {
 	struct sk *stack_sks[64], **sks = n <= 64 ? stack_sks : calloc(n, sizeof *sks);
+	struct sk *stack_kept[64], **kept = n <= 64 ? stack_kept : calloc(n, sizeof *kept);
 	struct pollfd stack_ext[192], *ext = NULL;
-	int naccel = 0, r, intr = 0;
+	uint64_t deadline = timeout_ms > 0 ? shunt_now_ns() + (uint64_t)timeout_ms * 1000000ull : 0, due;
+	int naccel, nkept, r, intr = 0, msg, pass_ms;
 
-	if (!sks)
-		return -ENOMEM;
+	if (!sks || !kept) {
+		r = -ENOMEM;
+		goto out;
+	}
+again:
+	naccel = nkept = msg = 0;
+	due = UINT64_MAX;
 	for (nfds_t i = 0; i < n; i++) {
 		struct sk *s = fds[i].fd >= 0 ? fdtab_peek(fds[i].fd) : NULL;
+		kept[i] = NULL;
 		if (s && __builtin_expect(__atomic_load_n(&s->offer, __ATOMIC_ACQUIRE) != NULL, 0)) {
 			if (n == 1 && poll_pending(&fds[0], s, &timeout_ms, mask, &intr)) {
 				sk_put(s);
 				r = 1;
 				goto out;
+			}
+			if (n > 1 && pend_keep(&fds[i], s)) {
+				kept[i] = s; /* polled as the socket it is */
+				nkept++;
+				sks[i] = NULL;
+				continue;
 			}
 			rdv_offer_settle_nb(s); /* (settled already: nothing) */
 		}
@@ -311,7 +375,20 @@ int shim_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t *mask
 		sks[i] = s;
 		naccel += s != NULL;
 	}
-	if (!naccel) {
+	pass_ms = timeout_ms;
+	if (nkept) { /* a nap, not past the offers' wait */
+		uint64_t now = shunt_now_ns(), end = UINT64_MAX;
+		for (nfds_t i = 0; i < n; i++)
+			if (kept[i] && rdv_offer_due(kept[i], now, &end))
+				end = now;
+		int left = end <= now ? 0 : (int)((end - now + 999999) / 1000000);
+		pass_ms = remaining_ms(timeout_ms, deadline);
+		if (pass_ms < 0 || pass_ms > PEND_NAP_MS)
+			pass_ms = PEND_NAP_MS;
+		if (left < pass_ms)
+			pass_ms = left;
+	}
+	if (!naccel && !nkept) {
 		struct timespec ts = { timeout_ms / 1000, (timeout_ms % 1000) * 1000000L };
 		r = real.ppoll(fds, n, timeout_ms < 0 ? NULL : &ts, mask);
 		r = r < 0 ? -errno : r;
@@ -324,13 +401,30 @@ int shim_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t *mask
 		sk_put(sks[0]);
 		goto out;
 	}
-	ext = n + 1 + (nfds_t)naccel <= 192 ? stack_ext : calloc(n + 1 + (nfds_t)naccel, sizeof *ext);
+	if (!ext) /* (room for every entry accelerated: a later pass may have more) */
+		ext = 2 * n + 2 <= 192 ? stack_ext : calloc(2 * n + 2, sizeof *ext);
 	cancel_hold_all(sks, n); /* poll is a cancellation point (cancel.c) */
-	r = ext ? poll_loop(fds, n, sks, timeout_ms, mask, ext) : -ENOMEM;
+	r = ext ? poll_loop(fds, n, sks, pass_ms, mask, ext, nkept ? rdv_msg_fd() : -1, &msg) : -ENOMEM;
 	cancel_release_all();
 	for (nfds_t i = 0; i < n; i++)
 		if (sks[i])
 			sk_put(sks[i]);
+	if (nkept && r >= 0) {
+		int settled = pend_look(fds, n, kept, msg, &due), left = remaining_ms(timeout_ms, deadline);
+		for (nfds_t i = 0; i < n; i++)
+			if (kept[i])
+				sk_put(kept[i]);
+		/* one settled: looked at again (at once if others are ready);
+		 * else, nothing ready and time left: another nap */
+		if (settled || (!r && timeout_ms && left)) {
+			timeout_ms = settled && r ? 0 : left;
+			goto again;
+		}
+	} else {
+		for (nfds_t i = 0; i < n; i++)
+			if (kept[i])
+				sk_put(kept[i]);
+	}
 out:
 	if (intr && !r)
 		r = -EINTR; /* a signal during the pending offer's sleep */
@@ -338,6 +432,8 @@ out:
 		free(ext);
 	if (sks != stack_sks)
 		free(sks);
+	if (kept != stack_kept)
+		free(kept);
 	return r;
 }
 
