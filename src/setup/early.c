@@ -138,6 +138,12 @@ static uint64_t accept_wait_ns(void)
 	return (uint64_t)shunt_cfg.accept_wait_ms * 1000000ull;
 }
 
+/* ... a call TCP never blocks in: a fortieth of it (5 ms; below) */
+static uint64_t nb_wait_ns(void)
+{
+	return accept_wait_ns() / NONBLOCK_WAIT_PART;
+}
+
 static void settle_within(struct sk *s, uint64_t wait_ns)
 {
 	int e = errno, resend, cut, reason, fd, in_epoll;
@@ -194,7 +200,7 @@ static void settle_within(struct sk *s, uint64_t wait_ns)
  * A server that claimed it is answering: that answer is waited for. */
 void rdv_offer_settle_nb(struct sk *s)
 {
-	settle_within(s, accept_wait_ns() / NONBLOCK_WAIT_PART);
+	settle_within(s, nb_wait_ns());
 }
 
 void rdv_offer_settle(struct sk *s)
@@ -311,7 +317,7 @@ int rdv_offer_unclaimed(struct sk *s)
  * (accept-timeout) at once. */
 void rdv_offer_settle_due(struct sk *s)
 {
-	settle_within(s, shunt_now_ns() >= offer_end(s) ? 0 : accept_wait_ns() / NONBLOCK_WAIT_PART);
+	settle_within(s, shunt_now_ns() >= offer_end(s) ? 0 : nb_wait_ns());
 }
 
 /* ... by a blocking read, or a poll for bytes: first asleep until the

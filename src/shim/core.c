@@ -79,6 +79,13 @@ static void open_dir(void)
 	shunt_dirfd = fd_hide(fd);
 }
 
+/* A random odd number - under a seccomp filter without getrandom (the
+ * clock is the vDSO's). */
+static uint64_t draw_odd(void)
+{
+	return (shunt_sandboxed ? shunt_now_ns() << 1 ^ (uint64_t)shunt_pid() << 40 : shunt_random64()) | 1;
+}
+
 /* Names this process's files in SHUNT_DIR (s<id> stats, c<id> socket):
  * drawn at start, and in a forked child at its first need - most children
  * of a forking server never make a file or an offer (a PostgreSQL backend
@@ -89,9 +96,9 @@ uint64_t shunt_proc_name(void)
 	uint64_t id = __atomic_load_n(&proc_id, __ATOMIC_ACQUIRE), n;
 
 	if (__builtin_expect(!id, 0)) {
-		/* (0: none; in a sandbox no getrandom - drawn before it, but a
-		 * filter installed past our wrappers is met only here) */
-		n = (shunt_sandboxed ? shunt_now_ns() << 1 ^ (uint64_t)shunt_pid() << 40 : shunt_random64()) | 1;
+		/* (0: none; drawn before a sandbox, but a filter installed
+		 * past our wrappers is met only here) */
+		n = draw_odd();
 		id = __atomic_compare_exchange_n(&proc_id, &id, n, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) ? n : id;
 	}
 	return id;
@@ -267,10 +274,9 @@ static void atfork_child(void)
 	base_atfork_child();
 	shunt_lock_forget_self();
 	fork_gen_pre = 0;
-	/* sandboxed: no getrandom, no stat (the clock is the vDSO's) */
+	/* sandboxed: no getrandom, no stat */
 	if (!gen)
-		gen = shunt_sandboxed ? (shunt_now_ns() << 1 ^ (uint64_t)shunt_pid() << 40) | 1
-				      : shunt_random64() | 1;
+		gen = draw_odd();
 	fdtab_each(hold_inherited, &gen);
 	if (!shunt_sandboxed) { /* (a program's unshare() before its fork is seen) */
 		__atomic_store_n(&netns_stale, 1, __ATOMIC_RELEASE);

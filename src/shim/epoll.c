@@ -155,8 +155,11 @@ static void enqueue(struct epset *ep, struct epreg *r)
 	ep->check = r;
 }
 
-static void pend_unlist(struct epset *ep, struct epreg *r)
+/* r no longer waited for as a pending offer (pend_in, pend_list) */
+static void pend_unmark(struct epset *ep, struct epreg *r)
 {
+	if (ep->pend_in == r)
+		ep->pend_in = NULL;
 	if (!r->pend_many)
 		return;
 	for (struct epreg **pp = &ep->pend_list; *pp; pp = &(*pp)->next_pend)
@@ -182,9 +185,7 @@ static void reg_drop(struct epset *ep, int fd)
 		bell_leave(ep, r);
 	if (r->tcp_on)
 		real.epoll_ctl(ep->epfd, EPOLL_CTL_DEL, r->s->conn->tcp_fd, NULL);
-	if (ep->pend_in == r)
-		ep->pend_in = NULL;
-	pend_unlist(ep, r);
+	pend_unmark(ep, r);
 	sk_put(r->s);
 	free(r);
 	ep->regs[fd] = NULL;
@@ -444,9 +445,7 @@ static int pend_many_ok(struct epset *ep, struct sk *s)
  * or room. */
 static void pend_mark(struct epset *ep, struct epreg *r, int in, int many)
 {
-	if (ep->pend_in == r)
-		ep->pend_in = NULL;
-	pend_unlist(ep, r);
+	pend_unmark(ep, r);
 	if (in && !many) {
 		ep->pend_in = r;
 	} else if (many) {
@@ -517,9 +516,7 @@ static void pend_convert(struct epset *ep, struct epreg *r)
 {
 	struct sk *s = r->s;
 
-	if (ep->pend_in == r)
-		ep->pend_in = NULL;
-	pend_unlist(ep, r);
+	pend_unmark(ep, r);
 	r->pend = 0;
 	if (s->kind == SK_CONN) {
 		if (!reg_attach(ep, r, 1)) {

@@ -318,9 +318,9 @@ static int pend_keep(const struct pollfd *p, struct sk *s)
 }
 
 /* The kept entries after a pass: 1 if one settled (look again). */
-static int pend_look(struct pollfd *fds, nfds_t n, struct sk **kept, int msg, uint64_t *due)
+static int pend_look(struct pollfd *fds, nfds_t n, struct sk **kept, int msg)
 {
-	uint64_t now = shunt_now_ns();
+	uint64_t now = shunt_now_ns(), due = UINT64_MAX;
 	int settled = 0;
 
 	if (msg)
@@ -328,7 +328,7 @@ static int pend_look(struct pollfd *fds, nfds_t n, struct sk **kept, int msg, ui
 	for (nfds_t i = 0; i < n; i++) {
 		if (!kept[i])
 			continue;
-		if ((fds[i].revents & PEND_SETTLE) || rdv_offer_due(kept[i], now, due)) {
+		if ((fds[i].revents & PEND_SETTLE) || rdv_offer_due(kept[i], now, &due)) {
 			rdv_offer_settle_due(kept[i]);
 			settled = 1;
 		}
@@ -341,8 +341,8 @@ int shim_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t *mask
 	struct sk *stack_sks[64], **sks = n <= 64 ? stack_sks : calloc(n, sizeof *sks);
 	struct sk *stack_kept[64], **kept = n <= 64 ? stack_kept : calloc(n, sizeof *kept);
 	struct pollfd stack_ext[192], *ext = NULL;
-	uint64_t deadline = timeout_ms > 0 ? shunt_now_ns() + (uint64_t)timeout_ms * 1000000ull : 0, due;
-	int naccel, nkept, r, intr = 0, msg, pass_ms;
+	uint64_t deadline = timeout_ms > 0 ? shunt_now_ns() + (uint64_t)timeout_ms * 1000000ull : 0;
+	int naccel, nkept, r, intr = 0, msg, pass_ms, settled;
 
 	if (!sks || !kept) {
 		r = -ENOMEM;
@@ -350,7 +350,6 @@ int shim_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t *mask
 	}
 again:
 	naccel = nkept = msg = 0;
-	due = UINT64_MAX;
 	for (nfds_t i = 0; i < n; i++) {
 		struct sk *s = fds[i].fd >= 0 ? fdtab_peek(fds[i].fd) : NULL;
 		kept[i] = NULL;
@@ -409,21 +408,18 @@ again:
 	for (nfds_t i = 0; i < n; i++)
 		if (sks[i])
 			sk_put(sks[i]);
+	settled = nkept && r >= 0 && pend_look(fds, n, kept, msg);
+	for (nfds_t i = 0; i < n; i++)
+		if (kept[i])
+			sk_put(kept[i]);
 	if (nkept && r >= 0) {
-		int settled = pend_look(fds, n, kept, msg, &due), left = remaining_ms(timeout_ms, deadline);
-		for (nfds_t i = 0; i < n; i++)
-			if (kept[i])
-				sk_put(kept[i]);
+		int left = remaining_ms(timeout_ms, deadline);
 		/* one settled: looked at again (at once if others are ready);
 		 * else, nothing ready and time left: another nap */
 		if (settled || (!r && timeout_ms && left)) {
 			timeout_ms = settled && r ? 0 : left;
 			goto again;
 		}
-	} else {
-		for (nfds_t i = 0; i < n; i++)
-			if (kept[i])
-				sk_put(kept[i]);
 	}
 out:
 	if (intr && !r)

@@ -69,24 +69,6 @@ static int mine(const struct shunt_stat_rec *r)
 	return sf && r >= sf->rec && r < sf->rec + SHUNT_STATS_RECS;
 }
 
-/* The child holds the inherited sockets too: list them under its own pid
- * (a socket shared by two processes shows once for each, as in ss -p) -
- * except accelerated connections, listed once for all (stats_free). */
-static void adopt_inherited(int fd, struct sk *s, void *arg)
-{
-	struct shunt_stat_rec *old = s->stat, *r;
-
-	(void)arg;
-	if (!old || mine(old) || s->kind == SK_CONN)
-		return;
-	r = stats_alloc(fd, s);
-	if (r) {
-		r->tx = old->tx;
-		r->rx = old->rx;
-	}
-	s->stat = r;
-}
-
 static int sf_failed; /* made and failed: not again (a forked child tries its own) */
 
 /* This process's file, made now if it is not.  Never under a seccomp
@@ -109,11 +91,22 @@ void stats_ensure_file(void)
 	(void)stats_file();
 }
 
-static void want_file(int fd, struct sk *s, void *any)
+/* The child holds the inherited sockets too: list them under its own pid
+ * (a socket shared by two processes shows once for each, as in ss -p) -
+ * except accelerated connections, listed once for all (stats_free). */
+static void adopt_inherited(int fd, struct sk *s, void *arg)
 {
-	(void)fd;
-	if (s->stat && !mine(s->stat) && s->kind != SK_CONN)
-		*(int *)any = 1;
+	struct shunt_stat_rec *old = s->stat, *r;
+
+	(void)arg;
+	if (!old || mine(old) || s->kind == SK_CONN)
+		return;
+	r = stats_alloc(fd, s);
+	if (r) {
+		r->tx = old->tx;
+		r->rx = old->rx;
+	}
+	s->stat = r;
 }
 
 /* The first need: the inherited sockets listed in this process's file -
@@ -124,15 +117,11 @@ static void want_file(int fd, struct sk *s, void *any)
  * its own, an offer or an arena makes it (stats_alloc, shunt_proc_id). */
 void stats_adopt(void)
 {
-	int any = 0;
-
 	if (!__atomic_exchange_n(&stats_pending, 0, __ATOMIC_ACQ_REL))
 		return;
 	if (shunt_sandboxed || shunt_dirfd < 0 || !shunt_active)
 		return;
-	fdtab_each(want_file, &any);
-	if (any && stats_file())
-		fdtab_each(adopt_inherited, NULL);
+	fdtab_each(adopt_inherited, NULL); /* (the file made at the first: stats_alloc) */
 }
 
 void stats_atfork_child(void)
