@@ -26,7 +26,7 @@
 #include <stdint.h>
 #include <stddef.h>
 
-#define SHUNT_WIRE_VERSION 10u /* 2: doorbells per arena, not per segment; 3: answers in the offer
+#define SHUNT_WIRE_VERSION 11u /* 2: doorbells per arena, not per segment; 3: answers in the offer
 				 slot; 4: a slot answer names only an arena the client confirmed
 				 a connection in, and the client may ask again (NEED_ARENA);
 				 5: the registry counts its reserved slots, a stat record
@@ -39,7 +39,10 @@
 				 8: a segment's in_use counts its uses (odd: taken);
 				 9: a slot's state word carries the slot's generation,
 				 and its reservation time is written before it is taken;
-				 10: an arena says when its server forked (closed) */
+				 10: an arena says when its server forked (closed);
+				 11: a forked arena is taken again once no process
+				 holds a connection of it, closed only past
+				 SHUNT_ARENA_KEEP, and says so (closes) */
 #define SHUNT_SHORT_MS 10     /* a connection that ends sooner is short-lived (registry) */
 
 /* ---- fallback reason codes: stable, shown by `shunt ss`, never renumbered ---- */
@@ -283,11 +286,14 @@ struct shunt_arena_hdr {
 					     before it unmaps it: answers then carry its
 					     descriptors (an answer in the slot names only
 					     an arena its client maps) */
-	_Atomic uint32_t closed; /* 1 once a server process forked while it held a
-				    connection of it: no new segment is taken in it (their
-				    waiters would wake each other on its doorbells), so the
-				    client unmaps it when it holds none (shm/arena.c) */
-	uint8_t pad[16];
+	_Atomic uint32_t closed; /* 1 once its server will take no segment of it
+				    again (it keeps others for that client, it unmapped
+				    it, or it came across an exec): the client unmaps it
+				    when it holds none (shm/arena.c) */
+	_Atomic uint32_t closes; /* raised by the server as it closes other arenas of
+				    this client: an answer naming this one tells the
+				    client to look for them */
+	uint8_t pad[12];
 };
 _Static_assert(sizeof(struct shunt_arena_hdr) == 64, "arena header layout");
 

@@ -16,11 +16,13 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/single_threaded.h>
 #include <linux/futex.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
@@ -136,19 +138,60 @@ void conn_reset_on_close(struct conn *c)
 			sizeof(struct linger));
 }
 
+/* Is the calling thread the process's only one?  glibc's word first (a
+ * process that never made a thread; a forked child of one that did says
+ * no), then the kernel's count. */
+static int exit_alone(void)
+{
+	char buf[512], *p;
+	int fd = __libc_single_threaded ? -1 : real.open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (__libc_single_threaded)
+		return 1;
+	if (fd < 0)
+		return 0;
+	n = real.read(fd, buf, sizeof buf - 1);
+	real.close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	if (!(p = strrchr(buf, ')')))
+		return 0;
+	/* after the name: state is field 3, num_threads field 20 */
+	for (int field = 2; field < 20 && p; field++)
+		p = strchr(p + 1, ' ');
+	return p && strtol(p + 1, NULL, 10) == 1;
+}
+
 /* exit() and _exit() close every descriptor in the kernel, past the
  * wrappers: each accelerated connection's last close is done here first,
  * and its `shunt ss` record goes if this process was its last holder (a
  * fork-per-connection server's child that ends without close(): the
- * record is its parent's, which let go of it at the fork - stats.c). */
+ * record is its parent's, which let go of it at the fork - stats.c).
+ * A process whose one thread is ending closes each as close() does: it
+ * lets go of its rings, so a forking server's child that ends without
+ * closing its connection (a PostgreSQL backend leaves that to the
+ * kernel) frees its segment for the server's next connection
+ * (src/transport/shm/arena.c).  With other threads alive, one of them may
+ * still be inside a call on the rings: they stay held, as before. */
 static void closing_at_exit(int fd, struct sk *s, void *arg)
 {
 	struct shunt_stat_rec *r;
+	int *alone = arg; /* -1: not asked yet */
 
-	(void)s;
-	(void)arg;
 	if ((s = fdtab_get(fd)) == NULL)
 		return;
+	if (s->kind == SK_CONN && s->conn && *alone < 0)
+		*alone = exit_alone();
+	if (s->kind == SK_CONN && s->conn && *alone > 0) {
+		sk_put(s);
+		if ((s = fdtab_closing(fd)) != NULL) {
+			real.close(fd); /* (the kernel would, at the end) */
+			sk_put(s);
+		}
+		return;
+	}
 	if (s->kind == SK_CONN && s->conn) {
 		conn_closing(s->conn);
 		if (s->conn->tp->sole_owner && s->conn->tp->sole_owner(s->conn) &&
@@ -161,8 +204,9 @@ static void closing_at_exit(int fd, struct sk *s, void *arg)
 void conn_exit_all(void)
 {
 	if (!shunt_sandboxed && !shunt_in_handler()) {
+		int alone = -1;
 		rdv_offers_settle_all(); /* the first bytes reach the server */
-		fdtab_each(closing_at_exit, NULL);
+		fdtab_each(closing_at_exit, &alone);
 	}
 }
 

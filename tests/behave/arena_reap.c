@@ -5,19 +5,6 @@
  * (issue #13, item 9: each left its arena mapped, +20 arenas, +330 MB). */
 #include "common.h"
 
-static int count_arenas(void)
-{
-	FILE *f = fopen("/proc/self/maps", "r");
-	char line[512];
-	int n = 0;
-
-	CHECK(f);
-	while (fgets(line, sizeof line, f))
-		n += strstr(line, "shunt-arena") != NULL;
-	fclose(f);
-	return n;
-}
-
 int main(void)
 {
 	struct sockaddr_storage ss;
@@ -41,7 +28,7 @@ int main(void)
 		close(c);
 		CHECK(wait_child(p) == 0);
 	}
-	int n = count_arenas();
+	int n = arena_maps(NULL, 0);
 	if (n > 2) {
 		fprintf(stderr, "%d arenas mapped after 20 clients came and went\n", n);
 		return 1;

@@ -554,6 +554,27 @@ static inline int count_maps(void)
 	return n;
 }
 
+/* Shared-memory arenas this process maps; their inode numbers in ino[]
+ * (up to cap), which tell one arena from another. */
+static inline int arena_maps(unsigned long *ino, int cap)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512];
+	int n = 0;
+
+	CHECK(f);
+	while (fgets(line, sizeof line, f)) {
+		unsigned long i;
+		if (!strstr(line, "shunt-arena"))
+			continue;
+		if (ino && n < cap && sscanf(line, "%*s %*s %*s %*s %lu", &i) == 1)
+			ino[n] = i;
+		n++;
+	}
+	fclose(f);
+	return n;
+}
+
 /* A socket's mode and reason as shunt reports them (mode 99: no answer). */
 static inline struct shunt_info sock_info(int fd)
 {

@@ -19,12 +19,18 @@
  * transactions a second; the same with an arena for each connection:
  * 1.08-1.13x).  So a server that forks while it holds a connection (the
  * child holds it too) takes no new segment in that connection's arena
- * any more, nor does the child: the next connection gets an arena of its
- * own, the old one is "closed" (its header tells the client) and is
- * unmapped on either side once that side holds none of it.  A fork that
- * inherits no connection (a pre-forked worker, a helper program) closes
- * nothing; threads that wait on connections of one arena still share its
- * doorbells (docs/architecture.md, "Known limits").
+ * while any process holds one of it: the next connection takes another
+ * arena.  Once none does (the child ended its connection), the arena is
+ * taken again - it is still mapped on both sides, so a forking server's
+ * short connections cost no new memfd, doorbells, message, mapping and
+ * page faults each (twenty-eighth session: before, each made an arena).
+ * Only the process that made an arena takes segments of it: a forked
+ * child's copies are its parent's, an exec's adopted ones nobody's.  Of a
+ * client's forked arenas the SHUNT_ARENA_KEEP newest stay open; older
+ * ones are "closed" (their header tells the client) and unmapped on
+ * either side once that side holds none of it.  Threads that wait on
+ * connections of one arena still share its doorbells
+ * (docs/architecture.md, "Known limits").
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -42,12 +48,21 @@
 #include "../../base/real.h"
 #include "../../common/msg.h"
 
+/* a client's forked arenas a server keeps open (the concurrent
+ * connections of a pgbench -C -c 8, and the ends its backends are in) */
+#define SHUNT_ARENA_KEEP 8
+
 static struct arena *arenas;
 static void reap_dead_locked(void);
 static void arena_free_locked(struct arena **pp);
 static int may_unmap(struct arena *a);
 static void reap_closed_locked(void);
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+/* Did this process make the arena (a forked child's copies are its
+ * parent's, an exec's adopted ones another image's)?  Only its maker takes
+ * segments in it, opens it again and closes it.  An arena made here
+ * carries epoch + 1; a forked child raises epoch. */
+static unsigned epoch;
 
 static size_t seg_size(uint32_t rs)
 {
@@ -102,6 +117,7 @@ static int map_arena(const int *fds, uint64_t id, int side, uint64_t peer, struc
 	a->peer = peer ? peer : a->hdr->proc[!side];
 	if (side == 0) /* the server's answers may name it in the slot again */
 		__atomic_store_n(&a->hdr->client_unmapped, 0, __ATOMIC_RELEASE);
+	a->closes_seen = __atomic_load_n(&a->hdr->closes, __ATOMIC_ACQUIRE);
 	a->next = arenas;
 	arenas = a;
 	*out = a;
@@ -126,8 +142,10 @@ static int create_arena(uint64_t peer, struct arena **out)
 		 (shunt_fault_ring_unsealed() ||
 		  !fcntl(fds[0], F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)))
 		r = map_arena(fds, h.id, 1, peer, out);
-	if (!r)
+	if (!r) {
+		(*out)->epoch = epoch + 1;
 		shunt_fault_ring_pipebell((*out)->bell); /* tests: a hostile peer's doorbells */
+	}
 	if (r)
 		for (int i = 0; i < 3; i++)
 			if (fds[i] >= 0)
@@ -167,31 +185,70 @@ static void init_seg(struct arena *a, unsigned seg, uint64_t nonce)
 	__atomic_store_n(&h->confirm, 0, __ATOMIC_RELEASE);
 }
 
-/* Waited on by other processes too, or may be: a connection of it went
- * to a forked child with it, or it came across an exec (the process that
- * exec'd may have been a forked child). */
-static int shared(const struct arena *a)
+
+static int mine(const struct arena *a)
 {
-	return a->adopted || __atomic_load_n(&a->forked, __ATOMIC_RELAXED);
+	return a->epoch == epoch + 1;
 }
 
-/* Server side, lock held: the shared arenas are closed - their clients
- * unmap them once they hold none of them - and those this process holds
- * nothing of are unmapped here. */
-static void close_shared_locked(void)
+/* Forked: a connection of it went to a forked child with it - whose
+ * waiters and the next connection's would wake each other on its
+ * doorbells while both live. */
+static int forked(const struct arena *a)
 {
+	return __atomic_load_n(&a->forked, __ATOMIC_RELAXED);
+}
+
+/* No process holds a segment of it (its maker is its only taker: the
+ * segments past `hi` were never taken). */
+static int quiet(struct arena *a)
+{
+	for (unsigned i = 0; i < a->hi; i++)
+		if (__atomic_load_n(&arena_seg(a, i)->in_use, __ATOMIC_ACQUIRE) & 1)
+			return 0;
+	return 1;
+}
+
+static void close_locked(struct arena *a)
+{
+	if (!__atomic_load_n(&a->hdr->closed, __ATOMIC_RELAXED))
+		__atomic_store_n(&a->hdr->closed, 1, __ATOMIC_RELEASE);
+}
+
+/* Server side, lock held, before a take for client process `peer`.
+ * A forked arena stays open for its client (mapped there) and is taken
+ * again once quiet (arena_server_take): a forking server's connections
+ * then cost no new memfd, doorbells, message, mapping or faults.  Of one
+ * client's forked arenas, the SHUNT_ARENA_KEEP newest stay open; older
+ * ones, and those this process did not make that came across an exec
+ * (nobody will take them again), are closed - their clients unmap them
+ * once they hold none of them.  Arenas this process may not take from and
+ * holds nothing of are unmapped here. */
+static int sweep_locked(uint64_t peer)
+{
+	unsigned open = 0;
+	int closed = 0;
+
 	for (struct arena **pp = &arenas; *pp;) {
 		struct arena *a = *pp;
-		if (a->side == 1 && shared(a)) {
-			if (!__atomic_load_n(&a->hdr->closed, __ATOMIC_RELAXED))
-				__atomic_store_n(&a->hdr->closed, 1, __ATOMIC_RELEASE);
-			if (!__atomic_load_n(&a->held, __ATOMIC_ACQUIRE)) {
+		if (a->side == 1) {
+			int own = mine(a);
+			if (a->adopted) {
+				close_locked(a);
+			} else if (own && forked(a) && a->peer == peer &&
+				   !__atomic_load_n(&a->hdr->closed, __ATOMIC_RELAXED) && ++open > SHUNT_ARENA_KEEP) {
+				close_locked(a);
+				closed = 1;
+			}
+			if ((!own || __atomic_load_n(&a->hdr->closed, __ATOMIC_RELAXED)) &&
+			    !__atomic_load_n(&a->held, __ATOMIC_ACQUIRE)) {
 				arena_free_locked(pp);
 				continue;
 			}
 		}
 		pp = &a->next;
 	}
+	return closed;
 }
 
 void arena_forked(struct arena *a)
@@ -200,16 +257,31 @@ void arena_forked(struct arena *a)
 		__atomic_store_n(&a->forked, 1, __ATOMIC_RELAXED);
 }
 
+/* May this process take a new segment of a, for client process peer? */
+static int takes(struct arena *a, uint64_t peer)
+{
+	if (a->side != 1 || a->peer != peer || a->ring_size != shunt_cfg.ring_size || !mine(a) ||
+	    __atomic_load_n(&a->hdr->closed, __ATOMIC_RELAXED))
+		return 0;
+	if (!forked(a))
+		return 1;
+	if (!quiet(a))
+		return 0;
+	/* open again: no other process holds a connection of it, so none
+	 * waits on its doorbells; the next fork holding one forks it again */
+	__atomic_store_n(&a->forked, 0, __ATOMIC_RELAXED);
+	return 1;
+}
+
 int arena_server_take(uint64_t peer, uint64_t nonce, struct arena **out, unsigned *seg, int *send_fds)
 {
 	struct arena *a;
-	int r = 0, created = 0;
+	int r = 0, created = 0, closed;
 
 	pthread_mutex_lock(&lock);
-	close_shared_locked();
+	closed = sweep_locked(peer);
 	for (a = arenas; a; a = a->next)
-		if (a->side == 1 && a->peer == peer && a->ring_size == shunt_cfg.ring_size && !shared(a) &&
-		    !take_seg(a, seg))
+		if (takes(a, peer) && !take_seg(a, seg))
 			break;
 	if (!a) {
 		reap_dead_locked();
@@ -223,6 +295,10 @@ int arena_server_take(uint64_t peer, uint64_t nonce, struct arena **out, unsigne
 		 * (the word is the client's: a lie costs it its connections) */
 		*send_fds = created || __atomic_load_n(&a->hdr->client_unmapped, __ATOMIC_ACQUIRE);
 		init_seg(a, *seg, nonce);
+		if (closed) /* the answer names a: its client looks for those */
+			__atomic_add_fetch(&a->hdr->closes, 1, __ATOMIC_RELEASE);
+		if (*seg >= a->hi)
+			a->hi = *seg + 1;
 		__atomic_add_fetch(&a->held, 1, __ATOMIC_RELAXED);
 		*out = a;
 	}
@@ -253,7 +329,12 @@ static int get_or_map(uint64_t id, int *fds, int side, struct arena **out, int a
 	pthread_mutex_lock(&lock);
 	a = find(id, side);
 	if (a) {
+		uint32_t closes = __atomic_load_n(&a->hdr->closes, __ATOMIC_ACQUIRE);
 		close3(fds); /* already mapped (an exec'd sibling, a resend) */
+		if (side == 0 && closes != a->closes_seen) { /* its server closed others */
+			a->closes_seen = closes;
+			reap_closed_locked();
+		}
 	} else if (!fds || fds[0] < 0 || fds[1] < 0 || fds[2] < 0) {
 		close3(fds);
 		r = -EPROTO;
@@ -322,7 +403,10 @@ static void arena_free_locked(struct arena **pp)
 	struct arena *a = *pp;
 
 	*pp = a->next;
-	/* (a client's: may_unmap said so to the servers already) */
+	/* (a client's: may_unmap said so to the servers already; one we
+	 * made: nobody takes a segment of it again - its client may unmap) */
+	if (a->side == 1 && mine(a))
+		close_locked(a);
 	munmap(a->hdr, a->len);
 	fd_close_internal(a->memfd);
 	fd_close_internal(a->bell[0]);
@@ -402,9 +486,16 @@ void arena_offer_begin(void)
 	__atomic_add_fetch(&offers_in_flight, 1, __ATOMIC_SEQ_CST);
 }
 
+/* The last offer in flight ended: closed arenas left mapped while it
+ * was (may_unmap) - an answer that told us of them (hdr->closes) - go. */
 void arena_offer_end(void)
 {
-	__atomic_sub_fetch(&offers_in_flight, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_sub_fetch(&offers_in_flight, 1, __ATOMIC_SEQ_CST) ||
+	    !__atomic_load_n(&closed_left, __ATOMIC_RELAXED) || shunt_sandboxed || shunt_in_handler())
+		return;
+	pthread_mutex_lock(&lock);
+	reap_closed_locked();
+	pthread_mutex_unlock(&lock);
 }
 
 int arena_drop_unused(void)
@@ -449,6 +540,7 @@ void arena_atfork_child(void)
 {
 	pthread_mutex_init(&lock, NULL);
 	offers_in_flight = 0; /* the parent's */
+	epoch++; /* the parent's arenas are its own (no walk: no copy of theirs) */
 }
 
 void arena_hold_more(struct arena *a, unsigned seg, int side)
