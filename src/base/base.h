@@ -5,6 +5,7 @@
  */
 #ifndef SHUNT_BASE_H
 #define SHUNT_BASE_H
+#include <pthread.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -18,6 +19,20 @@ pid_t shunt_pid(void);                /* getpid() without a system call */
 uint64_t shunt_random64(void);        /* the kernel's */
 uint64_t shunt_fast_random(void);     /* a per-thread generator seeded by it */
 void base_atfork_child(void);         /* at start and in a forked child */
+unsigned shunt_forks(void);           /* forks since start in this line of processes: a
+					 child's differs from its parent's and every ancestor's */
+/* A forked child's reset of state its parent's pages hold: written only
+ * where it differs.  Each page written in a child (or in the parent while
+ * a child lives) is copied: a page fault - tens of microseconds on this
+ * class of machine - per page, per fork, and the atfork hooks of every
+ * module touch statics on pages of their own (a forking server's
+ * short connections paid ten of them each). */
+#define SHUNT_RESET(var, val)             \
+	do {                              \
+		if ((var) != (val))       \
+			(var) = (val);    \
+	} while (0)
+void shunt_mutex_reset(pthread_mutex_t *m); /* pthread_mutex_init unless it is as initialised */
 
 /* hidefd.c: shunt's own descriptors, out of the application's way and
  * protected from its close() */

@@ -4,33 +4,50 @@
  */
 #define _GNU_SOURCE
 #include <stdint.h>
+#include <string.h>
 #include <sys/random.h>
 #include <unistd.h>
 #include "base.h"
 
-static pid_t my_pid;
-static _Atomic unsigned rand_epoch = 1;
+/* Written at every fork in the child: one line (shunt_forks). */
+static struct {
+	pid_t pid;
+	_Atomic unsigned forks;
+} self;
 static __thread uint64_t rand_state;
 static __thread unsigned rand_seen;
 
 /* At start and in a forked child: the pid, and a new seed per thread. */
 void base_atfork_child(void)
 {
-	my_pid = getpid();
-	__atomic_add_fetch(&rand_epoch, 1, __ATOMIC_RELAXED);
+	self.pid = getpid();
+	__atomic_add_fetch(&self.forks, 1, __ATOMIC_RELAXED);
+}
+
+unsigned shunt_forks(void)
+{
+	return __atomic_load_n(&self.forks, __ATOMIC_RELAXED);
+}
+
+void shunt_mutex_reset(pthread_mutex_t *m)
+{
+	static const pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+
+	if (memcmp(m, &fresh, sizeof fresh))
+		pthread_mutex_init(m, NULL);
 }
 
 /* getpid() without a system call; refreshed in the fork hook. */
 pid_t shunt_pid(void)
 {
-	return my_pid;
+	return self.pid;
 }
 
 /* A fast per-thread generator for nonces and probe orders (reseeded from
  * the kernel per thread and after fork, so no two processes share it). */
 uint64_t shunt_fast_random(void)
 {
-	unsigned e = __atomic_load_n(&rand_epoch, __ATOMIC_RELAXED);
+	unsigned e = shunt_forks();
 
 	if (rand_seen != e || !rand_state) {
 		rand_state = shunt_random64() | 1;

@@ -28,6 +28,13 @@ struct shunt_config {
 	int nports;
 };
 
+/* SHUNT_ACCEPT_WAIT_MS in nanoseconds: how long a client waits for its
+ * server's answer (early.c, epoll.c, inband.c) */
+static inline uint64_t shunt_accept_wait_ns(const struct shunt_config *c)
+{
+	return (uint64_t)c->accept_wait_ms * 1000000ull;
+}
+
 /* Parse one environment into cfg; returns 0 or -EINVAL with *bad naming the
  * offending variable.  Invalid values never abort the program: the caller
  * logs and keeps the default. */

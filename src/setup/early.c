@@ -133,15 +133,10 @@ static void send_early(const struct offer *o)
 	}
 }
 
-static uint64_t accept_wait_ns(void)
-{
-	return (uint64_t)shunt_cfg.accept_wait_ms * 1000000ull;
-}
-
 /* ... a call TCP never blocks in: a fortieth of it (5 ms; below) */
 static uint64_t nb_wait_ns(void)
 {
-	return accept_wait_ns() / NONBLOCK_WAIT_PART;
+	return shunt_accept_wait_ns(&shunt_cfg) / NONBLOCK_WAIT_PART;
 }
 
 static void settle_within(struct sk *s, uint64_t wait_ns)
@@ -208,7 +203,7 @@ void rdv_offer_settle(struct sk *s)
 	if (s->nonblock)
 		rdv_offer_settle_nb(s);
 	else
-		settle_within(s, accept_wait_ns());
+		settle_within(s, shunt_accept_wait_ns(&shunt_cfg));
 }
 
 /* An epoll set is about to hold the pending offer's socket as it is
@@ -237,7 +232,7 @@ int rdv_offer_mark_epoll(struct sk *s)
 /* The end of s's offer's wait for the server (SHUNT_ACCEPT_WAIT_MS). */
 static uint64_t offer_end(const struct sk *s)
 {
-	return s->born_ns + accept_wait_ns();
+	return s->born_ns + shunt_accept_wait_ns(&shunt_cfg);
 }
 
 /* A look at s's pending offer that never waits for its lock: its slot's
@@ -444,7 +439,7 @@ void rdv_early_atfork_child(void)
 			pend[i]->reason = SHUNT_R_HANDSHAKE;
 			pend[i] = NULL;
 		}
-	pending = 0;
+	SHUNT_RESET(pending, 0);
 }
 
 /* Before fork, exec and exit, and a give-back: every pending offer

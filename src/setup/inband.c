@@ -239,7 +239,7 @@ int inband_syn_had_option(const struct sk *ls, int fd)
  * the connection became shared memory). */
 int inband_client(struct sk *s, int fd, uint64_t nonce)
 {
-	uint64_t wait = (uint64_t)shunt_cfg.accept_wait_ms * 1000000ull + two_rtt_ns(fd);
+	uint64_t wait = shunt_accept_wait_ns(&shunt_cfg) + two_rtt_ns(fd);
 	uint64_t deadline = shunt_now_ns() + wait, proc = 0;
 	uint32_t tag = (uint32_t)nonce, t = 0;
 	struct shunt_hs_msg m, r;
@@ -363,7 +363,7 @@ static int server_remote(struct sk *s, int fd, const struct shunt_hs_msg *p, uin
 int inband_server(struct sk *s, int fd)
 {
 	uint64_t rtt2 = two_rtt_ns(fd), now = shunt_now_ns();
-	uint64_t wait = (uint64_t)shunt_cfg.accept_wait_ms * 1000000ull + rtt2;
+	uint64_t wait = shunt_accept_wait_ns(&shunt_cfg) + rtt2;
 	struct shunt_hs_msg m, a;
 	struct conn *c;
 	/* a tenth of the client's wait beyond two round trips (20 ms by default) */

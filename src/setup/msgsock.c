@@ -203,11 +203,11 @@ void rdv_msgsock_atfork_child(void)
 	/* The parent keeps its socket and its messages: start afresh. */
 	if (csock >= 0)
 		fd_close_internal(csock);
-	csock = -1;
+	SHUNT_RESET(csock, -1);
 	for (int i = 0; i < nstash; i++)
 		rdv_close_fds(stash[i].fds, SHUNT_MSG_MAX_FDS);
-	nstash = 0;
-	pthread_mutex_init(&csock_lock, NULL);
+	SHUNT_RESET(nstash, 0);
+	shunt_mutex_reset(&csock_lock);
 }
 
 /* The message with this nonce, already on its way (the in-band handshake's

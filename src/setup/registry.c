@@ -301,8 +301,8 @@ static void reg_forget_unused(void)
 	struct portreg *p, *next;
 
 	for (unsigned i = 0; i < RETIRED; i++)
-		retired[i] = NULL;
-	nretired = 0;
+		SHUNT_RESET(retired[i], NULL);
+	SHUNT_RESET(nretired, 0);
 	for (p = all_regs; p; p = next) {
 		next = p->all_next;
 		if (p->nlisten || p->lock_fd >= 0)
@@ -653,7 +653,7 @@ void rdv_atfork_child(void)
 	rdv_msgsock_atfork_child();
 	rdv_client_atfork_child();
 	arena_atfork_child();
-	pthread_mutex_init(&reg_lock, NULL);
+	shunt_mutex_reset(&reg_lock);
 	if (!shunt_sandboxed)
 		reg_forget_unused();
 }

@@ -43,7 +43,6 @@ struct waiter {
 static __thread struct waiter *me;
 static pthread_key_t key;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
-static uint64_t fork_gen;
 static _Atomic uint64_t next_id = 1;
 
 /* Every thread's set, so a forked child (which has copies of the
@@ -67,7 +66,7 @@ static void thread_gone(void *p)
 {
 	struct waiter *w = p;
 
-	if (w->gen == __atomic_load_n(&fork_gen, __ATOMIC_ACQUIRE)) {
+	if (w->gen == shunt_forks()) {
 		forget(w);
 		fd_close_internal(w->epfd);
 	}
@@ -82,7 +81,7 @@ static void make_key(void)
 int bell_waitfd(void)
 {
 	struct waiter *w = me, **v;
-	uint64_t gen = __atomic_load_n(&fork_gen, __ATOMIC_ACQUIRE);
+	uint64_t gen = shunt_forks();
 	int fd;
 
 	if (shunt_sandboxed) /* epoll_ctl and epoll_wait: calls the filter may refuse */
@@ -145,14 +144,14 @@ void bell_consume(int waitfd)
 }
 
 /* The child has the parent's sets as descriptors, shared with the parent:
- * close them; each thread makes its own again (generation). */
+ * close them; each thread makes its own again (a set made before the
+ * fork carries another shunt_forks()). */
 void bell_atfork_child(void)
 {
-	pthread_mutex_init(&all_lock, NULL);
+	shunt_mutex_reset(&all_lock);
 	for (int i = 0; i < nall && !shunt_sandboxed; i++) /* else: no call of ours */
 		fd_close_internal(all[i]->epfd);
-	nall = 0;
-	__atomic_add_fetch(&fork_gen, 1, __ATOMIC_ACQ_REL);
+	SHUNT_RESET(nall, 0);
 }
 
 uint64_t bell_new_id(void)

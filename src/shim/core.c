@@ -21,9 +21,15 @@
 extern char **environ;
 struct shunt_config shunt_cfg;
 int shunt_active;
+/* The network namespace and the process's id are a forked child's own,
+ * read or drawn at its first need: each valid while its forks count is
+ * shunt_forks() (a count, so that the child writes neither at its fork:
+ * base.h, SHUNT_RESET). */
 static uint64_t netns_ino;
-static _Atomic int netns_stale; /* a forked child's: read at its first need */
-static _Atomic uint64_t proc_id; /* 0: not drawn yet (a forked child's) */
+static _Atomic unsigned netns_forks;
+static uint64_t proc_id;
+static _Atomic unsigned proc_id_forks;
+static pthread_mutex_t proc_id_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static mode_t file_mode = 0600;
 int shunt_dirfd = -1;
@@ -93,15 +99,22 @@ static uint64_t draw_odd(void)
  * system call a fork. */
 uint64_t shunt_proc_name(void)
 {
-	uint64_t id = __atomic_load_n(&proc_id, __ATOMIC_ACQUIRE), n;
+	unsigned f = shunt_forks();
 
-	if (__builtin_expect(!id, 0)) {
-		/* (0: none; drawn before a sandbox, but a filter installed
-		 * past our wrappers is met only here) */
-		n = draw_odd();
-		id = __atomic_compare_exchange_n(&proc_id, &id, n, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) ? n : id;
+	/* (a sandboxed process's child keeps its parent's, as it keeps the
+	 * parent's files: it makes none under a filter) */
+	if (__builtin_expect(__atomic_load_n(&proc_id_forks, __ATOMIC_ACQUIRE) != f, 0) &&
+	    !__atomic_load_n(&shunt_sandboxed, __ATOMIC_ACQUIRE)) {
+		/* (drawn before a sandbox, but a filter installed past our
+		 * wrappers is met only here: draw_odd asks no system call then) */
+		pthread_mutex_lock(&proc_id_lock);
+		if (__atomic_load_n(&proc_id_forks, __ATOMIC_RELAXED) != f) {
+			proc_id = draw_odd();
+			__atomic_store_n(&proc_id_forks, f, __ATOMIC_RELEASE);
+		}
+		pthread_mutex_unlock(&proc_id_lock);
 	}
-	return id;
+	return proc_id;
 }
 
 /* ... given to another process (an offer, an arena, an in-band answer),
@@ -135,17 +148,20 @@ static void read_netns(void);
 
 uint64_t shunt_netns_ino(void)
 {
-	if (__builtin_expect(__atomic_load_n(&netns_stale, __ATOMIC_ACQUIRE), 0) &&
-	    __atomic_exchange_n(&netns_stale, 0, __ATOMIC_ACQ_REL) && !shunt_sandboxed)
+	if (__builtin_expect(__atomic_load_n(&netns_forks, __ATOMIC_ACQUIRE) != shunt_forks(), 0) &&
+	    !shunt_sandboxed)
 		read_netns(); /* (sandboxed: the parent's, read before the filter) */
 	return netns_ino;
 }
 
+/* (two threads may both read it: the same) */
 static void read_netns(void)
 {
 	struct stat st;
+	unsigned f = shunt_forks();
 
 	netns_ino = stat("/proc/self/ns/net", &st) ? 0 : (uint64_t)st.st_ino;
+	__atomic_store_n(&netns_forks, f, __ATOMIC_RELEASE);
 }
 
 
@@ -278,10 +294,10 @@ static void atfork_child(void)
 	if (!gen)
 		gen = draw_odd();
 	fdtab_each(hold_inherited, &gen);
-	if (!shunt_sandboxed) { /* (a program's unshare() before its fork is seen) */
-		__atomic_store_n(&netns_stale, 1, __ATOMIC_RELEASE);
-		__atomic_store_n(&proc_id, 0, __ATOMIC_RELEASE);
-	}
+	/* (the namespace and the id: read and drawn at first need - a
+	 * program's unshare() before its fork is seen; sandboxed, the
+	 * parent's stay: no stat, no getrandom under a filter) */
+	shunt_mutex_reset(&proc_id_lock);
 	rdv_atfork_child();
 	bell_atfork_child();
 	stats_atfork_child();
@@ -304,6 +320,7 @@ __attribute__((constructor)) static void shunt_init(void)
 	shunt_log_on = shunt_cfg.log;
 	read_netns();
 	proc_id = shunt_random64() | 1;
+	__atomic_store_n(&proc_id_forks, shunt_forks(), __ATOMIC_RELEASE);
 	shunt_ncpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
 	if (shunt_ncpus < 1)
 		shunt_ncpus = 1;

@@ -882,7 +882,7 @@ static int wait_loop(struct epset *ep, int epfd, struct epoll_event *evs, int ma
 		 * bytes in the slot) */
 		if (due != UINT64_MAX || __atomic_load_n(&ep->many_seen, __ATOMIC_RELAXED)) {
 			uint64_t now = shunt_now_ns(), left = due > now ? due - now : 0;
-			uint64_t cap = (uint64_t)shunt_cfg.accept_wait_ms * 1000000ull;
+			uint64_t cap = shunt_accept_wait_ns(&shunt_cfg);
 			int cap_ms = (int)(((left < cap ? left : cap) + 999999) / 1000000);
 			if (wait_ms < 0 || cap_ms < wait_ms)
 				wait_ms = cap_ms;

@@ -132,11 +132,11 @@ void stats_atfork_child(void)
 	 * parent's lock in place. */
 	if (sf_fd >= 0)
 		fd_close_internal(sf_fd);
-	sf = NULL;
-	sf_fd = -1;
-	sf_failed = 0;
-	pthread_mutex_init(&sf_lock, NULL);
-	__atomic_store_n(&stats_pending, 1, __ATOMIC_RELEASE);
+	SHUNT_RESET(sf, NULL);
+	SHUNT_RESET(sf_fd, -1);
+	SHUNT_RESET(sf_failed, 0);
+	shunt_mutex_reset(&sf_lock);
+	SHUNT_RESET(stats_pending, 1);
 }
 
 /* What a socket is now: its mode and, when not accelerated, why. */

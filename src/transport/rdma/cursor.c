@@ -564,10 +564,10 @@ void rdma_closers_forget(void)
 	for (struct rconn *x = closing; x; x = x->closing_next)
 		if (x->c.tcp_fd >= 0)
 			fd_close_internal(x->c.tcp_fd);
-	closing = NULL;
-	rdma_closers = 0;
-	pthread_mutex_init(&closing_lock, NULL);
-	pthread_mutex_init(&close_sweep_lock, NULL);
+	SHUNT_RESET(closing, NULL);
+	SHUNT_RESET(rdma_closers, 0);
+	shunt_mutex_reset(&closing_lock);
+	shunt_mutex_reset(&close_sweep_lock);
 }
 
 /* One deferred close: 1 once its word completed or it moved (the tail is

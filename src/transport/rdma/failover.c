@@ -171,8 +171,8 @@ void rdma_fo_threads_forget(void)
 {
 	for (int i = 0; i < fo_thr_n; i++)
 		fd_close_internal(fo_thr_fd[i]);
-	fo_thr_n = 0;
-	pthread_mutex_init(&fo_thr_lock, NULL);
+	SHUNT_RESET(fo_thr_n, 0);
+	shunt_mutex_reset(&fo_thr_lock);
 }
 
 /* The peer moved its sending half after its stream had ended over RDMA

@@ -107,10 +107,10 @@ void rdma_dev_forget(void)
 			fd_close_internal(d->ctx->cmd_fd);
 		}
 	}
-	devs = NULL;
-	devs_scanned = 0;
-	devs_refused = 0;
-	pthread_mutex_init(&dev_lock, NULL);
+	SHUNT_RESET(devs, NULL);
+	SHUNT_RESET(devs_scanned, 0);
+	SHUNT_RESET(devs_refused, 0);
+	shunt_mutex_reset(&dev_lock);
 }
 
 /* The last match in the table wins: rxe and most RoCE devices list a

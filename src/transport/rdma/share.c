@@ -445,11 +445,14 @@ int rdma_conn_adopt(int fd, int memfd, int side, int reason, struct conn **out)
  * the fork are TCP (and their region) here, the others EIO (core.c). */
 void rdma_atfork_child(void)
 {
-	rdma_links = rdma_spares = rdma_offered = rdma_retiring = NULL;
+	SHUNT_RESET(rdma_links, NULL);
+	SHUNT_RESET(rdma_spares, NULL);
+	SHUNT_RESET(rdma_offered, NULL);
+	SHUNT_RESET(rdma_retiring, NULL);
 	rdma_closers_forget(); /* the parent's threads, not ours */
 	rdma_fo_threads_forget();
-	rdma_thread_on = 0;
+	SHUNT_RESET(rdma_thread_on, 0);
 	rdma_dev_forget();
-	pthread_mutex_init(&rdma_lock, NULL);
+	shunt_mutex_reset(&rdma_lock);
 }
 

@@ -58,11 +58,6 @@ static void arena_free_locked(struct arena **pp);
 static int may_unmap(struct arena *a);
 static void reap_closed_locked(void);
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-/* Did this process make the arena (a forked child's copies are its
- * parent's, an exec's adopted ones another image's)?  Only its maker takes
- * segments in it, opens it again and closes it.  An arena made here
- * carries epoch + 1; a forked child raises epoch. */
-static unsigned epoch;
 
 static size_t seg_size(uint32_t rs)
 {
@@ -143,7 +138,7 @@ static int create_arena(uint64_t peer, struct arena **out)
 		  !fcntl(fds[0], F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)))
 		r = map_arena(fds, h.id, 1, peer, out);
 	if (!r) {
-		(*out)->epoch = epoch + 1;
+		(*out)->epoch = shunt_forks();
 		shunt_fault_ring_pipebell((*out)->bell); /* tests: a hostile peer's doorbells */
 	}
 	if (r)
@@ -185,10 +180,13 @@ static void init_seg(struct arena *a, unsigned seg, uint64_t nonce)
 	__atomic_store_n(&h->confirm, 0, __ATOMIC_RELEASE);
 }
 
-
+/* Did this process make the arena?  A forked child's copies are its
+ * parent's (their forks count is not its own), an exec's adopted ones
+ * another image's (0): only its maker takes segments in it, opens it again
+ * and closes it. */
 static int mine(const struct arena *a)
 {
-	return a->epoch == epoch + 1;
+	return a->epoch == shunt_forks();
 }
 
 /* Forked: a connection of it went to a forked child with it - whose
@@ -253,7 +251,9 @@ static int sweep_locked(uint64_t peer)
 
 void arena_forked(struct arena *a)
 {
-	if (a->side == 1) /* (a client's arenas are its servers' to place) */
+	/* (a client's arenas are its servers' to place; in the child the
+	 * word is as the parent set it) */
+	if (a->side == 1 && !__atomic_load_n(&a->forked, __ATOMIC_RELAXED))
 		__atomic_store_n(&a->forked, 1, __ATOMIC_RELAXED);
 }
 
@@ -538,9 +538,8 @@ void arena_put(struct arena *a)
 
 void arena_atfork_child(void)
 {
-	pthread_mutex_init(&lock, NULL);
-	offers_in_flight = 0; /* the parent's */
-	epoch++; /* the parent's arenas are its own (no walk: no copy of theirs) */
+	shunt_mutex_reset(&lock);
+	SHUNT_RESET(offers_in_flight, 0); /* the parent's */
 }
 
 void arena_hold_more(struct arena *a, unsigned seg, int side)

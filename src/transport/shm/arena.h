@@ -25,7 +25,7 @@ struct arena {
 	_Atomic int forked;   /* server side: a connection of it went to a forked child
 				 and no segment was taken in it since (arena.c) */
 	int adopted;          /* mapped across an exec: others may hold it */
-	unsigned epoch;       /* made here: arena.c's epoch then (0: mapped, another's) */
+	unsigned epoch;       /* made here: shunt_forks() then (0: mapped, another's) */
 	unsigned hi;          /* made here: segments [0, hi) were ever taken */
 	uint32_t closes_seen; /* client side: hdr->closes when last looked at */
 	struct arena *next;

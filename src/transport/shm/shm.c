@@ -215,7 +215,7 @@ static void shm_fork_hold(struct conn *c, uint64_t gen)
 {
 	struct shm_conn *m = shm_of(c);
 
-	c->shared = 1;
+	SHUNT_RESET(c->shared, 1); /* (in the child: as the parent set it) */
 	arena_forked(m->arena); /* its processes would wake each other */
 	if (m->fork_gen == gen)
 		return;
