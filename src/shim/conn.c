@@ -174,7 +174,9 @@ static int exit_alone(void)
  * closing its connection (a PostgreSQL backend leaves that to the
  * kernel) frees its segment for the server's next connection
  * (src/transport/shm/arena.c).  With other threads alive, one of them may
- * still be inside a call on the rings: they stay held, as before. */
+ * still be inside a call on the rings: they stay held, as before.  (A
+ * thread made past pthread_create - a raw clone - is not counted by glibc's
+ * word; such threads may not call libc anyway.) */
 static void closing_at_exit(int fd, struct sk *s, void *arg)
 {
 	struct shunt_stat_rec *r;
@@ -182,9 +184,11 @@ static void closing_at_exit(int fd, struct sk *s, void *arg)
 
 	if ((s = fdtab_get(fd)) == NULL)
 		return;
-	if (s->kind == SK_CONN && s->conn && *alone < 0)
+	/* (shared memory's: an RDMA connection's close may hand its end to
+	 * a thread, which the exit would cut - its end is exit_flush's) */
+	if (s->kind == SK_CONN && s->conn && s->conn->tp == &shm_transport && *alone < 0)
 		*alone = exit_alone();
-	if (s->kind == SK_CONN && s->conn && *alone > 0) {
+	if (s->kind == SK_CONN && s->conn && s->conn->tp == &shm_transport && *alone > 0) {
 		sk_put(s);
 		if ((s = fdtab_closing(fd)) != NULL) {
 			real.close(fd); /* (the kernel would, at the end) */
