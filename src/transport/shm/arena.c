@@ -53,6 +53,7 @@
 #define SHUNT_ARENA_KEEP 8
 
 static struct arena *arenas;
+static _Atomic int closed_left; /* client: a closed arena is still mapped: look again */
 static void reap_dead_locked(void);
 static void arena_free_locked(struct arena **pp);
 static int may_unmap(struct arena *a);
@@ -331,9 +332,11 @@ static int get_or_map(uint64_t id, int *fds, int side, struct arena **out, int a
 	if (a) {
 		uint32_t closes = __atomic_load_n(&a->hdr->closes, __ATOMIC_ACQUIRE);
 		close3(fds); /* already mapped (an exec'd sibling, a resend) */
-		if (side == 0 && closes != a->closes_seen) { /* its server closed others */
+		if (side == 0 && closes != a->closes_seen) {
+			/* its server closed others: they go once no offer of
+			 * ours is in flight (ours is: arena_offer_end) */
 			a->closes_seen = closes;
-			reap_closed_locked();
+			__atomic_store_n(&closed_left, 1, __ATOMIC_RELAXED);
 		}
 	} else if (!fds || fds[0] < 0 || fds[1] < 0 || fds[2] < 0) {
 		close3(fds);
@@ -458,7 +461,6 @@ static void reap_dead_locked(void)
  * nothing of - no answer will name them again: unmapped at our last
  * connection's end there, or when the next arena comes, not when that
  * server process ends (a postmaster lives for months). */
-static _Atomic int closed_left; /* a closed arena is still mapped: look again */
 
 static void reap_closed_locked(void)
 {
