@@ -554,6 +554,25 @@ static inline int count_maps(void)
 	return n;
 }
 
+/* A forking server's step (PostgreSQL's postmaster, inetd): accept on l,
+ * fork a process that serves the connection - serve(c, arg), then it ends
+ * - and close the parent's copy.  The child's pid. */
+static inline pid_t accept_fork(int l, void (*serve)(int c, int arg), int arg)
+{
+	int c = accept(l, NULL, NULL);
+	pid_t p;
+
+	CHECK(c >= 0);
+	CHECK((p = fork()) >= 0);
+	if (!p) {
+		close(l);
+		serve(c, arg);
+		_exit(0);
+	}
+	close(c);
+	return p;
+}
+
 /* Shared-memory arenas this process maps; their inode numbers in ino[]
  * (up to cap), which tell one arena from another. */
 static inline int arena_maps(unsigned long *ino, int cap)

@@ -17,11 +17,12 @@
 
 /* One connection's child: echo a byte; 'n' answers with the number of
  * arenas this process maps - its parent's as they were at the fork. */
-static void serve(int c)
+static void serve(int c, int arg)
 {
 	char b;
 	ssize_t r;
 
+	(void)arg;
 	while ((r = read(c, &b, 1)) == 1) {
 		if (b == 'n') {
 			int n = arena_maps(NULL, 0);
@@ -34,32 +35,17 @@ static void serve(int c)
 	_exit(0);
 }
 
-static pid_t accept_fork(int l)
-{
-	int c = accept(l, NULL, NULL);
-	pid_t p;
-
-	CHECK(c >= 0);
-	CHECK((p = fork()) >= 0);
-	if (!p) {
-		close(l);
-		serve(c);
-	}
-	close(c);
-	return p;
-}
-
 static void server(int l)
 {
 	pid_t kids[BURST];
 
 	for (int i = 0; i < SERIAL; i++) /* each child ends before the next */
-		CHECK(wait_child(accept_fork(l)) == 0);
+		CHECK(wait_child(accept_fork(l, serve, 0)) == 0);
 	for (int i = 0; i < BURST; i++)
-		kids[i] = accept_fork(l);
+		kids[i] = accept_fork(l, serve, 0);
 	for (int i = 0; i < BURST; i++)
 		CHECK(wait_child(kids[i]) == 0);
-	CHECK(wait_child(accept_fork(l)) == 0);
+	CHECK(wait_child(accept_fork(l, serve, 0)) == 0);
 	_exit(0);
 }
 

@@ -27,12 +27,13 @@ static long switches(void)
 
 /* One connection, in epoll: each byte echoed; 'm' marks the context
  * switches so far, 'q' answers with those made since the mark. */
-static void serve(int c)
+static void serve(int c, int arg)
 {
 	int ep = epoll_create1(0);
 	struct epoll_event ev = { .events = EPOLLIN, .data.fd = c };
 	long mark = 0;
 
+	(void)arg;
 	CHECK(ep >= 0 && epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev) == 0);
 	expect_mode(c);
 	for (;;) {
@@ -62,16 +63,8 @@ static void server(int l)
 {
 	pid_t kids[2];
 
-	for (int i = 0; i < 2; i++) {
-		int c = accept(l, NULL, NULL);
-		CHECK(c >= 0);
-		CHECK((kids[i] = fork()) >= 0);
-		if (!kids[i]) {
-			close(l);
-			serve(c);
-		}
-		close(c);
-	}
+	for (int i = 0; i < 2; i++)
+		kids[i] = accept_fork(l, serve, 0);
 	for (int i = 0; i < 2; i++)
 		CHECK(wait_child(kids[i]) == 0);
 	_exit(0);
