@@ -144,12 +144,12 @@ void conn_reset_on_close(struct conn *c)
 static int exit_alone(void)
 {
 	char buf[512], *p;
-	int fd = __libc_single_threaded ? -1 : real.open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
 	ssize_t n;
+	int fd;
 
 	if (__libc_single_threaded)
 		return 1;
-	if (fd < 0)
+	if ((fd = real.open("/proc/self/stat", O_RDONLY | O_CLOEXEC)) < 0)
 		return 0;
 	n = real.read(fd, buf, sizeof buf - 1);
 	real.close(fd);

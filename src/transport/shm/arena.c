@@ -483,6 +483,18 @@ static void reap_closed_locked(void)
 	__atomic_store_n(&closed_left, left, __ATOMIC_RELAXED);
 }
 
+/* ... now, unless sandboxed (no munmap or close of ours under a filter)
+ * or in a signal handler (the interrupted thread may hold the lock: left
+ * for later). */
+static void reap_closed(void)
+{
+	if (shunt_sandboxed || shunt_in_handler())
+		return;
+	pthread_mutex_lock(&lock);
+	reap_closed_locked();
+	pthread_mutex_unlock(&lock);
+}
+
 void arena_offer_begin(void)
 {
 	__atomic_add_fetch(&offers_in_flight, 1, __ATOMIC_SEQ_CST);
@@ -492,12 +504,9 @@ void arena_offer_begin(void)
  * was (may_unmap) - an answer that told us of them (hdr->closes) - go. */
 void arena_offer_end(void)
 {
-	if (__atomic_sub_fetch(&offers_in_flight, 1, __ATOMIC_SEQ_CST) ||
-	    !__atomic_load_n(&closed_left, __ATOMIC_RELAXED) || shunt_sandboxed || shunt_in_handler())
-		return;
-	pthread_mutex_lock(&lock);
-	reap_closed_locked();
-	pthread_mutex_unlock(&lock);
+	if (!__atomic_sub_fetch(&offers_in_flight, 1, __ATOMIC_SEQ_CST) &&
+	    __atomic_load_n(&closed_left, __ATOMIC_RELAXED))
+		reap_closed();
 }
 
 int arena_drop_unused(void)
@@ -529,13 +538,9 @@ void arena_put(struct arena *a)
 	int side = a->side;
 	uint32_t closed = side == 0 && __atomic_load_n(&a->hdr->closed, __ATOMIC_ACQUIRE);
 
-	if (__atomic_sub_fetch(&a->held, 1, __ATOMIC_RELEASE) || side != 0 ||
-	    !(closed || __atomic_load_n(&closed_left, __ATOMIC_RELAXED)) || shunt_sandboxed ||
-	    shunt_in_handler()) /* (the interrupted thread may hold the lock: left for later) */
-		return;
-	pthread_mutex_lock(&lock);
-	reap_closed_locked();
-	pthread_mutex_unlock(&lock);
+	if (!__atomic_sub_fetch(&a->held, 1, __ATOMIC_RELEASE) && side == 0 &&
+	    (closed || __atomic_load_n(&closed_left, __ATOMIC_RELAXED)))
+		reap_closed();
 }
 
 void arena_atfork_child(void)
