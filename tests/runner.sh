@@ -3,7 +3,8 @@
 #   run_one NAME MODE CMD...   (TIMEOUT, or TEST_LIMIT for this one call);
 #                              a failure's whole output is kept in
 #                              FAIL_LOG_DIR/NAME.MODE.log when that is set
-#   want NAME                  true if TESTS is empty or names NAME
+#   want NAME                  true if TESTS is empty or names NAME, and
+#                              SKIP_TESTS does not name it
 #   summary                    "failed: ..." and "N passed, N failed, N skipped";
 #                              its status is the suite's
 pass=0 fail=0 skip=0 failed=()
@@ -32,7 +33,10 @@ run_one() {
 	rm -f "$log"
 }
 
-want() { [ -z "${TESTS:-}" ] || [[ " $TESTS " == *" $1 "* ]]; }
+want() {
+	[[ " ${SKIP_TESTS:-} " != *" $1 "* ]] || return 1
+	[ -z "${TESTS:-}" ] || [[ " $TESTS " == *" $1 "* ]]
+}
 
 summary() {
 	[ ${#failed[@]} -eq 0 ] || echo "failed: ${failed[*]}"

@@ -25,12 +25,14 @@
 # UDP, not the socket netdev's TCP stream: over TCP, Nagle and delayed ACKs
 # between the two QEMU processes held small frames back ~40 ms each.
 # -K ROOT: the kernel and modules come from ROOT/boot and ROOT/lib/modules
-# (a kernel package unpacked there, not installed: bench/smc.sh).
+# (a kernel package unpacked there, not installed: scripts/guest-kernel.sh
+# unpacks Debian 12's 6.12 and prints its ROOT; bench/smc.sh); the
+# environment's SHUNT_VM_KROOT=ROOT does the same for every guest.
 # -v: stream the guest console to stderr (VM_LOGLEVEL=7: all kernel
 # messages, stack traces of a soft lockup among them).  Cache: $SHUNT_VM_CACHE
 # (default /var/tmp/shunt-vm).
 #
-# Needs (scripts/deps.sh --rdma): qemu-system-x86 linux-image-amd64
+# Needs (scripts/deps.sh): qemu-system-x86 linux-image-amd64
 # busybox-static kmod cpio rdma-core ibverbs-providers ibverbs-utils
 # rdmacm-utils perftest xz-utils zstd.
 set -euo pipefail
@@ -52,7 +54,12 @@ shift $((OPTIND - 1))
 say() { echo "vm: $*" >&2; }
 skip() { say "skip: $*"; exit 77; }
 
-command -v qemu-system-x86_64 > /dev/null || skip "qemu-system-x86_64 missing (scripts/deps.sh --rdma)"
+command -v qemu-system-x86_64 > /dev/null || skip "qemu-system-x86_64 missing (scripts/deps.sh)"
+# The kernel: -K, else $SHUNT_VM_KROOT (a ROOT as -K's: the integration
+# scripts pass the environment on), else this machine's /boot.
+if [ -z "$KR" ] && [ -z "$KVER" ] && [ -n "${SHUNT_VM_KROOT:-}" ]; then
+	KR=$(readlink -f "$SHUNT_VM_KROOT"); [ "$KR" = / ] && KR=
+fi
 # the newest installed kernel that has Soft-RoCE (a cloud flavour may not)
 [ -n "$KVER" ] || KVER=$(ls "$KR"/boot/vmlinuz-* 2> /dev/null | sed "s|$KR/boot/vmlinuz-||" | sort -V |
 	while read -r k; do ls "$KR"/lib/modules/"$k"/kernel/drivers/infiniband/sw/rxe/rdma_rxe.ko* > /dev/null 2>&1 &&
@@ -267,8 +274,11 @@ tail -n +1 -f --pid=$QPID "$RUN/out" &
 # A guest that reported its exit code gets 15 s to power off.  A guest
 # kernel that soft-locked (the emulated device's own bug: Debian 12's rxe
 # spins for ever now and then after dropped RoCE packets, docs/rdma.md)
-# never recovers: it is stopped at once and said, exit code 126, so that a
-# caller may boot a fresh guest rather than wait out the time limit.
+# never recovers: it is stopped at once; one that panicked (6.12's rxe has
+# been seen to, in the veth's receive path) powers off by itself (panic=-1,
+# -no-reboot).  Either is said, with the report's first lines, exit code
+# 126, so that a caller may boot a fresh guest rather than wait out the
+# time limit or blame the command.
 n=0 k=0 lockup=
 while kill -0 $QPID 2> /dev/null; do
 	[ -s "$RUN/rc" ] && { n=$((n + 1)); [ $n -gt 75 ] && kill $QPID; }
@@ -285,6 +295,10 @@ sleep 0.3
 rc=$(tr -dc '0-9' < "$RUN/rc")
 if [ -n "$lockup" ]; then
 	say "the guest kernel soft-locked (rxe): stopped"; grep -m3 'soft lockup\|RIP:' "$RUN/console" >&2; rc=126
+elif [ -z "$rc" ] && grep -q 'Kernel panic' "$RUN/console"; then
+	say "the guest kernel panicked:"
+	grep -m12 -A1 'BUG:\|Oops\|general protection\|RIP:\|Call Trace\|rxe\|Kernel panic' "$RUN/console" >&2
+	rc=126
 elif [ "$q" = 124 ] || [ "$q" = 137 ]; then
 	say "time-out after $TIMEOUT s"; rc=124
 elif [ -z "$rc" ]; then
