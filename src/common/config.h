@@ -35,6 +35,16 @@ static inline uint64_t shunt_accept_wait_ns(const struct shunt_config *c)
 	return (uint64_t)c->accept_wait_ms * 1000000ull;
 }
 
+/* ... and in a call TCP never blocks in (a non-blocking socket's, a
+ * poll's, epoll's; a non-blocking connect): a fortieth of it, about what a
+ * non-blocking accept() waits for its client (5 ms; emulated RDMA's tests
+ * wait 30 s, so 750 ms) */
+#define SHUNT_NONBLOCK_WAIT_PART 40
+static inline uint64_t shunt_nonblock_wait_ns(const struct shunt_config *c)
+{
+	return shunt_accept_wait_ns(c) / SHUNT_NONBLOCK_WAIT_PART;
+}
+
 /* Parse one environment into cfg; returns 0 or -EINVAL with *bad naming the
  * offending variable.  Invalid values never abort the program: the caller
  * logs and keeps the default. */

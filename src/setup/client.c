@@ -38,9 +38,9 @@ void rdv_client_atfork_child(void)
 
 /* Wait for the TCP handshake of a non-blocking connect, without consuming
  * the socket's pending error (SO_ERROR belongs to the application). */
-static int wait_established(int fd, int ms)
+static int wait_established(int fd, uint64_t ns)
 {
-	int r = fd_wait(fd, POLLOUT, shunt_now_ns() + (uint64_t)ms * 1000000ull, 0);
+	int r = fd_wait(fd, POLLOUT, shunt_now_ns() + ns, 0);
 
 	return r > 0 && !(r & (POLLERR | POLLHUP)) && (r & POLLOUT);
 }
@@ -533,7 +533,16 @@ int rdv_connect(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len
 	if (p && !live && (p = rdv_reg_get(dst.port, 0, 1))) /* its listeners gone: a new file? */
 		live = rdv_reg_live(p);
 	if (!live || !rdv_reg_may_match(p, &dst)) {
-		/* Not a local shunt server: the agent, if any, signals in the SYN. */
+		/* Not a local shunt server: the agent, if any, signals in the SYN.
+		 * The in-band handshake runs here, in connect(), once the kernel
+		 * made the connection (the network's round trip: a shunt server
+		 * that saw our option waits for the PROPOSAL that long).  Then a
+		 * non-blocking connect - a call TCP never blocks in - waits for
+		 * the server's answer, which comes once its application took the
+		 * connection, as a non-blocking socket's first call waits for a
+		 * local server's claim (5 ms), not as a blocking connect() does
+		 * (SHUNT_ACCEPT_WAIT_MS): an event loop is not held while its
+		 * server is slow to accept (then plain, reason hs-timeout). */
 		int marked = agent_mark_client(fd), st;
 		ret = rdv_sys(real.connect(fd, addr, len));
 		if (marked == -ENOENT) /* nobody to ask a peer on another host */
@@ -541,7 +550,7 @@ int rdv_connect(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len
 		else if (marked)
 			s->reason = SHUNT_R_RESOURCE; /* no storage for it: no option sent */
 		if (marked || (ret && ret != -EINPROGRESS) ||
-		    (ret == -EINPROGRESS && !wait_established(fd, shunt_cfg.accept_wait_ms))) {
+		    (ret == -EINPROGRESS && !wait_established(fd, shunt_accept_wait_ns(&shunt_cfg)))) {
 			/* No verdict to wait for: a shunt server that saw our
 			 * option waits for no PROPOSAL either (inband.c). */
 			if (!marked)
@@ -549,8 +558,11 @@ int rdv_connect(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len
 			return ret;
 		}
 		st = agent_take(fd, &nonce);
-		s->reason = st == SHUNT_AG_CLIENT_PEER_OK ? inband_client(s, fd, nonce)
-							  : agent_reason_of(st);
+		s->reason = st == SHUNT_AG_CLIENT_PEER_OK
+				    ? inband_client(s, fd, nonce,
+						    ret == -EINPROGRESS ? shunt_nonblock_wait_ns(&shunt_cfg)
+									: shunt_accept_wait_ns(&shunt_cfg))
+				    : agent_reason_of(st);
 		return ret;
 	}
 	__atomic_add_fetch(&connects_in_setup, 1, __ATOMIC_RELAXED);
@@ -591,7 +603,7 @@ static int connect_offer(int fd, struct sk *s, const struct sockaddr *addr, sock
 	ret = rdv_sys(real.connect(fd, addr, len));
 	if (ret && ret != -EINPROGRESS)
 		goto fail;
-	if (ret == -EINPROGRESS && !wait_established(fd, shunt_cfg.accept_wait_ms)) {
+	if (ret == -EINPROGRESS && !wait_established(fd, shunt_accept_wait_ns(&shunt_cfg))) {
 		s->reason = SHUNT_R_CONNECT_SLOW;
 		goto fail;
 	}

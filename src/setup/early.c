@@ -133,12 +133,6 @@ static void send_early(const struct offer *o)
 	}
 }
 
-/* ... a call TCP never blocks in: a fortieth of it (5 ms; below) */
-static uint64_t nb_wait_ns(void)
-{
-	return shunt_accept_wait_ns(&shunt_cfg) / NONBLOCK_WAIT_PART;
-}
-
 static void settle_within(struct sk *s, uint64_t wait_ns)
 {
 	int e = errno, resend, cut, reason, fd, in_epoll;
@@ -188,14 +182,13 @@ static void settle_within(struct sk *s, uint64_t wait_ns)
  * blocks in (a non-blocking socket's, or a poll's, epoll's: the program's
  * thread may hold what its server waits for - a lock, another connection's
  * request), about as long as a non-blocking accept() waits for its client
- * (5 ms: a fortieth of SHUNT_ACCEPT_WAIT_MS, NONBLOCK_WAIT_PART, which
- * scales it - emulated RDMA's tests wait 30 s, so 750 ms): a server that
- * has not taken the connection by then gets it plain (SHUNT_R_TIMEOUT),
- * the first bytes resent on its socket.
+ * (config.h shunt_nonblock_wait_ns: 5 ms by default): a server that has
+ * not taken the connection by then gets it plain (SHUNT_R_TIMEOUT), the
+ * first bytes resent on its socket.
  * A server that claimed it is answering: that answer is waited for. */
 void rdv_offer_settle_nb(struct sk *s)
 {
-	settle_within(s, nb_wait_ns());
+	settle_within(s, shunt_nonblock_wait_ns(&shunt_cfg));
 }
 
 void rdv_offer_settle(struct sk *s)
@@ -312,7 +305,7 @@ int rdv_offer_unclaimed(struct sk *s)
  * (accept-timeout) at once. */
 void rdv_offer_settle_due(struct sk *s)
 {
-	settle_within(s, shunt_now_ns() >= offer_end(s) ? 0 : nb_wait_ns());
+	settle_within(s, shunt_now_ns() >= offer_end(s) ? 0 : shunt_nonblock_wait_ns(&shunt_cfg));
 }
 
 /* ... by a blocking read, or a poll for bytes: first asleep until the

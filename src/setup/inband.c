@@ -235,11 +235,13 @@ int inband_syn_had_option(const struct sk *ls, int fd)
 	return !r && shunt_syn_nonce(syn, l, &nonce) == 1;
 }
 
-/* Client, after connect with PEER_OK.  Returns the fallback reason (0 when
- * the connection became shared memory). */
-int inband_client(struct sk *s, int fd, uint64_t nonce)
+/* Client, after connect with PEER_OK: the server's answer waited for
+ * max_wait (client.c: less in a non-blocking connect) and two round trips.
+ * Returns the fallback reason (0 when the connection became shared memory
+ * or RDMA). */
+int inband_client(struct sk *s, int fd, uint64_t nonce, uint64_t max_wait)
 {
-	uint64_t wait = shunt_accept_wait_ns(&shunt_cfg) + two_rtt_ns(fd);
+	uint64_t wait = max_wait + two_rtt_ns(fd);
 	uint64_t deadline = shunt_now_ns() + wait, proc = 0;
 	uint32_t tag = (uint32_t)nonce, t = 0;
 	struct shunt_hs_msg m, r;

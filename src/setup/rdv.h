@@ -61,8 +61,6 @@ struct arena;
 #define NONBLOCK_RUNNABLE_MAX 16               /* runnable threads a CPU from which it does not wait */
 #define EPOLL_RUNNABLE_MAX 16                  /* busy_short's mark at most, for a process with epoll */
 #define NONBLOCK_OFFER_NS 5000000ull           /* a non-blocking accept() waits this long at most */
-#define NONBLOCK_WAIT_PART 40                  /* a client's call TCP never blocks in waits
-						  SHUNT_ACCEPT_WAIT_MS / this for a claim (5 ms) */
 #define SEND_RETRIES 1000                      /* x 0.1 ms: an accept message into a full queue */
 
 struct portreg {

@@ -89,7 +89,17 @@ for order in cfirst sfirst; do
 	echo "$out" | grep -q 'role=client mode=shm' || die "in-band shm, $order: $out"
 	grep -q 'role=server mode=shm' "$WORK/ls.out" || die "in-band shm, $order: $(cat "$WORK/ls.out")"
 done
+# A non-blocking connect through the in-band handshake: a prompt server's
+# connection is shared memory; one slow to accept costs the connect no
+# more than a call TCP never blocks in waits (tests/behave/slow_accept_nb:
+# 100 ms at most; before, SHUNT_ACCEPT_WAIT_MS's 200 ms), then plain.
+B="$ROOT/$BUILD/tests/behave"
+out=$(in_cg env LD_PRELOAD="$ROOT/$BUILD/libshunt.so" SHUNT_DIR="$WORK/hostA" SHUNT_LOCAL=0 SHUNT_EXPECT=shm \
+	"$B/nonblock_connect" 2>&1) || die "in-band, non-blocking connect: $out"
+out=$(in_cg env LD_PRELOAD="$ROOT/$BUILD/libshunt.so" SHUNT_DIR="$WORK/hostA" SHUNT_LOCAL=0 \
+	"$B/slow_accept_nb" 2>&1) || die "in-band, non-blocking connect, slow accept: $out"
 echo "  one host through the in-band handshake: shared memory, the server's exit read as EOF"
+echo "  in-band, non-blocking connect: shared memory; a server slow to accept holds it 5 ms at most"
 echo "  shim + agent across hosts: in-band PROPOSAL/DECLINE (no transport yet: reason 12) with data intact"
 echo "  either side speaking first; plain peers reason 1 and no handshake bytes"
 
