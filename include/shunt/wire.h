@@ -345,7 +345,11 @@ struct shunt_seg_hdr {
 	_Atomic uint32_t owner[2];   /* processes holding the connection: [0] client, [1] server */
 	uint32_t reserved;           /* 0 (version 1: a per-segment eventfd generation) */
 	_Atomic uint32_t confirm_waiter; /* the server sleeps on confirm: wake it */
-	uint8_t pad[16];
+	_Atomic uint32_t unclosed[2]; /* of owner[]: holders that have not begun their last close;
+				       the one that takes it to 0 decides what the kernel
+				       socket's last close says (FIN, or RST: bytes unread).
+				       Each side's own processes only; 0 (pad) before it */
+	uint8_t pad[8];
 	struct shunt_ring_ctl ring[2];
 };
 _Static_assert(sizeof(struct shunt_seg_hdr) == 576, "segment header layout");

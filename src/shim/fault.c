@@ -113,6 +113,13 @@
  *                         after 20 ms in a blocking one) and must tell
  *                         it, so that it stays plain at once (reason
  *                         server-first) instead of after its 200 ms.
+ *   SHUNT_FAULT_CLOSE_MS=MS   a process closing its last descriptor of a
+ *                         shared-memory connection waits MS ms after it
+ *                         counted itself among the closers, before it looks
+ *                         at the ring (a thread preempted there): two
+ *                         processes holding the connection close at once,
+ *                         and the last close must still say what TCP's
+ *                         says - a reset if bytes were left unread.
  */
 #ifdef SHUNT_FAULTS
 #define _GNU_SOURCE
@@ -259,6 +266,14 @@ void shunt_fault_publish(void)
 	uint64_t ms;
 
 	if (fault_num("SHUNT_FAULT_PUBLISH_MS", &ms) && ms)
+		fault_sleep_ms(ms);
+}
+
+void shunt_fault_close(void)
+{
+	uint64_t ms;
+
+	if (fault_num("SHUNT_FAULT_CLOSE_MS", &ms) && ms)
 		fault_sleep_ms(ms);
 }
 

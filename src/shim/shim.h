@@ -373,6 +373,7 @@ int shunt_fault_peer_gone(void);
 void shunt_fault_seg_free(void);
 void shunt_fault_reserve(void);
 void shunt_fault_publish(void);
+void shunt_fault_close(void);
 #else
 static inline void shunt_fault_hs(uint8_t *msg, int len) { (void)msg; (void)len; }
 static inline int shunt_fault_rdma(uint64_t staged) { (void)staged; return 0; }
@@ -393,6 +394,7 @@ static inline int shunt_fault_peer_gone(void) { return 0; }
 static inline void shunt_fault_seg_free(void) {}
 static inline void shunt_fault_reserve(void) {}
 static inline void shunt_fault_publish(void) {}
+static inline void shunt_fault_close(void) {}
 #endif
 
 /* exec.c */

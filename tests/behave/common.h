@@ -747,6 +747,27 @@ static inline void deadline(unsigned sec)
 	alarm(sec);
 }
 
+/* The common start of a test whose server is its forked child (or, split,
+ * the other host's process): a listener on the loopback, SIGPIPE ignored
+ * (EPIPE is what such tests look at), a 60 s deadline; the child runs
+ * server(listener), which must not return; the parent - the client - gets
+ * the child's pid and the address to dial. */
+static inline pid_t serve_in_child(void (*server)(int l), struct sockaddr_storage *ss, socklen_t *len)
+{
+	int l = listen_on("127.0.0.1", ss, len);
+	pid_t p;
+
+	signal(SIGPIPE, SIG_IGN);
+	deadline(60);
+	CHECK((p = test_fork()) >= 0);
+	if (!p) {
+		server(l);
+		_exit(1);
+	}
+	close(l);
+	return p;
+}
+
 /* A scripted test's whole run: a listener on 127.0.0.1, its
  * scripted_server (server_cases x server_rounds connections), the
  * client's one(c, ...) rounds times for each of ncases, the server's exit

@@ -70,17 +70,11 @@ int main(void)
 {
 	struct sockaddr_storage ss;
 	socklen_t len;
-	int l = listen_on("127.0.0.1", &ss, &len), e;
+	int e;
 	socklen_t el = sizeof e;
 	char b[8];
-	pid_t p;
+	pid_t p = serve_in_child(server, &ss, &len);
 
-	signal(SIGPIPE, SIG_IGN);
-	deadline(60);
-	p = test_fork();
-	if (!p)
-		server(l);
-	close(l);
 	for (int i = 0; i < RESETS; i++) {
 		int fd = connect_to(&ss, len);
 		expect_mode_peer_forks(fd);

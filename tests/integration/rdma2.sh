@@ -14,7 +14,7 @@
 # runs only those (to reproduce something faster)
 nsplit=0
 [ "${SPLIT_BEHAVE:-1}" = 1 ] &&
-	nsplit=$(grep -l 'test_fork()\|split_is(' $(grep -L 'NOT_OVER_RDMA\|NOT_SPLIT_OVER_RDMA' "$ROOT"/tests/behave/*.c) |
+	nsplit=$(grep -l 'test_fork()\|serve_in_child(\|split_is(' $(grep -L 'NOT_OVER_RDMA\|NOT_SPLIT_OVER_RDMA' "$ROOT"/tests/behave/*.c) |
 		xargs -n1 basename | sed 's/\.c$//' |
 		{ if [ -n "${SPLIT_ONLY:-}" ]; then grep -cxF "$(tr ' ' '\n' <<< "$SPLIT_ONLY")"; else wc -l; fi; })
 # A guest kernel that soft-locks or panics (rxe under emulation,

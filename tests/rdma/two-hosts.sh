@@ -33,7 +33,7 @@ SPLIT=$PWD/$BUILD/tmp/split.${SPLIT_ID:?set by tests/integration/rdma2.sh}
 mkdir -p "$SPLIT"
 # SPLIT_ONLY="a b": only those (to reproduce one faster)
 split_programs() {
-	grep -l 'test_fork()\|split_is(' $(grep -L 'NOT_OVER_RDMA\|NOT_SPLIT_OVER_RDMA' tests/behave/*.c) |
+	grep -l 'test_fork()\|serve_in_child(\|split_is(' $(grep -L 'NOT_OVER_RDMA\|NOT_SPLIT_OVER_RDMA' tests/behave/*.c) |
 		xargs -n1 basename | sed 's/\.c$//' | { if [ -n "${SPLIT_ONLY:-}" ]; then grep -xF "$(tr ' ' '\n' <<< "$SPLIT_ONLY")"; else cat; fi; }
 }
 split_run() { # ROLE PROGRAM INDEX

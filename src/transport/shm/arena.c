@@ -177,6 +177,8 @@ static void init_seg(struct arena *a, unsigned seg, uint64_t nonce)
 	h->nonce = nonce;
 	__atomic_store_n(&h->owner[0], 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&h->owner[1], 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&h->unclosed[0], 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&h->unclosed[1], 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&h->confirm_waiter, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&h->confirm, 0, __ATOMIC_RELEASE);
 }
@@ -551,5 +553,13 @@ void arena_atfork_child(void)
 
 void arena_hold_more(struct arena *a, unsigned seg, int side)
 {
+	__atomic_add_fetch(&arena_seg(a, seg)->unclosed[side], 1, __ATOMIC_SEQ_CST);
 	__atomic_add_fetch(&arena_seg(a, seg)->owner[side], 1, __ATOMIC_SEQ_CST);
+}
+
+int arena_close_begin(struct arena *a, unsigned seg, int side)
+{
+	/* (a word the peer can write: a lie decides only the end of its own
+	 * connection - a reset or a FIN) */
+	return __atomic_sub_fetch(&arena_seg(a, seg)->unclosed[side], 1, __ATOMIC_SEQ_CST) == 0;
 }

@@ -63,4 +63,8 @@ void arena_offer_end(void);
 void arena_put(struct arena *a);
 /* fork: the child is one more owner of every segment it inherited. */
 void arena_hold_more(struct arena *a, unsigned seg, int side);
+/* A holder of the segment's side begins its last close (once each, or
+ * its fork is undone): 1 if it is the side's last to - every other holder
+ * closed or closing, reading the ring no more (wire.h unclosed[]). */
+int arena_close_begin(struct arena *a, unsigned seg, int side);
 #endif

@@ -137,18 +137,40 @@ static int shm_shutdown(struct conn *c)
 	return 0;
 }
 
+/* This holder's last close begins (once): 1 if it is its side's last. */
+static int shm_close_begin(struct conn *c)
+{
+	struct shm_conn *m = shm_of(c);
+
+	if (m->close_begun)
+		return 0;
+	m->close_begun = 1;
+	return arena_close_begin(m->arena, m->segno, c->side);
+}
+
 /* The application closed its last descriptor here (fdtab.c, before
- * release).  If no other process holds it, this is the kernel socket's
- * last close: what the socket holds unread (probes, a handshake word the
- * in-band handshake left) is not the application's and would make the
- * kernel reset; what the application left unread in the ring is, and
- * makes TCP reset (RST: the peer's reads fail with ECONNRESET, its writes
- * with EPIPE) - as it must here too. */
+ * release).  If no other process holds it - or every other one is
+ * closing it too - this is the kernel socket's last close: what the
+ * socket holds unread (probes, a handshake word the in-band handshake
+ * left) is not the application's and would make the kernel reset; what
+ * the application left unread in the ring is, and makes TCP reset (RST:
+ * the peer's reads fail with ECONNRESET, its writes with EPIPE) - as it
+ * must here too. */
 static void shm_closing(struct conn *c)
 {
+	/* The last of our side's holders to get here decides, when every
+	 * other has stopped reading.  (Asking whether we hold it alone, two
+	 * processes closing at once - a forking server's parent and its
+	 * child that exits with bytes unread - each saw the other still
+	 * holding it, and neither said the reset: the peer read EOF,
+	 * tests/behave/exit_open 2 runs in 100 with a core busy.) */
+	int last = shm_close_begin(c);
+
+	shunt_fault_close(); /* tests: another holder closes meanwhile */
+
 	if (!c->passed && shm_side_moved(c, 1))
 		move_follow(c); /* another holder passed it: what the rings hold was resent */
-	if (c->passed || c->broken || shunt_sandboxed || !shm_sole_owner(c))
+	if (c->passed || c->broken || shunt_sandboxed || !last)
 		return;
 	if (move_pending(c)) { /* the move's resend: the kernel would send it */
 		struct shunt_ring_ctl *t = conn_lock(c, 0);
@@ -193,6 +215,7 @@ static int shm_release(struct conn *c)
 	conn_sock_close(c);
 	shm_push(c);
 	shm_ack(c);
+	shm_close_begin(c); /* (let go without a close: its socket is not ours) */
 	last = arena_drop_owner(m->arena, m->segno, c->side);
 	shm_discard(c);
 	return last;
@@ -230,6 +253,7 @@ static void shm_fork_unhold(struct conn *c, uint64_t gen)
 	if (m->fork_gen != gen)
 		return;
 	m->fork_gen = 0;
+	arena_close_begin(m->arena, m->segno, c->side);
 	arena_drop_owner(m->arena, m->segno, c->side);
 }
 

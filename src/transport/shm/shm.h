@@ -17,6 +17,7 @@ struct shm_conn {
 	unsigned segno;           /* index of seg in the arena */
 	int efd_peer;             /* the peer side's doorbell (the arena's) */
 	uint64_t fork_gen;        /* de-duplicates dup'd fds in the fork hooks */
+	int close_begun;          /* our arena_close_begin is done (shm_closing, release) */
 	int sock_clean;           /* made by the registry's rendezvous: its socket carries
 				     nothing of shunt's (no handshake bytes) until a FIN of
 				     ours draws a probe or a move says so (shm_closing) */
