@@ -37,10 +37,12 @@ void rdv_client_atfork_child(void)
 /* ---- client side ---- */
 
 /* Wait for the TCP handshake of a non-blocking connect, without consuming
- * the socket's pending error (SO_ERROR belongs to the application). */
-static int wait_established(int fd, uint64_t ns)
+ * the socket's pending error (SO_ERROR belongs to the application):
+ * bounded by SHUNT_ACCEPT_WAIT_MS (a shunt server that saw our SYN's
+ * option waits as long for our word). */
+static int wait_established(int fd)
 {
-	int r = fd_wait(fd, POLLOUT, shunt_now_ns() + ns, 0);
+	int r = fd_wait(fd, POLLOUT, shunt_now_ns() + shunt_accept_wait_ns(&shunt_cfg), 0);
 
 	return r > 0 && !(r & (POLLERR | POLLHUP)) && (r & POLLOUT);
 }
@@ -544,25 +546,24 @@ int rdv_connect(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len
 		 * (SHUNT_ACCEPT_WAIT_MS): an event loop is not held while its
 		 * server is slow to accept (then plain, reason hs-timeout). */
 		int marked = agent_mark_client(fd), st;
+		uint64_t answer_ns;
+
 		ret = rdv_sys(real.connect(fd, addr, len));
 		if (marked == -ENOENT) /* nobody to ask a peer on another host */
 			s->reason = rdv_is_other_host(fd, &dst) ? SHUNT_R_NO_AGENT : SHUNT_R_PEER_NOT_SHUNT;
 		else if (marked)
 			s->reason = SHUNT_R_RESOURCE; /* no storage for it: no option sent */
 		if (marked || (ret && ret != -EINPROGRESS) ||
-		    (ret == -EINPROGRESS && !wait_established(fd, shunt_accept_wait_ns(&shunt_cfg)))) {
+		    (ret == -EINPROGRESS && !wait_established(fd))) {
 			/* No verdict to wait for: a shunt server that saw our
 			 * option waits for no PROPOSAL either (inband.c). */
 			if (!marked)
 				s->reason = ret == -EINPROGRESS ? SHUNT_R_CONNECT_SLOW : s->reason;
 			return ret;
 		}
+		answer_ns = ret == -EINPROGRESS ? shunt_nonblock_wait_ns(&shunt_cfg) : shunt_accept_wait_ns(&shunt_cfg);
 		st = agent_take(fd, &nonce);
-		s->reason = st == SHUNT_AG_CLIENT_PEER_OK
-				    ? inband_client(s, fd, nonce,
-						    ret == -EINPROGRESS ? shunt_nonblock_wait_ns(&shunt_cfg)
-									: shunt_accept_wait_ns(&shunt_cfg))
-				    : agent_reason_of(st);
+		s->reason = st == SHUNT_AG_CLIENT_PEER_OK ? inband_client(s, fd, nonce, answer_ns) : agent_reason_of(st);
 		return ret;
 	}
 	__atomic_add_fetch(&connects_in_setup, 1, __ATOMIC_RELAXED);
@@ -603,7 +604,7 @@ static int connect_offer(int fd, struct sk *s, const struct sockaddr *addr, sock
 	ret = rdv_sys(real.connect(fd, addr, len));
 	if (ret && ret != -EINPROGRESS)
 		goto fail;
-	if (ret == -EINPROGRESS && !wait_established(fd, shunt_accept_wait_ns(&shunt_cfg))) {
+	if (ret == -EINPROGRESS && !wait_established(fd)) {
 		s->reason = SHUNT_R_CONNECT_SLOW;
 		goto fail;
 	}
