@@ -567,8 +567,8 @@ ssize_t conn_sendmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int fla
 		return move_send_socket(c, iov0, iovcnt, flags);
 	if ((flags & (MSG_OOB | MSG_ZEROCOPY)) && !conn_moving(c) && (r = send_needs_socket(s, flags)))
 		return r;
-	if (ctl && !kernel_cmsgs(ctl))
-		ctl = NULL;
+	if (ctl && !kernel_cmsgs(ctl) && !conn_moving(c))
+		ctl = NULL; /* (moved: the socket's, whatever it holds - kernel TLS's record type) */
 	if (ctl && !conn_moving(c) && conn_move_for(s, "control data (sendmsg)"))
 		ctl = NULL; /* a sandbox: sent without it, as before (said once) */
 	if (shunt_fault_ring(c))

@@ -111,10 +111,22 @@ static int give_back_one(int fd, struct sk *s)
 	} else if (!on_socket(c)) {
 		return 0;
 	}
-	/* A call from now on sees a plain socket; one that came in before
-	 * (counted) keeps the connection - moved, on its socket: correct
-	 * either way - and its descriptor. */
-	s->reason = SHUNT_R_DESCRIPTORS;
+	return conn_retire(fd, s, SHUNT_R_DESCRIPTORS);
+}
+
+/* fd's connection is on its socket, all of it (one reference of s ours):
+ * from now on shunt sees a plain TCP socket there (reason why), the
+ * connection and its descriptors freed.  A call from now on sees a plain
+ * socket; one that came in before (counted) keeps the connection - moved,
+ * on its socket: correct either way - and then it stays (0). */
+int conn_retire(int fd, struct sk *s, int why)
+{
+	struct conn *c = s->conn;
+	int blocked = 0, base = 2 + ep_regs_of(fd, s, &blocked);
+
+	if (blocked || __atomic_load_n(&s->refs, __ATOMIC_SEQ_CST) != base)
+		return 0;
+	s->reason = why;
 	__atomic_store_n(&s->kind, SK_TCP, __ATOMIC_SEQ_CST);
 	if (__atomic_load_n(&s->refs, __ATOMIC_SEQ_CST) != base) {
 		__atomic_store_n(&s->kind, SK_CONN, __ATOMIC_SEQ_CST);

@@ -594,10 +594,72 @@ static void kernel_feature(int fd, const char *what, int inherited)
 	sk_put(s);
 }
 
+/* Does the kernel have this upper-layer protocol?  Asked on a scratch
+ * socket: a name it does not know is ENOENT there as on any socket (kernel
+ * TLS's module not built, not loadable), one it knows fails only for the
+ * scratch socket's state (ENOTCONN) or not at all. */
+static int ulp_known(const void *val, socklen_t len)
+{
+	int fd = real.socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), r;
+
+	if (fd < 0)
+		return 0; /* cannot tell: as if known */
+	r = real.setsockopt(fd, IPPROTO_TCP, TCP_ULP, val, len) && errno != ENOTCONN ? -errno : 0;
+	real.close(fd);
+	return r;
+}
+
+/* An upper-layer protocol (TCP_ULP: "tls" - kernel TLS, which OpenSSL,
+ * nginx and HAProxy turn on once their handshake is done - or
+ * "espintcp") transforms the stream in the kernel: it encrypts what is
+ * written and decrypts what is read, from the socket's next byte on.
+ * Bytes the rings carry would pass it by: the peer would read plaintext
+ * where it awaits records, the program records where it awaits plaintext.
+ * So an accelerated connection moves to TCP at the exact byte first, the
+ * peer resending what our ring held unread onto the socket - which the
+ * kernel then decrypts as TCP's receive queue would be.  If the socket is
+ * not all of the connection after it (bytes only memory holds: a peer that
+ * ended its stream before; the move's own message not all sent), or the
+ * connection cannot move (a sandbox), the call fails (EOPNOTSUPP: the
+ * program keeps its own TLS, as on a kernel without the module).  A name
+ * the kernel does not know fails as it would, without a move.  A socket
+ * not yet connected stays plain at its connect.  Returns 0 to go on to
+ * the kernel, else -errno. */
+static int ulp_first(int fd, const void *val, socklen_t len)
+{
+	struct sk *s = fdtab_get(fd);
+	int r = 0;
+
+	if (!s)
+		return 0;
+	if (s->kind == SK_TCP && !s->is_client) {
+		s->reason = SHUNT_R_UNSUPPORTED; /* connect() keeps it plain */
+	} else if (s->kind == SK_CONN && !(r = ulp_known(val, len))) {
+		r = shunt_sandboxed ? -EOPNOTSUPP : conn_move_for(s, "an upper-layer protocol (TCP_ULP: kernel TLS)");
+		if (!r && !move_settled(s->conn, SHUNT_R_FD_PASSED)) {
+			shunt_warn("fd %d: kernel TLS refused: the connection is plain TCP now, but bytes of it are "
+				   "not on its socket yet", fd);
+			r = -EOPNOTSUPP;
+		} else if (!r && !conn_retire(fd, s, SHUNT_R_UNSUPPORTED)) {
+			/* another thread is in a call on it: it stays a moved
+			 * connection, whose byte counts the kernel's TLS no
+			 * longer keeps (records in, plaintext out) - no end is
+			 * judged short by them */
+			s->conn->mv.rx_end = 0;
+		}
+	}
+	sk_put(s);
+	return r;
+}
+
 EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 {
-	int r = R(setsockopt)(fd, level, name, val, len);
+	int r;
 	struct sk *s;
+
+	if (level == IPPROTO_TCP && name == TCP_ULP && (r = ulp_first(fd, val, len)))
+		return edge(r);
+	r = R(setsockopt)(fd, level, name, val, len);
 
 	/* TCP Fast Open sends data in the SYN, before any rendezvous (SMC: same). */
 	if (!r && level == IPPROTO_TCP && (name == TCP_FASTOPEN_CONNECT || name == TCP_FASTOPEN) &&

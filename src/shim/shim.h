@@ -329,6 +329,7 @@ int shim_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t *mask
 /* giveback.c: the program met EMFILE: idle connections to TCP, shunt's
  * descriptors closed (how many); new connections plain for a while */
 int fd_give_back(void);
+int conn_retire(int fd, struct sk *s, int why); /* on its socket, all of it: plain to shunt now */
 int fd_pressure(void);
 void fd_room_after(int fd); /* the program got fd: in its reserve (hidefd.c), give back now */
 /* A call that makes a descriptor failed with EMFILE: if shunt's own took

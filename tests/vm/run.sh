@@ -73,7 +73,7 @@ mkdir -p "$CACHE"
 MODULES="rdma_rxe ib_uverbs rdma_ucm ib_umad veth smc smc_diag crc32_generic crc32c_generic
 	9p 9pnet_virtio virtio_pci virtio_console virtio_net sch_netem sch_ingress cls_u32 cls_bpf
 	act_gact ip_tables iptable_filter iptable_mangle xt_statistic xt_u32 xt_tcpudp
-	nf_tables nft_compat"
+	nf_tables nft_compat tls gcm ghash_generic ctr seqiv"
 PROGS="bash kmod ip tc rdma ss tcpdump xtables-legacy-multi nft timeout setsid stdbuf
 	setpriv pkill pgrep ibv_devices ibv_devinfo ibv_rc_pingpong rping cmtime rstream ib_write_lat ib_write_bw
 	redis-server redis-benchmark redis-cli iperf3 socat gnuplot strace"
@@ -128,6 +128,8 @@ ulimit -l unlimited
 done_() { echo "$1" > $RC; sync; poweroff -f; }
 fail() { echo "vm setup failed: $*" > $OUT; done_ 125; }
 modprobe 9pnet_virtio && modprobe 9p || fail "9p"
+# kernel TLS (tests/behave/ktls), where the kernel has it, and its cipher
+for m in tls gcm ghash_generic ctr seqiv; do modprobe -q $m; done
 mkdir -p "$VM_TREE"
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,cache=none tree "$VM_TREE" || fail "mount tree"
 if [ -n "$VM_HOST" ]; then
@@ -297,7 +299,10 @@ if [ -n "$lockup" ]; then
 	say "the guest kernel soft-locked (rxe): stopped"; grep -m3 'soft lockup\|RIP:' "$RUN/console" >&2; rc=126
 elif [ -z "$rc" ] && grep -q 'Kernel panic' "$RUN/console"; then
 	say "the guest kernel panicked:"
-	grep -m12 -A1 'BUG:\|Oops\|general protection\|RIP:\|Call Trace\|rxe\|Kernel panic' "$RUN/console" >&2
+	# the oops from its first line (6.12's rxe logs routine lines before);
+	# with none, what led to the panic
+	{ sed -n '/BUG:\|Oops\|general protection/,$p' "$RUN/console" | grep . ||
+		grep -m1 -B20 'Kernel panic' "$RUN/console"; } | head -30 >&2
 	rc=126
 elif [ "$q" = 124 ] || [ "$q" = 137 ]; then
 	say "time-out after $TIMEOUT s"; rc=124
