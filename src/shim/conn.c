@@ -703,6 +703,8 @@ ssize_t conn_recvmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int fla
 		char one;
 		struct iovec peek1 = { &one, 1 };
 		ssize_t n = conn_recvmsg(s, &peek1, 1, (flags & MSG_DONTWAIT) | MSG_PEEK, NULL);
+		if (n >= 0 && ctl && ctl->msg_control)
+			sockinfo_inq_cmsg(c, ctl, cap, !n);
 		return n < 0 ? n : 0;
 	}
 	memcpy(copy, iov0, sizeof(struct iovec) * (size_t)iovcnt);
@@ -841,10 +843,14 @@ ssize_t conn_recvmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int fla
 		stats_adopt_maybe();
 		if (s->stat && !peek)
 			__atomic_store_n(&s->stat->rx, s->stat->rx + total, __ATOMIC_RELAXED);
+		if (ctl && ctl->msg_control && !ctl->msg_controllen) /* (none from the socket) */
+			sockinfo_inq_cmsg(c, ctl, cap, rx_eof(c) || c->peer_err);
 		return (ssize_t)total;
 	}
 	if (!r && c->peer_err && !rx_eof(c) && !c->mv.rx)
 		return -conn_take_error(c); /* once; then EOF, as the kernel's */
+	if (!r && ctl && ctl->msg_control && !ctl->msg_controllen)
+		sockinfo_inq_cmsg(c, ctl, cap, 1); /* the end */
 	return r;
 }
 

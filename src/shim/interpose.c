@@ -594,38 +594,45 @@ static void kernel_feature(int fd, const char *what, int inherited)
 	sk_put(s);
 }
 
-/* Does the kernel have this upper-layer protocol?  Asked on a scratch
- * socket: a name it does not know is ENOENT there as on any socket (kernel
- * TLS's module not built, not loadable), one it knows fails only for the
- * scratch socket's state (ENOTCONN) or not at all. */
-static int ulp_known(const void *val, socklen_t len)
+/* Does the kernel take this option on a TCP socket?  Asked on a scratch
+ * socket: a protocol or option it does not have fails there as on any
+ * socket (TCP_ULP "tls" without the module: ENOENT; SO_PEEK_OFF on TCP
+ * before Linux 6.10: EOPNOTSUPP), one it has fails only for the scratch
+ * socket's state (ENOTCONN) or not at all. */
+static int kernel_takes(int level, int name, const void *val, socklen_t len)
 {
 	int fd = real.socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), r;
 
 	if (fd < 0)
-		return 0; /* cannot tell: as if known */
-	r = real.setsockopt(fd, IPPROTO_TCP, TCP_ULP, val, len) && errno != ENOTCONN ? -errno : 0;
+		return 0; /* cannot tell: as if it did */
+	r = real.setsockopt(fd, level, name, val, len) && errno != ENOTCONN ? -errno : 0;
 	real.close(fd);
 	return r;
 }
 
-/* An upper-layer protocol (TCP_ULP: "tls" - kernel TLS, which OpenSSL,
- * nginx and HAProxy turn on once their handshake is done - or
- * "espintcp") transforms the stream in the kernel: it encrypts what is
- * written and decrypts what is read, from the socket's next byte on.
- * Bytes the rings carry would pass it by: the peer would read plaintext
- * where it awaits records, the program records where it awaits plaintext.
+/* Options after which the kernel's handling of the stream itself differs
+ * from the socket's next byte on - which bytes carried by the rings would
+ * pass by:
+ * - an upper-layer protocol (TCP_ULP: "tls" - kernel TLS, which OpenSSL,
+ *   nginx and HAProxy turn on once their handshake is done - or
+ *   "espintcp") encrypts what is written and decrypts what is read: the
+ *   peer would read plaintext where it awaits records, the program
+ *   records where it awaits plaintext;
+ * - a peek offset (SO_PEEK_OFF, TCP's since Linux 6.10: passt's) makes
+ *   each MSG_PEEK go on where the last one ended: the ring's peeks would
+ *   hand out the same bytes again.
  * So an accelerated connection moves to TCP at the exact byte first, the
  * peer resending what our ring held unread onto the socket - which the
- * kernel then decrypts as TCP's receive queue would be.  If the socket is
- * not all of the connection after it (bytes only memory holds: a peer that
- * ended its stream before; the move's own message not all sent), or the
- * connection cannot move (a sandbox), the call fails (EOPNOTSUPP: the
- * program keeps its own TLS, as on a kernel without the module).  A name
- * the kernel does not know fails as it would, without a move.  A socket
- * not yet connected stays plain at its connect.  Returns 0 to go on to
- * the kernel, else -errno. */
-static int ulp_first(int fd, const void *val, socklen_t len)
+ * kernel then handles as TCP's receive queue - and is a plain socket to
+ * shunt from then on.  If the socket is not all of the connection after
+ * the move (bytes only memory holds: a peer that ended its stream before;
+ * the move's own message not all sent), or the connection cannot move (a
+ * sandbox), the call fails (EOPNOTSUPP: TLS libraries keep their own TLS,
+ * as on a kernel without the module; a peek offset is unsupported, as
+ * before 6.10).  An option the kernel does not take fails as it would,
+ * without a move.  A socket not yet connected stays plain at its connect.
+ * Returns 0 to go on to the kernel, else -errno. */
+static int stream_to_kernel(int fd, int level, int name, const void *val, socklen_t len, const char *what)
 {
 	struct sk *s = fdtab_get(fd);
 	int r = 0;
@@ -634,17 +641,17 @@ static int ulp_first(int fd, const void *val, socklen_t len)
 		return 0;
 	if (s->kind == SK_TCP && !s->is_client) {
 		s->reason = SHUNT_R_UNSUPPORTED; /* connect() keeps it plain */
-	} else if (s->kind == SK_CONN && !(r = ulp_known(val, len))) {
-		r = shunt_sandboxed ? -EOPNOTSUPP : conn_move_for(s, "an upper-layer protocol (TCP_ULP: kernel TLS)");
+	} else if (s->kind == SK_CONN && !(r = kernel_takes(level, name, val, len))) {
+		r = shunt_sandboxed ? -EOPNOTSUPP : conn_move_for(s, what);
 		if (!r && !move_settled(s->conn, SHUNT_R_FD_PASSED)) {
-			shunt_warn("fd %d: kernel TLS refused: the connection is plain TCP now, but bytes of it are "
-				   "not on its socket yet", fd);
+			shunt_warn("fd %d: %s refused: the connection is plain TCP now, but bytes of it are "
+				   "not on its socket yet", fd, what);
 			r = -EOPNOTSUPP;
 		} else if (!r && !conn_retire(fd, s, SHUNT_R_UNSUPPORTED)) {
 			/* another thread is in a call on it: it stays a moved
-			 * connection, whose byte counts the kernel's TLS no
-			 * longer keeps (records in, plaintext out) - no end is
-			 * judged short by them */
+			 * connection, whose byte counts kernel TLS no longer
+			 * keeps (records in, plaintext out) - no end is judged
+			 * short by them */
 			s->conn->mv.rx_end = 0;
 		}
 	}
@@ -652,12 +659,27 @@ static int ulp_first(int fd, const void *val, socklen_t len)
 	return r;
 }
 
+/* A peek offset turned on (-1 turns it off: the rings' peeks are that). */
+static int peek_off_on(const void *val, socklen_t len)
+{
+	int v;
+
+	if (!val || len < sizeof v)
+		return 0; /* the kernel's error */
+	memcpy(&v, val, sizeof v);
+	return v >= 0;
+}
+
 EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 {
 	int r;
 	struct sk *s;
 
-	if (level == IPPROTO_TCP && name == TCP_ULP && (r = ulp_first(fd, val, len)))
+	if (level == IPPROTO_TCP && name == TCP_ULP &&
+	    (r = stream_to_kernel(fd, level, name, val, len, "an upper-layer protocol (TCP_ULP: kernel TLS)")))
+		return edge(r);
+	if (level == SOL_SOCKET && name == SO_PEEK_OFF && peek_off_on(val, len) &&
+	    (r = stream_to_kernel(fd, level, name, val, len, "a peek offset (SO_PEEK_OFF)")))
 		return edge(r);
 	r = R(setsockopt)(fd, level, name, val, len);
 
@@ -681,6 +703,10 @@ EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t le
 		kernel_feature(fd, "timestamps (SO_TIMESTAMP*)", 1);
 	if (!r && level == SOL_SOCKET && name == SO_RCVLOWAT && (s = get_kind(fd, SK_CONN))) {
 		sockinfo_rcvlowat(s->conn, val, len);
+		sk_put(s);
+	}
+	if (!r && level == IPPROTO_TCP && name == TCP_INQ && (s = get_kind(fd, SK_CONN))) {
+		sockinfo_inq(s->conn, val, len);
 		sk_put(s);
 	}
 	return r;

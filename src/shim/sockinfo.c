@@ -21,6 +21,12 @@
  *                  moved to the socket with bytes left in our ring, the
  *                  socket's own mark is what the ring lacks of it
  *                  (sockinfo_lowat_sync); getsockopt says the program's
+ *   TCP_INQ        recvmsg's TCP_CM_INQ control message, as the kernel
+ *                  puts it when the option is on (gRPC's reads use it):
+ *                  the bytes still to read in the ring, 1 once the
+ *                  stream ended with none (the kernel's hint to read the
+ *                  end); the option's state is the kernel's, asked once
+ *                  (a listener's is inherited) and kept at setsockopt
  * This file includes the kernel's <linux/tcp.h> for struct tcp_info (glibc's
  * copy predates the byte counters).
  */
@@ -204,4 +210,44 @@ void sockinfo_lowat_sync(struct conn *c)
 		if (!ok)
 			return;
 	}
+}
+
+/* After the kernel took TCP_INQ. */
+void sockinfo_inq(struct conn *c, const void *val, socklen_t len)
+{
+	int v;
+
+	if (!val || len < sizeof v)
+		return;
+	memcpy(&v, val, sizeof v);
+	__atomic_store_n(&c->inq, v ? 2 : 1, __ATOMIC_RELAXED);
+}
+
+/* A read off the rings that returned (bytes, or the end): its TCP_CM_INQ
+ * message in ctl (cap bytes of control buffer), if the option is on. */
+void sockinfo_inq_cmsg(struct conn *c, struct msghdr *ctl, size_t cap, int ended)
+{
+	int on = __atomic_load_n(&c->inq, __ATOMIC_RELAXED), inq;
+	socklen_t l = sizeof on;
+	struct cmsghdr *h;
+
+	if (!on) { /* the kernel's word, once (set on a listener: inherited) */
+		on = real.getsockopt(c->tcp_fd, IPPROTO_TCP, TCP_INQ, &inq, &l) || !inq ? 1 : 2;
+		__atomic_store_n(&c->inq, on, __ATOMIC_RELAXED);
+	}
+	if (on != 2)
+		return;
+	if (cap < CMSG_SPACE(sizeof inq)) {
+		ctl->msg_flags |= MSG_CTRUNC; /* as put_cmsg says it */
+		return;
+	}
+	inq = (int)(ring_used(&c->rx) + move_held(c));
+	if (!inq && ended)
+		inq = 1;
+	h = (struct cmsghdr *)ctl->msg_control;
+	h->cmsg_level = IPPROTO_TCP;
+	h->cmsg_type = TCP_CM_INQ;
+	h->cmsg_len = CMSG_LEN(sizeof inq);
+	memcpy(CMSG_DATA(h), &inq, sizeof inq);
+	ctl->msg_controllen = CMSG_SPACE(sizeof inq);
 }

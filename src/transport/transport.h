@@ -183,6 +183,7 @@ struct conn {
 				     ours: valid while the descriptor table maps it to this
 				     connection, never closed by us (fdtab.c conn_unborrow) */
 	int rcvlowat;             /* SO_RCVLOWAT (0: 1), sockinfo.c */
+	int inq;                  /* TCP_INQ: 0 not asked yet, 1 off, 2 on (sockinfo.c) */
 	int timeo_ms[2];          /* SO_RCVTIMEO, SO_SNDTIMEO (-1: none), read
 				     when attached and kept by setsockopt: a
 				     sleeper asks the kernel nothing */
