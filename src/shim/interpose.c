@@ -641,8 +641,10 @@ static int stream_to_kernel(int fd, int level, int name, const void *val, sockle
 		return 0;
 	if (s->kind == SK_TCP && !s->is_client) {
 		s->reason = SHUNT_R_UNSUPPORTED; /* connect() keeps it plain */
+	} else if (s->kind == SK_CONN && shunt_sandboxed) {
+		r = -EOPNOTSUPP; /* no move, and no scratch socket: a call the filter may refuse */
 	} else if (s->kind == SK_CONN && !(r = kernel_takes(level, name, val, len))) {
-		r = shunt_sandboxed ? -EOPNOTSUPP : conn_move_for(s, what);
+		r = conn_move_for(s, what);
 		if (!r && !move_settled(s->conn, SHUNT_R_FD_PASSED)) {
 			shunt_warn("fd %d: %s refused: the connection is plain TCP now, but bytes of it are "
 				   "not on its socket yet", fd, what);

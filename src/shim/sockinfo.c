@@ -27,6 +27,7 @@
  *                  stream ended with none (the kernel's hint to read the
  *                  end); the option's state is the kernel's, asked once
  *                  (a listener's is inherited) and kept at setsockopt
+ *                  (in a seccomp sandbox only what setsockopt said)
  * This file includes the kernel's <linux/tcp.h> for struct tcp_info (glibc's
  * copy predates the byte counters).
  */
@@ -231,8 +232,9 @@ void sockinfo_inq_cmsg(struct conn *c, struct msghdr *ctl, size_t cap, int ended
 	socklen_t l = sizeof on;
 	struct cmsghdr *h;
 
-	if (!on) { /* the kernel's word, once (set on a listener: inherited) */
-		on = real.getsockopt(c->tcp_fd, IPPROTO_TCP, TCP_INQ, &inq, &l) || !inq ? 1 : 2;
+	if (!on) { /* the kernel's word, once (set on a listener: inherited);
+		    * in a seccomp sandbox no call of ours: off unless set here */
+		on = shunt_sandboxed || real.getsockopt(c->tcp_fd, IPPROTO_TCP, TCP_INQ, &inq, &l) || !inq ? 1 : 2;
 		__atomic_store_n(&c->inq, on, __ATOMIC_RELAXED);
 	}
 	if (on != 2)

@@ -9,7 +9,8 @@
  * the connection moves to TCP as the filter goes in (libibverbs makes
  * system calls of its own, which such a filter forbids), and the moved
  * connection reads and writes with the calls the program made (read and
- * write here: recvmsg killed it). */
+ * write here: recvmsg killed it).  A setsockopt that would move the
+ * connection (SO_PEEK_OFF) fails with EOPNOTSUPP there instead. */
 #include "common.h"
 #include <linux/audit.h>
 #include <linux/filter.h>
@@ -35,7 +36,7 @@ static void sandbox(void)
 		ALLOW(SYS_nanosleep), ALLOW(SYS_exit), ALLOW(SYS_exit_group),
 		ALLOW(SYS_rt_sigprocmask), ALLOW(SYS_rt_sigreturn), ALLOW(SYS_getpid),
 		ALLOW(SYS_brk), ALLOW(SYS_mmap), ALLOW(SYS_munmap), ALLOW(SYS_madvise),
-		ALLOW(SYS_close), ALLOW(SYS_shutdown), ALLOW(SYS_getrandom),
+		ALLOW(SYS_close), ALLOW(SYS_shutdown), ALLOW(SYS_getrandom), ALLOW(SYS_setsockopt),
 		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_openat, 0, 1),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EACCES),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
@@ -78,6 +79,12 @@ int main(void)
 		for (size_t i = 0; i < sizeof buf; i++)
 			buf[i] = pattern(i, 4);
 		write_all(c, buf, sizeof buf);
+		/* an option after which the kernel handles the stream (a
+		 * peek offset; kernel TLS alike): the kernel's answer or
+		 * EOPNOTSUPP - never a move or a scratch socket of shunt's,
+		 * calls the filter forbids */
+		int off = 0;
+		CHECK(setsockopt(c, SOL_SOCKET, SO_PEEK_OFF, &off, sizeof off) == 0 || errno == EOPNOTSUPP);
 		exit(0); /* exit(), destructors and all */
 	}
 	int fd = connect_to(&ss, len);
