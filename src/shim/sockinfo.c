@@ -229,7 +229,7 @@ void sockinfo_inq(struct conn *c, const void *val, socklen_t len)
 void sockinfo_inq_cmsg(struct conn *c, struct msghdr *ctl, size_t cap, int ended)
 {
 	int on = __atomic_load_n(&c->inq, __ATOMIC_RELAXED), inq;
-	socklen_t l = sizeof on;
+	socklen_t l = sizeof inq;
 	struct cmsghdr *h;
 
 	if (!on) { /* the kernel's word, once (set on a listener: inherited);

@@ -604,6 +604,18 @@ static inline struct shunt_info sock_info(int fd)
 	return in;
 }
 
+/* Under shunt (SHUNT_EXPECT set): fd's connection moved to TCP for what
+ * (a kernel feature), and says so. */
+static inline void expect_plain_now(int fd, const char *what)
+{
+	unsigned mode;
+
+	if (getenv("SHUNT_EXPECT") && (mode = sock_info(fd).mode) != 0) {
+		fprintf(stderr, "fd %d: mode %u after %s, wanted plain TCP\n", fd, mode, what);
+		exit(1);
+	}
+}
+
 static inline const char *mode_name(unsigned mode)
 {
 	return mode == 3 ? "rdma" : mode == 0 ? "tcp" : mode == 1 ? "shm" : "none";
