@@ -261,6 +261,7 @@ int inband_client(struct sk *s, int fd, uint64_t nonce, uint64_t max_wait)
 		m.offer.domain = 0;
 	if (rst)
 		remote_fields(&m.offer, &ro);
+	shunt_fault_publish(); /* tests only (fault.c): a late PROPOSAL */
 	rc = hs_send(fd, &m, deadline);
 	if (rc) {
 		remote_drop(rst);
@@ -414,7 +415,10 @@ out:
  * ended by a timeout: remove a late message from the head of the stream,
  * answering it if the order still allows.  Reading, a blocking socket
  * waits for the first bytes as the read itself would (SO_RCVTIMEO and
- * signals included).  Returns 0 or -errno for the application's call.
+ * signals included); a read that finds nothing queued is answered here
+ * (EAGAIN without waiting, or waits again), never passed on to the kernel
+ * after we let go: a message arriving in between would be read as the
+ * application's data.  Returns 0 or -errno for the application's call.
  */
 int inband_settle(struct sk *s, int fd, int writing, int nonblock)
 {
@@ -422,30 +426,36 @@ int inband_settle(struct sk *s, int fd, int writing, int nonblock)
 	char b;
 	int st, rc;
 
-	if (!writing && !nonblock) {
-		ssize_t r = real.recv(fd, &b, 1, MSG_PEEK);
-		if (r < 0)
-			return -errno;
-	}
-	pthread_mutex_lock(&s->hs_lock);
-	st = s->hs;
-	if (!st || (writing && st != HS_LAZY && st != HS_STRIP_ANSWER)) {
-		pthread_mutex_unlock(&s->hs_lock);
-		return 0;
-	}
-	if (writing && st == HS_STRIP_ANSWER) {
-		/* Our data follows the PROPOSAL now: the server reads it as
-		 * "gave up", so a late ACCEPT is only removed, not declined. */
-		s->hs = HS_STRIP_ANSWER_WROTE;
-		pthread_mutex_unlock(&s->hs_lock);
-		return 0;
-	}
-	rc = head(fd, &m, 0);
-	if (rc == -EAGAIN) {
+	for (;;) {
+		if (!writing && !nonblock) {
+			ssize_t r = real.recv(fd, &b, 1, MSG_PEEK);
+			if (r < 0)
+				return -errno;
+		}
+		pthread_mutex_lock(&s->hs_lock);
+		st = s->hs;
+		if (!st || (writing && st != HS_LAZY && st != HS_STRIP_ANSWER)) {
+			pthread_mutex_unlock(&s->hs_lock);
+			return 0;
+		}
+		if (writing && st == HS_STRIP_ANSWER) {
+			/* Our data follows the PROPOSAL now: the server reads it as
+			 * "gave up", so a late ACCEPT is only removed, not declined. */
+			s->hs = HS_STRIP_ANSWER_WROTE;
+			pthread_mutex_unlock(&s->hs_lock);
+			return 0;
+		}
+		rc = head(fd, &m, 0);
+		if (rc != -EAGAIN)
+			break;
 		if (writing) /* HS_LAZY: the client sees our data first */
 			s->hs = HS_STRIP_PROPOSAL;
 		pthread_mutex_unlock(&s->hs_lock);
-		return 0;
+		if (writing)
+			return 0;
+		if (nonblock)
+			return -EAGAIN; /* what the kernel's read says now */
+		/* another thread's read took the bytes we waited for: again */
 	}
 	s->hs = HS_NONE;
 	if (rc == 1 && st == HS_LAZY && m.type == SHUNT_HS_PROPOSAL)

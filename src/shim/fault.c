@@ -113,6 +113,9 @@
  *                         after 20 ms in a blocking one) and must tell
  *                         it, so that it stays plain at once (reason
  *                         server-first) instead of after its 200 ms.
+ *                         Through the in-band handshake: the client waits
+ *                         MS ms before it sends its PROPOSAL, which comes
+ *                         after its server's accept() stopped waiting.
  *   SHUNT_FAULT_CLOSE_MS=MS   a process closing its last descriptor of a
  *                         shared-memory connection waits MS ms after it
  *                         counted itself among the closers, before it looks

@@ -113,9 +113,13 @@ static ssize_t accel_recv(int fd, const struct iovec *iov, int cnt, int flags, i
 			rdv_offer_settle(s);
 		}
 	}
+	empty = file_read_empty(file, iov, cnt);
+	if (s->kind != SK_CONN && empty) { /* the kernel's 0, never a wait for the handshake */
+		sk_put(s);
+		return 0;
+	}
 	if (s->kind != SK_CONN)
 		return settle(s, fd, 0, flags, handled);
-	empty = file_read_empty(file, iov, cnt);
 	*handled = 1;
 	cancel_hold(s);
 	r = empty ? 0 : intr && conn_read_interrupted(s->conn) ? -EINTR : conn_recvmsg(s, iov, cnt, flags, ctl);

@@ -98,7 +98,15 @@ out=$(in_cg env LD_PRELOAD="$ROOT/$BUILD/libshunt.so" SHUNT_DIR="$WORK/hostA" SH
 	"$B/nonblock_connect" 2>&1) || die "in-band, non-blocking connect: $out"
 out=$(in_cg env LD_PRELOAD="$ROOT/$BUILD/libshunt.so" SHUNT_DIR="$WORK/hostA" SHUNT_LOCAL=0 \
 	"$B/slow_accept_nb" 2>&1) || die "in-band, non-blocking connect, slow accept: $out"
+# A PROPOSAL that comes after the server's accept() stopped waiting for it
+# (the fault build's SHUNT_FAULT_PUBLISH_MS: a client preempted before it
+# sent it), to a server spinning on non-blocking reads: removed from the
+# stream and answered, never read as data (tests/behave/spin_read).
+out=$(in_cg env LD_PRELOAD="$ROOT/$BUILD/libshunt-faults.so" SHUNT_FAULT_PUBLISH_MS=50 SHUNT_DIR="$WORK/hostA" \
+	SHUNT_LOCAL=0 "$B/spin_read" 2>&1) || die "in-band, late PROPOSAL, spinning reader: $out"
+echo "$out" | grep -q 'client: tcp, reason 13' || die "in-band, late PROPOSAL: not the late one? $out"
 echo "  one host through the in-band handshake: shared memory, the server's exit read as EOF"
+echo "  in-band, a late PROPOSAL to a server spinning on non-blocking reads: removed, never read"
 echo "  in-band, non-blocking connect: shared memory; a server slow to accept holds it 5 ms at most"
 echo "  shim + agent across hosts: in-band PROPOSAL/DECLINE (no transport yet: reason 12) with data intact"
 echo "  either side speaking first; plain peers reason 1 and no handshake bytes"
