@@ -20,6 +20,16 @@
  * waking (bell_consume).  One descriptor per such thread, none per
  * connection.
  *
+ * An eventfd stays in an epoll set while any process holds it, not only
+ * this one: a forked child that waited on its inherited connection's
+ * doorbell would otherwise be woken by every ring of that arena after the
+ * connection ended - at its parent's new connections there.  So a wake-up
+ * by a doorbell the thread's poll() does not wait on takes that doorbell
+ * out of its set (bell_consume), and a process letting go of an arena
+ * takes its doorbells out of every thread's set before it closes them
+ * (bell_forget: a closed descriptor's registration could not be named
+ * again).  tests/behave/stale_bell.
+ *
  * In a seccomp sandbox no epoll set is made (a system call the program
  * may not be allowed): poll.c looks at the rings in short naps instead.
  */
@@ -27,6 +37,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/epoll.h>
 #include "shim.h"
 #include "../base/real.h"
@@ -36,6 +47,7 @@
 struct waiter {
 	int epfd;
 	uint64_t gen;                  /* fork generation it was made in */
+	uint64_t forgets;              /* `forgets` when seen[] was last valid */
 	unsigned next;
 	struct { int fd; uint64_t id; } seen[WATCH_CACHE];
 };
@@ -44,6 +56,9 @@ static __thread struct waiter *me;
 static pthread_key_t key;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static _Atomic uint64_t next_id = 1;
+/* doorbells taken out of every set (bell_forget): the threads' caches of
+ * what their sets hold are stale then */
+static _Atomic uint64_t forgets;
 
 /* Every thread's set, so a forked child (which has copies of the
  * descriptors but not the threads) closes them. */
@@ -121,8 +136,13 @@ int bell_waitfd(void)
 int bell_watch(int waitfd, int bell, uint64_t id)
 {
 	struct waiter *w = me;
-	struct epoll_event ev = { .events = EPOLLIN | EPOLLET };
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLET, .data.fd = bell };
+	uint64_t f = __atomic_load_n(&forgets, __ATOMIC_ACQUIRE);
 
+	if (w->forgets != f) {
+		memset(w->seen, 0, sizeof w->seen);
+		w->forgets = f;
+	}
 	for (unsigned i = 0; i < WATCH_CACHE; i++)
 		if (w->seen[i].fd == bell && w->seen[i].id == id && id)
 			return 0;
@@ -134,13 +154,48 @@ int bell_watch(int waitfd, int bell, uint64_t id)
 	return 0;
 }
 
-/* Empty the set's ready list, so it is quiet until a doorbell rings again. */
-void bell_consume(int waitfd)
+/* Is bell the doorbell of one of the n connections waited on? */
+static int waited(int bell, struct sk *const *sks, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (sks[i] && sks[i]->conn->efd_mine == bell)
+			return 1;
+	return 0;
+}
+
+/* Empty the set's ready list, so it is quiet until a doorbell rings again;
+ * a doorbell that rang but is none of the n connections' (sks[i] NULL:
+ * not accelerated) leaves the set, and this thread's memory of it. */
+void bell_consume(int waitfd, struct sk *const *sks, size_t n)
 {
 	struct epoll_event evs[32];
+	struct waiter *w = me;
+	int r;
 
-	while (real.epoll_pwait(waitfd, evs, 32, 0, NULL) == 32)
-		;
+	do {
+		r = real.epoll_pwait(waitfd, evs, 32, 0, NULL);
+		for (int i = 0; i < r; i++) {
+			int bell = evs[i].data.fd;
+			if (waited(bell, sks, n))
+				continue;
+			real.epoll_ctl(waitfd, EPOLL_CTL_DEL, bell, NULL);
+			for (unsigned j = 0; w && j < WATCH_CACHE; j++)
+				if (w->seen[j].fd == bell)
+					w->seen[j].id = 0;
+		}
+	} while (r == 32);
+}
+
+/* A doorbell this process is about to close leaves every thread's set. */
+void bell_forget(int bell)
+{
+	if (shunt_sandboxed) /* no sets (bell_waitfd) */
+		return;
+	__atomic_add_fetch(&forgets, 1, __ATOMIC_ACQ_REL);
+	pthread_mutex_lock(&all_lock);
+	for (int i = 0; i < nall; i++)
+		real.epoll_ctl(all[i]->epfd, EPOLL_CTL_DEL, bell, NULL);
+	pthread_mutex_unlock(&all_lock);
 }
 
 /* The child has the parent's sets as descriptors, shared with the parent:

@@ -154,7 +154,7 @@ static int narrow_pass(struct pollfd *fds, nfds_t n, struct sk **sks, int tmo,
 			ready += ext[i].revents != 0;
 		}
 	if (wslot >= 0 && ext[wslot].revents)
-		bell_consume(w);
+		bell_consume(w, sks, n);
 	for (nfds_t i = 0; i < n; i++) {
 		short tev;
 		int tfd = sks[i] ? sock_watch(sks[i]->conn, fds[i].events, &tev) : -1;
@@ -211,7 +211,7 @@ static int poll_loop(struct pollfd *fds, nfds_t n, struct sk **sks, int timeout_
 		ready = 0;
 		nfds_t j = n;
 		if (w >= 0 && ext[j++].revents)
-			bell_consume(w);
+			bell_consume(w, sks, n);
 		if (msgfd >= 0 && ext[j++].revents)
 			*msg = 1;
 		for (nfds_t i = 0; i < n; i++) {

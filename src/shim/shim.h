@@ -349,7 +349,8 @@ void fd_room_after(int fd); /* the program got fd: in its reserve (hidefd.c), gi
  * on (nobody reads a doorbell; see bell.c) */
 int bell_waitfd(void);                       /* -errno: none (a sandbox) */
 int bell_watch(int waitfd, int bell, uint64_t id);
-void bell_consume(int waitfd);
+void bell_consume(int waitfd, struct sk *const *sks, size_t n); /* sks: the poll's */
+void bell_forget(int bell);                   /* before a doorbell is closed */
 void bell_atfork_child(void);
 uint64_t bell_new_id(void);                  /* for a connection's own doorbell */
 int shim_select(int nfds, fd_set *r, fd_set *w, fd_set *e, int timeout_ms, const sigset_t *mask);

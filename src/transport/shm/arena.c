@@ -414,6 +414,8 @@ static void arena_free_locked(struct arena **pp)
 		close_locked(a);
 	munmap(a->hdr, a->len);
 	fd_close_internal(a->memfd);
+	bell_forget(a->bell[0]); /* out of our threads' poll sets first */
+	bell_forget(a->bell[1]);
 	fd_close_internal(a->bell[0]);
 	fd_close_internal(a->bell[1]);
 	free(a);
