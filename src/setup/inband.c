@@ -362,15 +362,20 @@ static int server_remote(struct sk *s, int fd, const struct shunt_hs_msg *p, uin
 	return rc == 0 ? SHUNT_R_HS_TIMEOUT : SHUNT_R_HS_MALFORMED; /* data: it gave up */
 }
 
-/* Server, inside accept() when the SYN carried our option. */
-int inband_server(struct sk *s, int fd)
+/* Server, inside accept() when the SYN carried our option; nonblock: a
+ * non-blocking accept(), a call TCP never blocks in. */
+int inband_server(struct sk *s, int fd, int nonblock)
 {
 	uint64_t rtt2 = two_rtt_ns(fd), now = shunt_now_ns();
-	uint64_t wait = shunt_accept_wait_ns(&shunt_cfg) + rtt2;
+	uint64_t wait = (nonblock ? shunt_nonblock_wait_ns(&shunt_cfg) : shunt_accept_wait_ns(&shunt_cfg)) + rtt2;
 	struct shunt_hs_msg m, a;
 	struct conn *c;
-	/* a tenth of the client's wait beyond two round trips (20 ms by default) */
-	int e = errno, rc = head(fd, &m, now + wait / 10 + rtt2);
+	/* The PROPOSAL follows the client's ACK at once: a tenth of the
+	 * client's wait beyond two round trips (20 ms by default), a fortieth
+	 * in a non-blocking accept() (5 ms: a client preempted, or a peer
+	 * that sent our option and nothing else, does not hold an event
+	 * loop longer).  Shared memory's confirmation then: the same wait. */
+	int e = errno, rc = head(fd, &m, now + (nonblock ? wait : wait / 10 + rtt2));
 	int shm;
 
 	if (rc == -ETIMEDOUT) {

@@ -329,7 +329,7 @@ int rdv_inband_attach(struct sk *s, int fd, uint64_t nonce, uint64_t deadline)
 static int server_agent_path(const struct sk *ls, int fd, struct sk *s)
 {
 	if (inband_syn_had_option(ls, fd))
-		s->reason = inband_server(s, fd);
+		s->reason = inband_server(s, fd, ls->nonblock);
 	return 0;
 }
 

@@ -184,7 +184,7 @@ static void reg_drop(struct epset *ep, int fd)
 	if (r->bell)
 		bell_leave(ep, r);
 	if (r->tcp_on)
-		real.epoll_ctl(ep->epfd, EPOLL_CTL_DEL, r->s->conn->tcp_fd, NULL);
+		real.epoll_ctl(ep->epfd, EPOLL_CTL_DEL, r->fd, NULL);
 	pend_unmark(ep, r);
 	sk_put(r->s);
 	free(r);
@@ -309,8 +309,13 @@ static void reset_edges(struct epreg *r)
 }
 
 /* r's connection into the kernel's set: its doorbell's group, its TCP
- * socket (held already, as r->fd, if held: a pending offer's, modified -
- * one system call less a connection). */
+ * socket (held already if held: a pending offer's, modified - one system
+ * call less a connection).  The socket goes in under the program's own
+ * number r->fd, which names the same socket: two descriptors of one
+ * connection in one set are two registrations, as the kernel's (under
+ * the connection's number both went to one, and removing either removed
+ * it: tests/behave/epoll_dup); a close takes ours out before the number
+ * goes (ep_forget_fd). */
 static int reg_attach(struct epset *ep, struct epreg *r, int held)
 {
 	struct conn *c = r->s->conn;
@@ -326,11 +331,11 @@ static int reg_attach(struct epset *ep, struct epreg *r, int held)
 	in = (struct epoll_event){ .events = EPOLLIN | EPOLLRDHUP | EPOLLET | EPOLLOUT | EPOLLPRI,
 				   .data.u64 = token((unsigned)r->fd, TOK_TCP) };
 	want = !conn_socket_done(c) || (c->tp->flags & TP_SOCKET_EVENTS);
-	if (held && (!want || c->tcp_fd != r->fd)) {
+	if (held && !want) {
 		real.epoll_ctl(ep->epfd, EPOLL_CTL_DEL, r->fd, NULL);
 		held = 0;
 	}
-	r->tcp_on = want && !real.epoll_ctl(ep->epfd, held ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, c->tcp_fd, &in);
+	r->tcp_on = want && !real.epoll_ctl(ep->epfd, held ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, r->fd, &in);
 	reset_edges(r);
 	return 0;
 }
@@ -779,7 +784,7 @@ static int translate(struct epset *ep, struct epoll_event *evs, int k, int n, in
 			if (conn_socket_done(r->s->conn) && !(r->s->conn->tp->flags & TP_SOCKET_EVENTS) &&
 			    !r->s->conn->mv.rx &&
 			    !conn_moving(r->s->conn)) {
-				real.epoll_ctl(ep->epfd, EPOLL_CTL_DEL, r->s->conn->tcp_fd, NULL);
+				real.epoll_ctl(ep->epfd, EPOLL_CTL_DEL, r->fd, NULL);
 				r->tcp_on = 0;
 			}
 		}

@@ -412,7 +412,7 @@ int agent_reason_of(int state);
 
 /* inband.c */
 int inband_client(struct sk *s, int fd, uint64_t nonce, uint64_t max_wait);
-int inband_server(struct sk *s, int fd);
+int inband_server(struct sk *s, int fd, int nonblock);
 int inband_syn_had_option(const struct sk *ls, int fd);
 int inband_settle(struct sk *s, int fd, int writing, int nonblock);
 

@@ -19,6 +19,11 @@
  * byte back within its pause + 90 ms (before: + 200 ms and more); at 60 ms
  * the blocking server waits and the connection is accelerated, at 150 ms
  * it gives up (100 ms) and its client is plain with reason 29 too.
+ * tests/integration/agent.sh runs it through the in-band handshake too
+ * (SHUNT_LOCAL=0, SHUNT_FAULT_PUBLISH_MS=60: the PROPOSAL comes late): a
+ * non-blocking accept() waits a fortieth of SHUNT_ACCEPT_WAIT_MS for it
+ * (5 ms; before, 20 ms like a blocking one), and the late PROPOSAL is
+ * answered by the server's first read (plain, reason 13).
  * NOT_OVER_RDMA: the registry is the local rendezvous. */
 #include "common.h"
 #include <poll.h>
