@@ -185,8 +185,15 @@ struct shunt_listener_rec {
 	uint64_t netns;           /* listener's network namespace inode */
 	struct shunt_addr addr;   /* bound address (:: / 0.0.0.0 means any) */
 	uint32_t pid;
-	uint32_t used;
+	uint32_t used;            /* SHUNT_LISTENER_* (non-zero: in use) */
 };
+#define SHUNT_LISTENER_USED 1u
+/* TCP_DEFER_ACCEPT on: the kernel wakes its accept() only at the first
+ * byte on the socket, which an offer through the registry never sends (the
+ * first bytes travel in the slot), so clients do not offer there: they
+ * take the in-band handshake, whose PROPOSAL is such a byte, or stay plain
+ * (reason unsupported-feature).  Readers before it see "in use" only. */
+#define SHUNT_LISTENER_DEFERRED 2u
 _Static_assert(sizeof(struct shunt_listener_rec) == 40, "listener layout");
 
 /* A connection its client made plain without an offer (busy-short,

@@ -508,7 +508,7 @@ int rdv_connect(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len
 	struct shunt_addr dst;
 	struct portreg *p;
 	uint64_t nonce;
-	int ret, live;
+	int ret, live, deferred = 0;
 
 	s->is_client = 1;
 	if (shunt_addr_from_sockaddr(&dst, addr) || !shunt_active)
@@ -534,8 +534,13 @@ int rdv_connect(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len
 	live = p && rdv_reg_live(p);
 	if (p && !live && (p = rdv_reg_get(dst.port, 0, 1))) /* its listeners gone: a new file? */
 		live = rdv_reg_live(p);
-	if (!live || !rdv_reg_may_match(p, &dst)) {
-		/* Not a local shunt server: the agent, if any, signals in the SYN.
+	if (!live || !rdv_reg_may_match(p, &dst, &deferred) || deferred) {
+		/* Not a local shunt server, or one whose listener waits for the
+		 * first byte on the socket (TCP_DEFER_ACCEPT: Apache's default
+		 * AcceptFilter, nginx's "deferred") - a byte an offer never
+		 * sends, so its client waited for a claim that came only after
+		 * it gave up (5 ms, or 200 ms, a connection): the agent, if any,
+		 * signals in the SYN, and the PROPOSAL is that first byte.
 		 * The in-band handshake runs here, in connect(), once the kernel
 		 * made the connection (the network's round trip: a shunt server
 		 * that saw our option waits for the PROPOSAL that long).  Then a
@@ -549,7 +554,9 @@ int rdv_connect(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len
 		uint64_t answer_ns;
 
 		ret = rdv_sys(real.connect(fd, addr, len));
-		if (marked == -ENOENT) /* nobody to ask a peer on another host */
+		if (marked == -ENOENT && deferred) /* a local shunt server we cannot reach */
+			s->reason = SHUNT_R_UNSUPPORTED;
+		else if (marked == -ENOENT) /* nobody to ask a peer on another host */
 			s->reason = rdv_is_other_host(fd, &dst) ? SHUNT_R_NO_AGENT : SHUNT_R_PEER_NOT_SHUNT;
 		else if (marked)
 			s->reason = SHUNT_R_RESOURCE; /* no storage for it: no option sent */

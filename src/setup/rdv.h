@@ -115,7 +115,7 @@ int rdv_is_other_host(int fd, const struct shunt_addr *dst);
 int rdv_tuple_eq(const struct shunt_tuple *a, const struct shunt_tuple *b);
 struct portreg *rdv_reg_get(uint16_t port, int create, int fresh);
 int rdv_reg_live(struct portreg *p);
-int rdv_reg_may_match(struct portreg *p, const struct shunt_addr *dst);
+int rdv_reg_may_match(struct portreg *p, const struct shunt_addr *dst, int *deferred);
 struct shunt_slot *rdv_slot_reserve(struct portreg *p, uint64_t sock_id, uint64_t *nonce,
 				    const struct shunt_addr *dst, uint32_t *gen);
 void rdv_slot_free(struct portreg *p, struct shunt_slot *sl, uint32_t gen);

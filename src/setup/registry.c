@@ -401,7 +401,12 @@ int rdv_reg_live(struct portreg *p)
 	return 1;
 }
 
-static void reg_add_listener(struct portreg *p, const struct shunt_addr *addr)
+static uint32_t listener_word(int deferred)
+{
+	return SHUNT_LISTENER_USED | (deferred ? SHUNT_LISTENER_DEFERRED : 0);
+}
+
+static void reg_add_listener(struct portreg *p, const struct shunt_addr *addr, int deferred)
 {
 	struct shunt_listener_rec *l = p->r->listeners, *free_rec = NULL;
 	uint64_t ns = shunt_netns_ino();
@@ -409,6 +414,7 @@ static void reg_add_listener(struct portreg *p, const struct shunt_addr *addr)
 	for (int i = 0; i < SHUNT_REG_LISTENERS; i++) {
 		if (l[i].used && l[i].netns == ns && !memcmp(&l[i].addr, addr, sizeof *addr)) {
 			l[i].pid = (uint32_t)getpid();
+			__atomic_store_n(&l[i].used, listener_word(deferred), __ATOMIC_RELEASE);
 			return;
 		}
 		if (!l[i].used && !free_rec)
@@ -420,25 +426,42 @@ static void reg_add_listener(struct portreg *p, const struct shunt_addr *addr)
 	free_rec->netns = ns;
 	free_rec->addr = *addr;
 	free_rec->pid = (uint32_t)getpid();
-	__atomic_store_n(&free_rec->used, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&free_rec->used, listener_word(deferred), __ATOMIC_RELEASE);
+}
+
+/* Listener s's TCP_DEFER_ACCEPT changed: its record says so (wire.h). */
+void rdv_listen_deferred(struct sk *s)
+{
+	struct portreg *p;
+
+	if (!s->listen_port || !(p = __atomic_load_n(&ports[s->listen_port], __ATOMIC_ACQUIRE)))
+		return;
+	pthread_mutex_lock(&reg_lock);
+	reg_add_listener(p, &s->listen_addr, s->defer_accept);
+	pthread_mutex_unlock(&reg_lock);
 }
 
 /* Could a registered listener be the one this connect() reaches?  Loopback
- * never leaves a network namespace; other addresses may (veth, bridges). */
-int rdv_reg_may_match(struct portreg *p, const struct shunt_addr *dst)
+ * never leaves a network namespace; other addresses may (veth, bridges).
+ * *deferred: one that could waits for the first byte (TCP_DEFER_ACCEPT). */
+int rdv_reg_may_match(struct portreg *p, const struct shunt_addr *dst, int *deferred)
 {
 	uint64_t ns = shunt_netns_ino();
+	int may = 0;
 
+	*deferred = 0;
 	for (int i = 0; i < SHUNT_REG_LISTENERS; i++) {
 		const struct shunt_listener_rec *l = &p->r->listeners[i];
-		if (!__atomic_load_n(&l->used, __ATOMIC_ACQUIRE))
+		uint32_t u = __atomic_load_n(&l->used, __ATOMIC_ACQUIRE);
+		if (!u)
 			continue;
-		if (l->netns == ns && (rdv_is_any(&l->addr) || !memcmp(l->addr.ip, dst->ip, 16)))
-			return 1;
-		if (l->netns != ns && !rdv_is_loopback(dst))
-			return 1;
+		if ((l->netns == ns && (rdv_is_any(&l->addr) || !memcmp(l->addr.ip, dst->ip, 16))) ||
+		    (l->netns != ns && !rdv_is_loopback(dst))) {
+			may = 1;
+			*deferred |= (u & SHUNT_LISTENER_DEFERRED) != 0;
+		}
 	}
-	return 0;
+	return may;
 }
 
 int rdv_listen(int fd, struct sk *s)
@@ -480,7 +503,7 @@ int rdv_listen(int fd, struct sk *s)
 		}
 		p->nlisten++;
 		__atomic_store_n(&nports_listened, 1, __ATOMIC_RELAXED);
-		reg_add_listener(p, &a);
+		reg_add_listener(p, &a, s->defer_accept);
 		pthread_mutex_unlock(&reg_lock);
 		s->listen_addr = a;
 		s->listen_port = a.port;

@@ -692,6 +692,19 @@ EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t le
 			s->reason = SHUNT_R_UNSUPPORTED;
 		sk_put(s);
 	}
+	/* The kernel's accept waits for the first byte: local offers send none
+	 * (registry.c rdv_listen_deferred).  Set before listen() too. */
+	if (!r && level == IPPROTO_TCP && name == TCP_DEFER_ACCEPT && val && len >= sizeof(int) &&
+	    (s = fdtab_get(fd))) {
+		int v;
+		memcpy(&v, val, sizeof v);
+		if (s->kind == SK_TCP || s->kind == SK_LISTEN) {
+			s->defer_accept = v != 0;
+			if (s->kind == SK_LISTEN)
+				rdv_listen_deferred(s);
+		}
+		sk_put(s);
+	}
 	if (!r && level == SOL_SOCKET &&
 	    (name == SO_RCVTIMEO_OLD || name == SO_RCVTIMEO_NEW || name == SO_SNDTIMEO_OLD ||
 	     name == SO_SNDTIMEO_NEW)) {

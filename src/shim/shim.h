@@ -62,6 +62,7 @@ struct sk {
 	struct shunt_tuple tuple; /* as the rendezvous saw it (valid if has_tuple) */
 	int has_tuple;            /* SK_TUPLE_*: what of tuple is known */
 	int ag_listen;            /* a listener registered with the agent (saves SYNs) */
+	int defer_accept;         /* TCP_DEFER_ACCEPT set (registry.c rdv_listen_deferred) */
 	int kernel_opts;          /* timestamps asked for: what it connects or accepts goes to TCP */
 	uint16_t short_port;      /* client: the port whose registry learns how long it lived */
 	uint64_t born_ns;         /* ... and when its connect was decided */
@@ -280,6 +281,7 @@ void move_held_free(struct conn *c);
 
 /* src/setup: the rendezvous (registry.c, client.c, server.c, msgsock.c) */
 int rdv_listen(int fd, struct sk *s);
+void rdv_listen_deferred(struct sk *s); /* s->defer_accept changed */
 int rdv_connect(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len);
 int rdv_accept(const struct sk *ls, int fd, struct sk *s, const struct sockaddr *peer);
 uint64_t rdv_domain(void);

@@ -110,7 +110,16 @@ echo "$out" | grep -q 'client: tcp, reason 13' || die "in-band, late PROPOSAL: n
 # 15 and 100 ms at most; before, both 20 ms).
 out=$(in_cg env LD_PRELOAD="$ROOT/$BUILD/libshunt-faults.so" SHUNT_FAULT_PUBLISH_MS=60 SHUNT_DIR="$WORK/hostA" \
 	SHUNT_LOCAL=0 "$B/late_offer" 2>&1) || die "in-band, late PROPOSAL, accept's wait: $out"
+# A listener with TCP_DEFER_ACCEPT (Apache's default) wakes its accept()
+# only at the first byte: its clients take the in-band handshake, whose
+# PROPOSAL is that byte (tests/behave/defer_accept; without the agent they
+# stay plain, reason 8; before, each waited for a claim until it gave up).
+out=$(in_cg env LD_PRELOAD="$ROOT/$BUILD/libshunt.so" SHUNT_DIR="$WORK/hostA" "$B/defer_accept" 2>&1) ||
+	die "deferred accept: $out"
+echo "$out" | grep -q '^blocking connect: shm' && echo "$out" | grep -q '^non-blocking connect: shm' ||
+	die "deferred accept, not through the in-band handshake: $out"
 echo "  one host through the in-band handshake: shared memory, the server's exit read as EOF"
+echo "  a listener that defers its accept to the first byte: in-band, shared memory"
 echo "  in-band, a late PROPOSAL to a server spinning on non-blocking reads: removed, never read"
 echo "  in-band, a late PROPOSAL: a non-blocking accept() waits 5 ms for it, a blocking one 20 ms"
 echo "  in-band, non-blocking connect: shared memory; a server slow to accept holds it 5 ms at most"
