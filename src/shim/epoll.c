@@ -308,6 +308,43 @@ static void reset_edges(struct epreg *r)
 	r->seen_ev = 0;
 }
 
+/* The kernel's registration of r's TCP socket: every event, edge-triggered
+ * (the socket may carry the connection again - RDMA failover, a peer that
+ * passed its descriptor: move.c - so its writability matters then too: one
+ * report now, then only after a move; urgent data is only ever there:
+ * conn.c conn_move_for). */
+static struct epoll_event tcp_event(const struct epreg *r)
+{
+	return (struct epoll_event){ .events = EPOLLIN | EPOLLRDHUP | EPOLLET | EPOLLOUT | EPOLLPRI,
+				     .data.u64 = token((unsigned)r->fd, TOK_TCP) };
+}
+
+/* r was put on the check list (added again after a delete, or modified)
+ * while threads may be asleep in the kernel on this set: the kernel looks
+ * at a registration added or modified at once and wakes a sleeper if it is
+ * ready, our check list only before a sleep.  So a sleeper is woken to
+ * look (and to arm the ring if it is not ready): modifying the socket's
+ * registration makes the kernel report it again (its socket, carrying
+ * nothing, is writable), or, with none, the doorbell rings.  Before, a
+ * server thread that put a connection back for room (Apache's write
+ * completion: delete, then add again after a short write) slept on until
+ * its time-out - 50 s - with the ring drained and nobody asked to ring
+ * (tests/behave/epoll_readd). */
+static void poke(struct epset *ep, struct epreg *r)
+{
+	struct epoll_event in = tcp_event(r);
+
+	if (!__atomic_load_n(&ep->sleepers, __ATOMIC_ACQUIRE))
+		return; /* the next epoll_wait runs the check list first */
+	if (r->tcp_on)
+		real.epoll_ctl(ep->epfd, EPOLL_CTL_MOD, r->fd, &in);
+	else if (r->bell) {
+		int e = errno;
+		(void)!real.write(r->bell->efd, &(uint64_t){ 1 }, sizeof(uint64_t));
+		errno = e;
+	}
+}
+
 /* r's connection into the kernel's set: its doorbell's group, its TCP
  * socket (held already if held: a pending offer's, modified - one system
  * call less a connection).  The socket goes in under the program's own
@@ -324,12 +361,7 @@ static int reg_attach(struct epset *ep, struct epreg *r, int held)
 
 	if ((err = bell_join(ep, r)))
 		return err;
-	/* the socket may carry the connection again (RDMA failover, a peer
-	 * that passed its descriptor: move.c): its writability matters then
-	 * too (edge-triggered: one report now, then only after a move), and
-	 * urgent data is only ever there (conn.c conn_move_for) */
-	in = (struct epoll_event){ .events = EPOLLIN | EPOLLRDHUP | EPOLLET | EPOLLOUT | EPOLLPRI,
-				   .data.u64 = token((unsigned)r->fd, TOK_TCP) };
+	in = tcp_event(r);
 	want = !conn_socket_done(c) || (c->tp->flags & TP_SOCKET_EVENTS);
 	if (held && !want) {
 		real.epoll_ctl(ep->epfd, EPOLL_CTL_DEL, r->fd, NULL);
@@ -355,6 +387,7 @@ static int reg_add(struct epset *ep, int fd, struct sk *s, struct epoll_event *e
 		r->data = ev->data;
 		r->active = 1;
 		enqueue(ep, r);
+		poke(ep, r);
 		return 0;
 	}
 	if (r)
@@ -616,6 +649,7 @@ int ep_ctl(struct sk *eps, int epfd, int op, int fd, struct epoll_event *ev)
 		r->active = 1;
 		reset_edges(r);
 		enqueue(ep, r);
+		poke(ep, r);
 		break;
 	case EPOLL_CTL_DEL:
 		if (!r || !r->present) {
