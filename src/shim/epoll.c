@@ -332,13 +332,12 @@ static struct epoll_event tcp_event(const struct epreg *r)
  * (tests/behave/epoll_readd). */
 static void poke(struct epset *ep, struct epreg *r)
 {
-	struct epoll_event in = tcp_event(r);
-
 	if (!__atomic_load_n(&ep->sleepers, __ATOMIC_ACQUIRE))
 		return; /* the next epoll_wait runs the check list first */
-	if (r->tcp_on)
+	if (r->tcp_on) {
+		struct epoll_event in = tcp_event(r);
 		real.epoll_ctl(ep->epfd, EPOLL_CTL_MOD, r->fd, &in);
-	else if (r->bell) {
+	} else if (r->bell) {
 		int e = errno;
 		(void)!real.write(r->bell->efd, &(uint64_t){ 1 }, sizeof(uint64_t));
 		errno = e;

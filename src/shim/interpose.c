@@ -572,10 +572,7 @@ static int turns_on_timestamps(int name, const void *val, socklen_t len)
 	if (name != SO_TIMESTAMP_OLD && name != SO_TIMESTAMP_NEW && name != SO_TIMESTAMPNS_OLD &&
 	    name != SO_TIMESTAMPNS_NEW && name != SO_TIMESTAMPING_OLD && name != SO_TIMESTAMPING_NEW)
 		return 0;
-	if (!val || len < sizeof v)
-		return 0;
-	memcpy(&v, val, sizeof v); /* SO_TIMESTAMPING's struct begins with its flags */
-	return v != 0;
+	return opt_int(val, len, &v) && v != 0; /* SO_TIMESTAMPING's struct begins with its flags */
 }
 
 static void kernel_feature(int fd, const char *what, int inherited)
@@ -666,15 +663,12 @@ static int peek_off_on(const void *val, socklen_t len)
 {
 	int v;
 
-	if (!val || len < sizeof v)
-		return 0; /* the kernel's error */
-	memcpy(&v, val, sizeof v);
-	return v >= 0;
+	return opt_int(val, len, &v) && v >= 0; /* (none: the kernel's error) */
 }
 
 EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 {
-	int r;
+	int r, v;
 	struct sk *s;
 
 	if (level == IPPROTO_TCP && name == TCP_ULP &&
@@ -694,10 +688,8 @@ EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t le
 	}
 	/* The kernel's accept waits for the first byte: local offers send none
 	 * (registry.c rdv_listen_deferred).  Set before listen() too. */
-	if (!r && level == IPPROTO_TCP && name == TCP_DEFER_ACCEPT && val && len >= sizeof(int) &&
+	if (!r && level == IPPROTO_TCP && name == TCP_DEFER_ACCEPT && opt_int(val, len, &v) &&
 	    (s = fdtab_get(fd))) {
-		int v;
-		memcpy(&v, val, sizeof v);
 		if (s->kind == SK_TCP || s->kind == SK_LISTEN) {
 			s->defer_accept = v != 0;
 			if (s->kind == SK_LISTEN)

@@ -217,6 +217,16 @@ static inline int iov_null(const struct iovec *iov, int n)
 	return 0;
 }
 size_t conn_send_room(struct conn *c);           /* bytes a send would take now */
+/* A socket option's int (the first field of SO_TIMESTAMPING's struct):
+ * 1 and *v if the program gave one, else 0 (the kernel's EFAULT or
+ * EINVAL, its own to say). */
+static inline int opt_int(const void *val, socklen_t len, int *v)
+{
+	if (!val || len < sizeof *v)
+		return 0;
+	__builtin_memcpy(v, val, sizeof *v);
+	return 1;
+}
 /* sockinfo.c: the kernel's answers about an accelerated socket, corrected */
 int sockinfo_corrects(int level, int name);      /* getsockopt: TCP_INFO, SO_ERROR, SO_RCVLOWAT */
 void sockinfo_getsockopt(struct conn *c, int level, int name, void *val, socklen_t len);

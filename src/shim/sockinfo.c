@@ -129,9 +129,8 @@ void sockinfo_rcvlowat(struct conn *c, const void *val, socklen_t len)
 {
 	int v;
 
-	if (len < sizeof v)
+	if (!opt_int(val, len, &v))
 		return;
-	memcpy(&v, val, sizeof v);
 	if (v < 1)
 		v = 1;
 	if ((uint32_t)v > c->rx.size / 2)
@@ -218,9 +217,8 @@ void sockinfo_inq(struct conn *c, const void *val, socklen_t len)
 {
 	int v;
 
-	if (!val || len < sizeof v)
+	if (!opt_int(val, len, &v))
 		return;
-	memcpy(&v, val, sizeof v);
 	__atomic_store_n(&c->inq, v ? 2 : 1, __ATOMIC_RELAXED);
 }
 

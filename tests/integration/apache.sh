@@ -13,10 +13,8 @@
 . "$(dirname "$0")/lib.sh"
 need apache2; need curl; need ab
 
-export SHUNT_DIR="$WORK/shared"
-mkdir -p "$WORK/www" "$WORK/logs" "$SHUNT_DIR"
-chmod 1777 "$SHUNT_DIR"
-chmod 755 "$WORK"
+workers_share_dir # (they run as nobody)
+mkdir -p "$WORK/www" "$WORK/logs"
 head -c 20000000 /dev/urandom > "$WORK/www/big.bin"
 echo hello > "$WORK/www/small.html"
 chmod -R a+rX "$WORK/www"

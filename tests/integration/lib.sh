@@ -48,6 +48,17 @@ bg() {
 
 shunted() { SHUNT_LOG=1 "$SHUNT" run -- "$@"; }
 
+# workers_share_dir: a server whose workers drop to another user (nginx's
+# www-data, Apache's nobody) shares a world-writable sticky rendezvous
+# directory with its clients (the trust domain, docs/configuration.md),
+# and $WORK is readable to them.
+workers_share_dir() {
+	export SHUNT_DIR="$WORK/shared"
+	mkdir -p "$SHUNT_DIR"
+	chmod 1777 "$SHUNT_DIR"
+	chmod 755 "$WORK"
+}
+
 count() { grep -c -- "$1" "$2" 2>/dev/null || true; }
 
 # expect_accel LOG MIN: at least MIN accelerated accepts/connects, no plain ones.

@@ -8,12 +8,9 @@
 need nginx; need curl
 
 P=$(free_port)
-# nginx's workers drop to www-data: share a world-writable rendezvous
-# directory (the trust domain, docs/configuration.md) and readable files.
-export SHUNT_DIR="$WORK/shared"
-mkdir -p "$WORK/www" "$WORK/tmp" "$SHUNT_DIR"
-chmod 1777 "$SHUNT_DIR"
-chmod 755 "$WORK"
+# nginx's workers drop to www-data
+workers_share_dir
+mkdir -p "$WORK/www" "$WORK/tmp"
 head -c 3000000 /dev/urandom > "$WORK/www/big.bin"
 echo hello > "$WORK/www/index.html"
 sum=$(sha256sum < "$WORK/www/big.bin")
