@@ -295,6 +295,7 @@ int inband_client(struct sk *s, int fd, uint64_t nonce, uint64_t max_wait)
 		} else {
 			offer(&m, SHUNT_HS_CONFIRM, nonce, proc, SHUNT_HS_T_RDMA);
 			remote_fields(&m.offer, &ro);
+			shunt_fault_confirm(); /* tests only (fault.c): a slow client */
 			hs_send(fd, &m, deadline);
 		}
 	} else if ((rc = rdv_inband_attach(s, fd, nonce, deadline))) {
@@ -316,11 +317,47 @@ static int same_host(const struct shunt_hs_offer *o)
 	return !memcmp(me, o->host_id, 16) && o->domain && o->domain == rdv_domain() && o->proc_id;
 }
 
-/* Server, RDMA chosen: ACCEPT with our link and slot, then the client's
- * CONFIRM is the decision (it may write as soon as it sent it).  A client
- * that never answers leaves our slot reserved, never reused: it might
+/* Server, RDMA: the client's word after our ACCEPT (rc and c as head()
+ * gave them) decides, st the slot we offered.  The client writes over
+ * RDMA from its CONFIRM on: this TCP stream cannot stand in for the link
+ * it named (a wrong one, or our slot would not attach) - the connection
+ * ends, the client's application sees an error, never our bytes read as
+ * its own or its writes lost in a link we don't use.  A client that never
+ * answers (-ETIMEDOUT) leaves our slot reserved, never reused: it might
  * still write into it. */
-static int server_remote(struct sk *s, int fd, const struct shunt_hs_msg *p, uint64_t wait)
+static int confirm_end(struct sk *s, int fd, int rc, const struct shunt_hs_msg *c, void *st, uint32_t tag)
+{
+	shunt_log("rdma handshake fd %d: client's word %d type %d", fd, rc, rc == 1 ? c->type : 0);
+	if (rc == 1 && c->type == SHUNT_HS_CONFIRM) {
+		rc = shunt_remote->server_confirm(s, fd, st, c, tag);
+		if (rc)
+			real.shutdown(fd, SHUT_RDWR);
+		return rc;
+	}
+	if (rc == -ETIMEDOUT) {
+		shunt_remote->offer_abandon(st);
+		real.shutdown(fd, SHUT_RDWR);
+		return SHUNT_R_HS_TIMEOUT;
+	}
+	if (rc == 1 && c->type == SHUNT_HS_DECLINE && c->reason == SHUNT_R_STALE_LINK)
+		shunt_remote->offer_stale(st);
+	remote_drop(st);
+	if (rc == 1 && c->type == SHUNT_HS_DECLINE)
+		return (int)c->reason;
+	return rc == 0 ? SHUNT_R_HS_TIMEOUT : SHUNT_R_HS_MALFORMED; /* data: it gave up */
+}
+
+static _Atomic int confirms; /* sockets of this process in HS_CONFIRM */
+
+/* Server, RDMA chosen: ACCEPT with our link and slot, then the client's
+ * CONFIRM is the decision (it may write as soon as it sent it).  It is
+ * waited for as long as the PROPOSAL was (span: it follows our ACCEPT by
+ * a round trip); past that accept() returns the socket, plain until its
+ * first call settles it (HS_CONFIRM, inband_confirm) - a client that is
+ * slow, stopped or hostile holds up its own connection's first write at
+ * most, never the server's accept() nor the connections behind it (it
+ * held accept() up to 10 s before the thirty-second session). */
+static int server_remote(struct sk *s, int fd, const struct shunt_hs_msg *p, uint64_t wait, uint64_t span)
 {
 	uint32_t tag = (uint32_t)p->offer.nonce;
 	struct shunt_hs_msg a, c;
@@ -336,30 +373,18 @@ static int server_remote(struct sk *s, int fd, const struct shunt_hs_msg *p, uin
 		remote_drop(st);
 		return SHUNT_R_HANDSHAKE;
 	}
-	rc = head(fd, &c, shunt_now_ns() + CONFIRM_WAIT_NS);
-	shunt_log("rdma handshake fd %d: client's word %d type %d", fd, rc, rc == 1 ? c.type : 0);
-	if (rc == 1 && c.type == SHUNT_HS_CONFIRM) {
-		rc = shunt_remote->server_confirm(s, fd, st, &c, tag);
-		/* The client writes over RDMA from its CONFIRM on: this TCP
-		 * stream cannot stand in for the link it named (a wrong one,
-		 * or our slot would not attach) - the connection ends here,
-		 * the client's application sees an error, never our bytes
-		 * read as its own or its writes lost in a link we don't use. */
-		if (rc)
-			real.shutdown(fd, SHUT_RDWR);
-		return rc;
-	}
-	if (rc == -ETIMEDOUT) {
-		shunt_remote->offer_abandon(st);
-		real.shutdown(fd, SHUT_RDWR);
-		return SHUNT_R_HS_TIMEOUT;
-	}
-	if (rc == 1 && c.type == SHUNT_HS_DECLINE && c.reason == SHUNT_R_STALE_LINK)
-		shunt_remote->offer_stale(st);
-	remote_drop(st);
-	if (rc == 1 && c.type == SHUNT_HS_DECLINE)
-		return (int)c.reason;
-	return rc == 0 ? SHUNT_R_HS_TIMEOUT : SHUNT_R_HS_MALFORMED; /* data: it gave up */
+	rc = head(fd, &c, shunt_now_ns() + span);
+	if (rc != -ETIMEDOUT)
+		return confirm_end(s, fd, rc, &c, st, tag);
+	/* (not in the table yet: nobody else sees s) */
+	s->hs_remote = st;
+	s->hs_tag = tag;
+	s->hs_pid = shunt_pid();
+	s->hs_until = shunt_now_ns() + CONFIRM_WAIT_NS;
+	__atomic_add_fetch(&confirms, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->hs, HS_CONFIRM, __ATOMIC_RELEASE);
+	shunt_log("rdma handshake fd %d: the client's word has not come: plain until its first call", fd);
+	return SHUNT_R_HS_TIMEOUT;
 }
 
 /* Server, inside accept() when the SYN carried our option; nonblock: a
@@ -374,8 +399,10 @@ int inband_server(struct sk *s, int fd, int nonblock)
 	 * client's wait beyond two round trips (20 ms by default), a fortieth
 	 * in a non-blocking accept() (5 ms: a client preempted, or a peer
 	 * that sent our option and nothing else, does not hold an event
-	 * loop longer).  Shared memory's confirmation then: the same wait. */
-	int e = errno, rc = head(fd, &m, now + (nonblock ? wait : wait / 10 + rtt2));
+	 * loop longer).  Shared memory's confirmation, RDMA's CONFIRM then:
+	 * the same wait (server_remote). */
+	uint64_t until = now + (nonblock ? wait : wait / 10 + rtt2);
+	int e = errno, rc = head(fd, &m, until);
 	int shm;
 
 	if (rc == -ETIMEDOUT) {
@@ -392,7 +419,7 @@ int inband_server(struct sk *s, int fd, int nonblock)
 	}
 	shm = (m.offer.transports & SHUNT_HS_T_SHM) && same_host(&m.offer) && shunt_cfg.transport != 2;
 	if (!shm && (m.offer.transports & SHUNT_HS_T_RDMA) && shunt_remote) {
-		rc = server_remote(s, fd, &m, wait);
+		rc = server_remote(s, fd, &m, wait, until - now);
 	} else if (!shm) {
 		rc = decline(fd, SHUNT_R_HS_NO_TRANSPORT, now + wait);
 	} else if ((rc = rdv_inband_offer(fd, m.offer.proc_id, m.offer.nonce, &c))) {
@@ -439,6 +466,13 @@ int inband_settle(struct sk *s, int fd, int writing, int nonblock)
 		}
 		pthread_mutex_lock(&s->hs_lock);
 		st = s->hs;
+		if (st == HS_CONFIRM) {
+			/* (its callers settle it first: interpose_io.c confirm_first;
+			 * one that did not must not reach the kernel's socket) */
+			pthread_mutex_unlock(&s->hs_lock);
+			rc = inband_confirm(s, fd, writing, nonblock);
+			return rc < 0 ? rc : s->kind == SK_CONN ? -EAGAIN : 0;
+		}
 		if (!st || (writing && st != HS_LAZY && st != HS_STRIP_ANSWER)) {
 			pthread_mutex_unlock(&s->hs_lock);
 			return 0;
@@ -469,4 +503,157 @@ int inband_settle(struct sk *s, int fd, int writing, int nonblock)
 		decline(fd, SHUNT_R_HS_TIMEOUT, shunt_now_ns() + REST_WAIT_NS);
 	pthread_mutex_unlock(&s->hs_lock);
 	return 0;
+}
+
+/*
+ * HS_CONFIRM: our ACCEPT(RDMA) went, the client's word did not come while
+ * accept() waited for it.  Until it does the socket is plain and carries
+ * nothing of ours: the client may have confirmed (then it reads only
+ * cursor messages and a FAILOVER message from the stream, and writes over
+ * RDMA) or declined or gone plain (then it reads our data from the
+ * stream).  So a read waits for the client's first bytes as the kernel's
+ * read would and settles on them (EAGAIN without waiting in a
+ * non-blocking one); whatever puts bytes of ours on the stream (a write,
+ * a shutdown, a descriptor passed, a fork or exec) waits for the word -
+ * a fortieth of SHUNT_ACCEPT_WAIT_MS in a call TCP never blocks in (then
+ * EAGAIN), else until hs_until (CONFIRM_WAIT_NS from the accept: then
+ * the slot stays reserved and the connection is shut, as accept() did
+ * when it waited).  Settled by a CONFIRM, the socket becomes the RDMA
+ * connection (its epoll registrations follow: epoll.c ep_pend_settled);
+ * by anything else, plain for good.
+ */
+
+/* mode: how long to wait (CF_QUICK: the process's end, which gives up
+ * after it); s->hs_lock held, s->hs == HS_CONFIRM.  1 once settled, or
+ * -EAGAIN. */
+enum { CF_TRY, CF_READ, CF_WRITE_NB, CF_WRITE, CF_QUICK, CF_LAST };
+
+static int confirm_step(struct sk *s, int fd, int mode)
+{
+	struct shunt_hs_msg m;
+	uint64_t now = shunt_now_ns(), dl = 0, nb = now + shunt_nonblock_wait_ns(&shunt_cfg);
+	void *st = s->hs_remote;
+	int rc;
+
+	if (mode == CF_WRITE)
+		dl = s->hs_until;
+	else if (mode == CF_WRITE_NB || mode == CF_QUICK)
+		dl = nb < s->hs_until ? nb : s->hs_until;
+	if (s->hs_pid != shunt_pid()) {
+		/* a fork raced with the accept: the slot is the parent's (it
+		 * settles its copy); nothing of ours here reads or writes it */
+		st = NULL;
+	} else if ((rc = head(fd, &m, dl)) == -EAGAIN || (rc == -ETIMEDOUT && shunt_now_ns() < s->hs_until)) {
+		if (mode != CF_QUICK && mode != CF_LAST)
+			return -EAGAIN;
+		/* the process ends: the slot stays reserved (the client may write) */
+		shunt_remote->offer_abandon(st);
+	} else {
+		s->reason = confirm_end(s, fd, rc, &m, st, s->hs_tag);
+	}
+	s->hs_remote = NULL;
+	__atomic_sub_fetch(&confirms, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->hs, HS_NONE, __ATOMIC_RELEASE);
+	return 1;
+}
+
+/* One look under the lock - no cancellation point while it is held; try:
+ * not even waiting for the lock - and, settled, the registrations and
+ * the record follow (outside it).  1 settled here, 0 settled before,
+ * -EAGAIN. */
+static int confirm_locked(struct sk *s, int fd, int mode, int try)
+{
+	int e = errno, r = 0, cs;
+
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
+	if (try ? pthread_mutex_trylock(&s->hs_lock) : pthread_mutex_lock(&s->hs_lock)) {
+		r = -EAGAIN;
+	} else {
+		if (__atomic_load_n(&s->hs, __ATOMIC_ACQUIRE) == HS_CONFIRM)
+			r = confirm_step(s, fd, mode);
+		pthread_mutex_unlock(&s->hs_lock);
+	}
+	pthread_setcancelstate(cs, NULL);
+	if (r > 0) {
+		shunt_log("rdma handshake fd %d: settled at its first call: %s, %s", fd,
+			  s->kind == SK_CONN ? s->conn->tp->name : "tcp",
+			  shunt_reason_str((unsigned)s->reason));
+		stats_update(s, fd);
+		ep_pend_settled(fd, s);
+	}
+	errno = e;
+	return r;
+}
+
+int inband_confirm(struct sk *s, int fd, int writing, int nonblock)
+{
+	int mode = writing ? (nonblock ? CF_WRITE_NB : CF_WRITE) : (nonblock ? CF_TRY : CF_READ);
+	int r;
+	char b;
+
+	for (;;) {
+		if (mode == CF_READ && real.recv(fd, &b, 1, MSG_PEEK) < 0)
+			return -errno; /* SO_RCVTIMEO, a signal: the read's own answer */
+		r = confirm_locked(s, fd, mode, 0);
+		/* again: a blocking read whose bytes another thread's read
+		 * took, a blocking write whose wait a signal cut short (TCP's
+		 * first write never waits, so none interrupts it) */
+		if (r != -EAGAIN || (mode != CF_READ && mode != CF_WRITE))
+			return r < 0 ? r : 0;
+	}
+}
+
+/* Any other call (fdtab.c): settled if the word is there, never waiting
+ * (nor for another thread's settle). */
+void inband_confirm_try(struct sk *s, int fd)
+{
+	confirm_locked(s, fd, CF_TRY, 1);
+}
+
+struct confirm_list {
+	int fd[64], n;
+};
+
+static void confirm_collect(int fd, struct sk *s, void *arg)
+{
+	struct confirm_list *l = arg;
+
+	if (l->n < 64 && __atomic_load_n(&s->hs, __ATOMIC_ACQUIRE) == HS_CONFIRM)
+		l->fd[l->n++] = fd;
+}
+
+void inband_confirm_all(int quick)
+{
+	/* quick: 5 ms in all, not each (a flood of silent clients at exit) */
+	uint64_t end = shunt_now_ns() + shunt_nonblock_wait_ns(&shunt_cfg);
+	struct confirm_list l;
+
+	while (__atomic_load_n(&confirms, __ATOMIC_RELAXED)) {
+		l.n = 0;
+		fdtab_each(confirm_collect, &l);
+		for (int i = 0; i < l.n; i++) {
+			struct sk *s = fdtab_peek(l.fd[i]);
+			if (!s)
+				continue;
+			if (quick)
+				confirm_locked(s, l.fd[i], shunt_now_ns() < end ? CF_QUICK : CF_LAST, 0);
+			else
+				inband_confirm(s, l.fd[i], 1, 0);
+			sk_put(s);
+		}
+		if (l.n < 64)
+			break; /* (one not in the table: a socket closed meanwhile, or a dup's) */
+	}
+}
+
+/* s's last reference: a slot offered and never settled stays reserved
+ * (the client may still write into it). */
+void inband_confirm_drop(struct sk *s)
+{
+	if (__atomic_exchange_n(&s->hs, HS_NONE, __ATOMIC_ACQ_REL) != HS_CONFIRM)
+		return;
+	__atomic_sub_fetch(&confirms, 1, __ATOMIC_RELAXED);
+	if (s->hs_pid == shunt_pid())
+		shunt_remote->offer_abandon(s->hs_remote);
+	s->hs_remote = NULL;
 }

@@ -210,6 +210,7 @@ void conn_exit_all(void)
 	if (!shunt_sandboxed && !shunt_in_handler()) {
 		int alone = -1;
 		rdv_offers_settle_all(); /* the first bytes reach the server */
+		inband_confirm_all(1);   /* a CONFIRM come meanwhile: closed as a connection */
 		fdtab_each(closing_at_exit, &alone);
 	}
 }

@@ -189,6 +189,7 @@ void shunt_sandbox_enter(void)
 	/* RDMA connections go to their TCP sockets first, while every system
 	 * call is still allowed: their data path calls libibverbs, whose verbs
 	 * make system calls of their own (ioctl on the verbs device) */
+	inband_confirm_all(0); /* (a CONFIRM's connection attaches through libibverbs too) */
 	transports_share_prepare("a seccomp filter", SHUNT_R_SANDBOX);
 	/* what a forked child reads at first need (a stat, a getrandom),
 	 * read now: the filter may forbid them */
@@ -270,6 +271,7 @@ void shunt_fork_before(void)
 	uint64_t gen = shunt_random64() | 1;
 
 	rdv_offers_settle_all();
+	inband_confirm_all(0); /* the slot is this process's (its queue pair stays here) */
 	fdtab_each(hold_for_child, &gen);
 	fork_gen_pre = gen;
 }

@@ -586,6 +586,55 @@ void ep_pend_settled(int fd, struct sk *s)
 	pthread_mutex_unlock(&sets_lock);
 }
 
+/* A server's socket whose client's word after our ACCEPT(RDMA) has not
+ * come (inband.c HS_CONFIRM) is plain until its first call settles it:
+ * the kernel holds it with the program's events and data, and our record
+ * of that (pend, as a pending offer's) lets the registration follow when
+ * it becomes the connection (ep_pend_settled, from the settle; or here,
+ * settled meanwhile).  1 and *err: done. */
+static int confirm_ctl(struct epset *ep, int epfd, int op, int fd, struct sk *s, struct epoll_event *ev, int *err)
+{
+	struct epreg *r;
+	int done = 1;
+
+	if (op != EPOLL_CTL_DEL && !ev)
+		return 0;
+	pthread_mutex_lock(&ep->lock);
+	r = reg_current(ep, fd, s);
+	if (r && !r->pend) {
+		done = 0; /* ours from before (a DEL keeps it): the plain path's */
+		goto out;
+	}
+	if ((op == EPOLL_CTL_ADD) == !!r) {
+		*err = r ? -EEXIST : -ENOENT;
+		goto out;
+	}
+	if (!r && ((*err = ensure_cap(ep, fd)) || !(r = calloc(1, sizeof *r)))) {
+		*err = *err ? *err : -ENOMEM;
+		goto out;
+	}
+	*err = real.epoll_ctl(epfd, op, fd, ev) ? -errno : 0;
+	if (op == EPOLL_CTL_ADD && *err) {
+		free(r);
+	} else if (op == EPOLL_CTL_ADD) {
+		*r = (struct epreg){ .fd = fd, .present = 1, .active = 1, .pend = 1, .s = sk_ref(s) };
+		ep->regs[fd] = r;
+		ep->nregs++;
+	}
+	if (!*err && op == EPOLL_CTL_DEL) {
+		reg_drop(ep, fd);
+	} else if (!*err) {
+		r->events = ev->events;
+		r->data = ev->data;
+	}
+out:
+	pthread_mutex_unlock(&ep->lock);
+	/* settled meanwhile, before its settler could see this registration */
+	if (done && __atomic_load_n(&s->hs, __ATOMIC_ACQUIRE) != HS_CONFIRM)
+		ep_pend_settled(fd, s);
+	return done;
+}
+
 int ep_ctl(struct sk *eps, int epfd, int op, int fd, struct epoll_event *ev)
 {
 	struct epset *ep = eps->ep;
@@ -610,6 +659,11 @@ int ep_ctl(struct sk *eps, int epfd, int op, int fd, struct epoll_event *ev)
 			return err;
 		}
 		rdv_offer_settle_nb(s); /* (and its registrations follow) */
+	}
+	if (s && s->kind != SK_CONN && __atomic_load_n(&s->hs, __ATOMIC_ACQUIRE) == HS_CONFIRM &&
+	    confirm_ctl(ep, epfd, op, fd, s, ev, &err)) {
+		sk_put(s);
+		return err;
 	}
 	if (!s || s->kind != SK_CONN) {
 		if (s)

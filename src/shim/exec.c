@@ -216,6 +216,7 @@ static char **prepare(char *const envp[], struct handover *h, const char *path, 
 
 	memset(h, 0, sizeof *h);
 	rdv_offers_settle_all(); /* an offer is this process's, not the new image's */
+	inband_confirm_all(0);   /* ... and so is a slot offered in an ACCEPT */
 	fdtab_each(count_conn, &nconn);
 	why = nconn && !shunt_sandboxed ? image_foreign(path, search, img) : NULL;
 	if (why) /* no hand-over: what it inherits is plain TCP first (RDMA's unread bytes too) */

@@ -116,6 +116,12 @@
  *                         Through the in-band handshake: the client waits
  *                         MS ms before it sends its PROPOSAL, which comes
  *                         after its server's accept() stopped waiting.
+ *   SHUNT_FAULT_CONFIRM_MS=MS   a client that took its server's ACCEPT(RDMA)
+ *                         waits MS ms before it sends its CONFIRM (a
+ *                         slow or stopped client, or one that never
+ *                         answers): its server's accept() must not wait
+ *                         for it, nor hold up the accepts of others; the
+ *                         connection settles at its first call.
  *   SHUNT_FAULT_CLOSE_MS=MS   a process closing its last descriptor of a
  *                         shared-memory connection waits MS ms after it
  *                         counted itself among the closers, before it looks
@@ -269,6 +275,14 @@ void shunt_fault_publish(void)
 	uint64_t ms;
 
 	if (fault_num("SHUNT_FAULT_PUBLISH_MS", &ms) && ms)
+		fault_sleep_ms(ms);
+}
+
+void shunt_fault_confirm(void)
+{
+	uint64_t ms;
+
+	if (fault_num("SHUNT_FAULT_CONFIRM_MS", &ms) && ms)
 		fault_sleep_ms(ms);
 }
 

@@ -93,16 +93,20 @@ struct sk *fdtab_peek(int fd)
 
 /* Every call on a connection but a send that fits the slot (early.c)
  * finds its offer settled. */
-static struct sk *settled(struct sk *s)
+static struct sk *settled(struct sk *s, int fd)
 {
 	if (s && __builtin_expect(__atomic_load_n(&s->offer, __ATOMIC_ACQUIRE) != NULL, 0))
 		rdv_offer_settle(s);
+	/* (and a server's CONFIRM if it came: inband.c - the calls that
+	 * must know wait for it themselves) */
+	if (s && __builtin_expect(__atomic_load_n(&s->hs, __ATOMIC_RELAXED) == HS_CONFIRM, 0))
+		inband_confirm_try(s, fd);
 	return s;
 }
 
 struct sk *fdtab_get(int fd)
 {
-	return settled(fdtab_peek(fd));
+	return settled(fdtab_peek(fd), fd);
 }
 
 /* ---- borrowed numbers (conn.borrowed) ----
@@ -197,7 +201,7 @@ struct sk *fdtab_take(int fd)
 	if (!p || !__atomic_load_n(p, __ATOMIC_ACQUIRE))
 		return NULL;
 	s = __atomic_exchange_n(p, NULL, __ATOMIC_ACQ_REL);
-	return settled(s); /* a close (or dup2 over it): the first bytes reach the server first */
+	return settled(s, fd); /* a close (or dup2 over it): the first bytes reach the server first */
 }
 
 struct sk *fdtab_closing(int fd)
@@ -350,6 +354,8 @@ void sk_put(struct sk *s)
 		return;
 	if (s->short_port)
 		rdv_note_end(s);
+	if (__builtin_expect(__atomic_load_n(&s->hs, __ATOMIC_RELAXED) == HS_CONFIRM, 0))
+		inband_confirm_drop(s);
 	if (s->conn) {
 		if (s->kind == SK_CONN)
 			conn_closing(s->conn);

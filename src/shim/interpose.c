@@ -381,8 +381,14 @@ EXPORT void closefrom(int lowfd)
 
 EXPORT int shutdown(int fd, int how)
 {
-	struct sk *s = get_kind(fd, SK_CONN);
+	struct sk *s = fdtab_peek(fd);
 	long r;
+
+	/* our FIN may not go before the client said how it reads (inband.c) */
+	if (s && __atomic_load_n(&s->hs, __ATOMIC_RELAXED) == HS_CONFIRM)
+		inband_confirm(s, fd, 1, 0);
+	sk_put(s);
+	s = get_kind(fd, SK_CONN);
 
 	if (!s)
 		return R(shutdown)(fd, how);

@@ -49,6 +49,28 @@ static ssize_t settle(struct sk *s, int fd, int writing, int flags, int *handled
 	return edge(r);
 }
 
+/* A server's socket whose client has not said whether it confirmed our
+ * ACCEPT(RDMA) (inband.c HS_CONFIRM): settled before the call, which the
+ * connection may then serve - a read when the client's bytes come, a
+ * write once the word is there.  <0: the call's error. */
+static int confirm_first(struct sk *s, int fd, int writing, int flags)
+{
+	if (__builtin_expect(__atomic_load_n(&s->hs, __ATOMIC_RELAXED) != HS_CONFIRM, 1))
+		return 0;
+	return inband_confirm(s, fd, writing, s->nonblock || (flags & MSG_DONTWAIT));
+}
+
+/* The same by descriptor (splice, sendmmsg, recvmmsg: before they look
+ * at what it is). */
+static int confirm_fd(int fd, int writing, int flags)
+{
+	struct sk *s = fdtab_peek(fd);
+	int r = s ? confirm_first(s, fd, writing, flags) : 0;
+
+	sk_put(s);
+	return r;
+}
+
 static ssize_t accel_send(int fd, const struct iovec *iov, int cnt, int flags, int *handled,
 			  const struct msghdr *ctl)
 {
@@ -60,6 +82,11 @@ static ssize_t accel_send(int fd, const struct iovec *iov, int cnt, int flags, i
 		return 0;
 	if (__builtin_expect(__atomic_load_n(&s->offer, __ATOMIC_ACQUIRE) != NULL, 0) &&
 	    (r = rdv_early_send(s, iov, cnt, flags, ctl)) != -EAGAIN) {
+		*handled = 1;
+		sk_put(s);
+		return edge(r);
+	}
+	if (s->kind != SK_CONN && (r = confirm_first(s, fd, 1, flags)) < 0) {
 		*handled = 1;
 		sk_put(s);
 		return edge(r);
@@ -117,6 +144,11 @@ static ssize_t accel_recv(int fd, const struct iovec *iov, int cnt, int flags, i
 	if (s->kind != SK_CONN && empty) { /* the kernel's 0, never a wait for the handshake */
 		sk_put(s);
 		return 0;
+	}
+	if (s->kind != SK_CONN && (r = confirm_first(s, fd, 0, flags)) < 0) {
+		*handled = 1;
+		sk_put(s);
+		return edge(r);
 	}
 	if (s->kind != SK_CONN)
 		return settle(s, fd, 0, flags, handled);
@@ -310,6 +342,7 @@ static void pass_moves(const struct msghdr *m)
 			int pfd, r;
 			struct sk *s;
 			memcpy(&pfd, CMSG_DATA(c) + i * sizeof(int), sizeof pfd);
+			(void)confirm_fd(pfd, 1, 0); /* the receiver's first bytes are the client's */
 			if (!(s = get_kind(pfd, SK_CONN)))
 				continue;
 			r = move_pass_wait(s, SHUNT_R_FD_PASSED); /* a move of the peer's ends first */
@@ -383,6 +416,10 @@ EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t count)
 	ssize_t r;
 	int h;
 
+	if (s && s->kind != SK_CONN && (r = confirm_first(s, out, 1, 0)) < 0) {
+		sk_put(s);
+		return edge(r);
+	}
 	if (s && s->kind != SK_CONN) {
 		r = settle(s, out, 1, 0, &h);
 		s = NULL;
@@ -423,8 +460,11 @@ EXPORT ssize_t splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t l
 		      unsigned int flags)
 {
 	int h;
-	ssize_t r = shim_splice(in, off_in, out, off_out, len, flags, &h);
+	ssize_t r = confirm_fd(in, 0, (flags & SPLICE_F_NONBLOCK) ? MSG_DONTWAIT : 0);
 
+	if (r < 0 || (r = confirm_fd(out, 1, (flags & SPLICE_F_NONBLOCK) ? MSG_DONTWAIT : 0)) < 0)
+		return edge(r);
+	r = shim_splice(in, off_in, out, off_out, len, flags, &h);
 	if (h)
 		return edge(r);
 	if (settled_plain(in, 0, 0, &r) || settled_plain(out, 1, 0, &r))
@@ -437,9 +477,12 @@ EXPORT ssize_t splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t l
  * one's error. */
 EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 {
-	struct sk *s = v || !n ? get_kind(fd, SK_CONN) : NULL; /* none: the kernel's EFAULT */
+	ssize_t r0 = confirm_fd(fd, 1, flags);
+	struct sk *s = r0 < 0 ? NULL : v || !n ? get_kind(fd, SK_CONN) : NULL; /* none: the kernel's EFAULT */
 	unsigned i;
-	ssize_t r0;
+
+	if (r0 < 0)
+		return (int)edge(r0);
 
 	if (!s) {
 		if (settled_plain(fd, 1, flags, &r0))
@@ -474,11 +517,13 @@ EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 
 EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags, struct timespec *tmo)
 {
-	struct sk *s = flags & MSG_ERRQUEUE || (!v && n) ? NULL : get_kind(fd, SK_CONN);
+	ssize_t r0 = flags & MSG_ERRQUEUE ? 0 : confirm_fd(fd, 0, flags);
+	struct sk *s = r0 < 0 || flags & MSG_ERRQUEUE || (!v && n) ? NULL : get_kind(fd, SK_CONN);
 	uint64_t end = tmo ? shunt_now_ns() + (uint64_t)tmo->tv_sec * 1000000000ull + (uint64_t)tmo->tv_nsec : 0;
 	unsigned i;
-	ssize_t r0;
 
+	if (r0 < 0)
+		return (int)edge(r0);
 	if (!s)
 		return settled_plain(fd, 0, flags, &r0) ? (int)r0 : R(recvmmsg)(fd, v, n, flags, tmo);
 	cancel_hold(s);

@@ -130,6 +130,7 @@ void spawn_prepare(int std_only, const char *why)
 	if (!shunt_active || shunt_sandboxed) /* (a sandbox: no call of ours; no move either) */
 		return;
 	rdv_offers_settle_all(); /* the child's program must find connections, not offers */
+	inband_confirm_all(0);
 	fdtab_each(inheritable_conn, &l);
 	for (int i = 0; i < l.n; i++) {
 		struct sk *s = l.fd[i] > 2 && std_only ? NULL : get_kind(l.fd[i], SK_CONN);

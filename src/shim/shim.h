@@ -39,6 +39,9 @@ enum sk_hs {
 	HS_STRIP_ANSWER,       /* client: remove a late answer; decline a late ACCEPT */
 	HS_STRIP_ANSWER_WROTE, /* client: remove a late answer; we have written */
 	HS_STRIP_REPLY,        /* server: remove a late CONFIRM or DECLINE */
+	HS_CONFIRM,            /* server: ACCEPT(RDMA) sent, the client's CONFIRM or
+				  DECLINE (or data) not read yet: plain until it is,
+				  and nothing of ours may go onto the stream before */
 };
 
 enum sk_tuple {
@@ -71,6 +74,10 @@ struct sk {
 				     unless it is the wildcard (registry.c) */
 	_Atomic int hs;           /* enum sk_hs: a late handshake message may head the stream */
 	pthread_mutex_t hs_lock;  /* serialises inband_settle (all zero = unlocked) */
+	void *hs_remote;          /* HS_CONFIRM: the slot offered in our ACCEPT (remote_setup) */
+	uint32_t hs_tag;
+	pid_t hs_pid;             /* ... by this process */
+	uint64_t hs_until;        /* ... and when a call that must know stops waiting */
 	struct offer *offer;      /* a client's offer not settled yet (src/setup/early.c) */
 	pthread_mutex_t offer_lock; /* serialises its use (all zero = unlocked) */
 	struct sk *next_free;     /* on the free list (fdtab.c) */
@@ -389,6 +396,7 @@ int shunt_fault_peer_gone(void);
 void shunt_fault_seg_free(void);
 void shunt_fault_reserve(void);
 void shunt_fault_publish(void);
+void shunt_fault_confirm(void);
 void shunt_fault_close(void);
 #else
 static inline void shunt_fault_hs(uint8_t *msg, int len) { (void)msg; (void)len; }
@@ -410,6 +418,7 @@ static inline int shunt_fault_peer_gone(void) { return 0; }
 static inline void shunt_fault_seg_free(void) {}
 static inline void shunt_fault_reserve(void) {}
 static inline void shunt_fault_publish(void) {}
+static inline void shunt_fault_confirm(void) {}
 static inline void shunt_fault_close(void) {}
 #endif
 
@@ -427,6 +436,15 @@ int inband_client(struct sk *s, int fd, uint64_t nonce, uint64_t max_wait);
 int inband_server(struct sk *s, int fd, int nonblock);
 int inband_syn_had_option(const struct sk *ls, int fd);
 int inband_settle(struct sk *s, int fd, int writing, int nonblock);
+/* HS_CONFIRM (the client's word after our ACCEPT(RDMA) still to come):
+ * settled by the first call - a read when it comes, a write (or anything
+ * that puts bytes on the stream) waiting for it; 0, or -errno for the
+ * call (-EAGAIN: not yet).  _try never waits; _all before fork, exec,
+ * spawn, a sandbox (quick: at the exit, a short wait). */
+int inband_confirm(struct sk *s, int fd, int writing, int nonblock);
+void inband_confirm_try(struct sk *s, int fd);
+void inband_confirm_all(int quick);
+void inband_confirm_drop(struct sk *s);
 
 /* early.c: a client's offer left pending after connect() */
 void rdv_offer_settle(struct sk *s);

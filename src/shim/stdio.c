@@ -170,6 +170,9 @@ static void touch(FILE *f, int rd)
 
 	if (!f || !shunt_active || (fd = f->_fileno) < 0 || !(s = fdtab_get(fd)))
 		return;
+	/* libc reads and writes the socket itself: the client's word first */
+	if (__builtin_expect(__atomic_load_n(&s->hs, __ATOMIC_RELAXED) == HS_CONFIRM, 0))
+		inband_confirm(s, fd, 1, 0);
 	c = s->conn;
 	if (s->kind == SK_CONN && !c->passed && !c->broken) {
 		e = errno;

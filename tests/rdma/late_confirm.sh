@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Description: a client slow to confirm the server's ACCEPT(RDMA) - stopped,
+# swapped out, or one that never answers (libshunt-faults.so
+# SHUNT_FAULT_CONFIRM_MS=4000: its CONFIRM goes 4 s after the ACCEPT) -
+# holds up neither the server's accept() nor the client behind it: the
+# server's accept() waits for the word as long as for the PROPOSAL (here
+# 200 ms: SHUNT_ACCEPT_WAIT_MS=2000 - 500 ms in the non-blocking accept()
+# of the epoll server, with 20000: emulated RDMA's PROPOSAL may come later
+# than 50 ms), then returns the socket plain until its first call settles
+# it.  Client B, started 0.5 s after the slow A,
+# must be connected within 1.5 s (before, the server's accept() waited
+# for A's CONFIRM up to 10 s: B's connect took ~3.5 s), and A's connection
+# must still become RDMA at its late CONFIRM and carry every byte: with a
+# thread a connection whose first act is a banner (the write waits for
+# the word), and with one epoll thread that registered A before the word
+# came (the registration follows the connection).
+set -eu
+. "$(dirname "$0")/lib.sh"
+T=$BUILD/tests/tools/lateconfirm
+S=/tmp/lc-s.out A=/tmp/lc-a.out B=/tmp/lc-b.out
+die() { echo "FAIL: $*"; tail -15 $S; tail -5 $A; tail -5 $B; exit 1; }
+port=7870
+for mode in threads epoll; do
+	port=$((port + 1))
+	wait_ms=2000
+	[ $mode = epoll ] && wait_ms=20000
+	: > $S # a stale "listening" must not start the clients
+	env LD_PRELOAD="$LIB" SHUNT_TRANSPORT=rdma SHUNT_LOG=1 SHUNT_ACCEPT_WAIT_MS=$wait_ms \
+		timeout 60 "$T" server 10.0.0.1 $port $mode 2 > $S 2>&1 &
+	sp=$!
+	listening $S
+	env LD_PRELOAD="$(dirname "$LIB")/libshunt-faults.so" SHUNT_TRANSPORT=rdma SHUNT_LOG=1 \
+		SHUNT_FAULT_CONFIRM_MS=4000 timeout 60 "$T" client 10.0.0.1 $port $mode A > $A 2>&1 &
+	ap=$!
+	sleep 0.5
+	env LD_PRELOAD="$LIB" SHUNT_TRANSPORT=rdma SHUNT_LOG=1 timeout 60 "$T" client 10.0.0.1 $port $mode B > $B 2>&1 ||
+		die "$mode: client B"
+	wait $ap || die "$mode: client A"
+	wait $sp || die "$mode: server"
+	grep -q 'client A: .* ok' $A || die "$mode: A's data"
+	bconn=$(sed -n 's/^client B: connect \([0-9]*\) ms.*/\1/p' $B)
+	[ -n "$bconn" ] || die "$mode: B's connect not reported"
+	[ "$bconn" -lt 1500 ] || die "$mode: B connected after $bconn ms: the server's accept() waited for A's CONFIRM"
+	grep -q "the client's word has not come" $S || die "$mode: A's word came in time (the fault did not hold it)"
+	grep -q 'settled at its first call: rdma, none' $S || die "$mode: A's connection did not become RDMA at its CONFIRM"
+	[ "$(grep -c 'accept fd .*: rdma, none' $S)" -ge 1 ] || die "$mode: B's connection is not RDMA"
+	echo "late_confirm $mode: B connected in $bconn ms while A's CONFIRM took 4 s; $(sed -n 's/^client A: //p' $A) (RDMA from its CONFIRM)"
+done

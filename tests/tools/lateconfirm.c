@@ -1,0 +1,235 @@
+/* lateconfirm - a server and clients for tests/rdma/late_confirm.sh: one
+ * client slow to confirm the server's ACCEPT(RDMA) (libshunt-faults.so,
+ * SHUNT_FAULT_CONFIRM_MS) must hold up neither the server's accept() nor
+ * the clients behind it, and its own connection must still carry every
+ * byte once it confirms.
+ *
+ *   lateconfirm server ADDR PORT threads|epoll N
+ *       accepts N connections and echoes each one's request: "threads", a
+ *       blocking accept() loop and a thread a connection that first writes
+ *       a banner (the write waits for the client's word); "epoll", one
+ *       thread, non-blocking, level-triggered, no banner (the registration
+ *       made before the word must follow the connection).  Prints
+ *       "listening", then "accepted I after MS ms" for each.
+ *   lateconfirm client ADDR PORT threads|epoll TAG
+ *       connects, reads the banner (threads), writes 8 bytes of length and
+ *       a 1 MiB request, reads its echo and checks it; prints "client TAG:
+ *       connect MS ms, first MS ms, done MS ms, ok" (first: the banner, or
+ *       the echo's first byte). */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define REQ (1u << 20)
+#define BANNER "HELLO\n"
+
+static void die(const char *what)
+{
+	perror(what);
+	exit(1);
+}
+
+static double ms_since(const struct timespec *t0)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)(t.tv_sec - t0->tv_sec) * 1e3 + (double)(t.tv_nsec - t0->tv_nsec) / 1e6;
+}
+
+static int full(int fd, void *buf, size_t n, int wr)
+{
+	size_t k = 0;
+
+	while (k < n) {
+		ssize_t r = wr ? write(fd, (char *)buf + k, n - k) : read(fd, (char *)buf + k, n - k);
+		if (r <= 0) {
+			if (r < 0 && errno == EINTR)
+				continue;
+			return -1;
+		}
+		k += (size_t)r;
+	}
+	return 0;
+}
+
+static void *serve_one(void *arg)
+{
+	int fd = (int)(intptr_t)arg;
+	uint64_t len;
+	char *buf;
+
+	if (full(fd, BANNER, sizeof BANNER - 1, 1) || full(fd, &len, sizeof len, 0) || len > REQ ||
+	    !(buf = malloc(len)) || full(fd, buf, len, 0) || full(fd, buf, len, 1)) {
+		fprintf(stderr, "server: connection on fd %d failed: %s\n", fd, strerror(errno));
+		exit(1);
+	}
+	free(buf);
+	close(fd);
+	return NULL;
+}
+
+struct ec { /* an epoll connection */
+	int fd;
+	uint64_t len, got, sent;
+	char *buf;
+};
+
+static void serve_epoll(int l, int n)
+{
+	struct timespec t0;
+	int ep = epoll_create1(0), done = 0, accepted = 0;
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
+
+	if (ep < 0 || fcntl(l, F_SETFL, O_NONBLOCK) || epoll_ctl(ep, EPOLL_CTL_ADD, l, &ev))
+		die("epoll");
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (done < n) {
+		struct epoll_event evs[16];
+		int k = epoll_wait(ep, evs, 16, 60000);
+		if (k <= 0)
+			die("epoll_wait (nothing for 60 s)");
+		for (int i = 0; i < k; i++) {
+			struct ec *c = evs[i].data.ptr;
+			if (!c) {
+				int fd = accept4(l, NULL, NULL, SOCK_NONBLOCK);
+				if (fd < 0)
+					continue;
+				printf("accepted %d after %.0f ms\n", ++accepted, ms_since(&t0));
+				fflush(stdout);
+				if (!(c = calloc(1, sizeof *c)) || !(c->buf = malloc(REQ + 8)))
+					die("calloc");
+				c->fd = fd;
+				struct epoll_event in = { .events = EPOLLIN, .data.ptr = c };
+				if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &in))
+					die("epoll_ctl add");
+				continue;
+			}
+			if (!c->len || c->got < c->len + 8) {
+				ssize_t r = read(c->fd, c->buf + c->got, REQ + 8 - c->got);
+				if (r < 0 && errno == EAGAIN)
+					continue;
+				if (r <= 0)
+					die("server read");
+				c->got += (uint64_t)r;
+				if (c->got >= 8 && !c->len) {
+					memcpy(&c->len, c->buf, 8);
+					if (!c->len || c->len > REQ)
+						die("server: bad length");
+				}
+				if (c->len && c->got == c->len + 8) {
+					struct epoll_event out = { .events = EPOLLOUT, .data.ptr = c };
+					if (epoll_ctl(ep, EPOLL_CTL_MOD, c->fd, &out))
+						die("epoll_ctl mod");
+				}
+				continue;
+			}
+			ssize_t w = write(c->fd, c->buf + 8 + c->sent, c->len - c->sent);
+			if (w < 0 && errno == EAGAIN)
+				continue;
+			if (w <= 0)
+				die("server write");
+			c->sent += (uint64_t)w;
+			if (c->sent == c->len) {
+				close(c->fd);
+				free(c->buf);
+				free(c);
+				done++;
+			}
+		}
+	}
+}
+
+static int server(const char *addr, int port, const char *mode, int n)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+	pthread_t t[64];
+	struct timespec t0;
+
+	if (n > 64 || inet_pton(AF_INET, addr, &sa.sin_addr) != 1 || l < 0 ||
+	    setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) ||
+	    bind(l, (struct sockaddr *)&sa, sizeof sa) || listen(l, 64))
+		die("listen");
+	printf("listening\n");
+	fflush(stdout);
+	if (!strcmp(mode, "epoll")) {
+		serve_epoll(l, n);
+		return 0;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (int i = 0; i < n; i++) {
+		int fd = accept(l, NULL, NULL);
+		if (fd < 0)
+			die("accept");
+		printf("accepted %d after %.0f ms\n", i + 1, ms_since(&t0));
+		fflush(stdout);
+		if (pthread_create(&t[i], NULL, serve_one, (void *)(intptr_t)fd))
+			die("pthread_create");
+	}
+	for (int i = 0; i < n; i++)
+		pthread_join(t[i], NULL);
+	return 0;
+}
+
+static int client(const char *addr, int port, const char *mode, const char *tag)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	int fd = socket(AF_INET, SOCK_STREAM, 0), banner = strcmp(mode, "epoll") != 0;
+	uint64_t len = REQ;
+	char *req = malloc(REQ), *back = malloc(REQ), b[sizeof BANNER - 1];
+	double t_conn, t_first;
+	struct timespec t0;
+
+	if (fd < 0 || !req || !back || inet_pton(AF_INET, addr, &sa.sin_addr) != 1)
+		die("client");
+	for (unsigned i = 0; i < REQ; i++)
+		req[i] = (char)(i * 131u + (unsigned char)tag[0]);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof sa))
+		die("connect");
+	t_conn = ms_since(&t0);
+	if (banner && (full(fd, b, sizeof b, 0) || memcmp(b, BANNER, sizeof b))) {
+		fprintf(stderr, "client %s: no banner\n", tag);
+		return 1;
+	}
+	t_first = ms_since(&t0);
+	if (full(fd, &len, sizeof len, 1) || full(fd, req, REQ, 1) || full(fd, back, 1, 0)) {
+		fprintf(stderr, "client %s: request failed: %s\n", tag, strerror(errno));
+		return 1;
+	}
+	if (!banner)
+		t_first = ms_since(&t0);
+	if (full(fd, back + 1, REQ - 1, 0) || memcmp(req, back, REQ)) {
+		fprintf(stderr, "client %s: the echo differs or is short\n", tag);
+		return 1;
+	}
+	if (read(fd, b, 1) != 0) {
+		fprintf(stderr, "client %s: no end after the echo\n", tag);
+		return 1;
+	}
+	printf("client %s: connect %.0f ms, first %.0f ms, done %.0f ms, ok\n", tag, t_conn, t_first,
+	       ms_since(&t0));
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 6 && !strcmp(argv[1], "server"))
+		return server(argv[2], atoi(argv[3]), argv[4], atoi(argv[5]));
+	if (argc == 6 && !strcmp(argv[1], "client"))
+		return client(argv[2], atoi(argv[3]), argv[4], argv[5]);
+	fprintf(stderr, "usage: lateconfirm server ADDR PORT threads|epoll N | client ADDR PORT threads|epoll TAG\n");
+	return 2;
+}
