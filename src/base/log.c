@@ -1,28 +1,64 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * log.c - shunt's lines on standard error: SHUNT_LOG=1's, and warnings.
+ * log.c - shunt's lines on standard error: SHUNT_LOG=1's, and warnings -
+ * or in SHUNT_LOG_FILE, opened at start (a process that chroots or lowers
+ * its descriptor limit still writes there).  Never onto a socket: a server
+ * run inetd-style has its connection on descriptors 0-2 (vsftpd, xinetd's
+ * services, sshd -i), and a line there would be bytes in its client's
+ * stream.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "base.h"
 #include "real.h"
 
 int shunt_log_on;
+static int log_fd = 2;
+static int stderr_socket; /* as last seen (a sandbox: no fstat of ours) */
+
+void shunt_log_file(const char *path)
+{
+	int fd;
+
+	if (!path || !*path)
+		return;
+	fd = real.open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		shunt_warn("SHUNT_LOG_FILE %s: %m: standard error instead", path);
+		return;
+	}
+	log_fd = fd_hide(fd);
+}
+
+/* Standard error, unless it is a socket now. */
+static int log_target(void)
+{
+	struct stat st;
+
+	if (log_fd != 2)
+		return log_fd;
+	if (!shunt_sandboxed)
+		stderr_socket = !fstat(2, &st) && S_ISSOCK(st.st_mode);
+	return stderr_socket ? -1 : 2;
+}
 
 static void vlog(const char *fmt, va_list ap)
 {
 	char buf[512];
-	int n, e = errno;
+	int n, fd, e = errno;
 
 	n = snprintf(buf, sizeof buf, "shunt[%d]: ", (int)getpid());
 	n += vsnprintf(buf + n, sizeof buf - (size_t)n, fmt, ap);
 	if (n > (int)sizeof buf - 2)
 		n = (int)sizeof buf - 2;
 	buf[n++] = '\n';
-	(void)!real.write(2, buf, (size_t)n);
+	if ((fd = log_target()) >= 0)
+		(void)!real.write(fd, buf, (size_t)n);
 	errno = e;
 }
 

@@ -9,6 +9,8 @@
 #include <unistd.h>
 #include "base.h"
 
+int shunt_sandboxed;
+
 /* Written at every fork in the child: one line (shunt_forks). */
 static struct {
 	pid_t pid;

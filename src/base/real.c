@@ -32,6 +32,7 @@ static void resolve(void)
 	RESOLVE(pselect); RESOLVE(epoll_create); RESOLVE(epoll_create1);
 	RESOLVE(epoll_ctl); RESOLVE(epoll_wait); RESOLVE(epoll_pwait);
 	RESOLVE(sendfile); RESOLVE(execve); RESOLVE(fexecve); RESOLVE(fork);
+	RESOLVE(clone);
 	RESOLVE(syscall); RESOLVE(prctl); RESOLVE(splice); RESOLVE(sendmmsg);
 	RESOLVE(recvmmsg); RESOLVE(open); RESOLVE(openat); RESOLVE(pipe); RESOLVE(pipe2);
 	RESOLVE(socketpair); RESOLVE(eventfd); RESOLVE(timerfd_create); RESOLVE(signalfd);

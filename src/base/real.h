@@ -61,6 +61,7 @@ struct real_fns {
 	int (*execveat)(int, const char *, char *const[], char *const[], int);
 	int (*fexecve)(int, char *const[], char *const[]);
 	pid_t (*fork)(void);
+	int (*clone)(int (*)(void *), void *, int, void *, ...);
 	long (*syscall)(long, ...);
 	ssize_t (*splice)(int, loff_t *, int, loff_t *, size_t, unsigned int);
 	int (*sendmmsg)(int, struct mmsghdr *, unsigned int, int);

@@ -34,7 +34,6 @@ static pthread_mutex_t proc_id_lock = PTHREAD_MUTEX_INITIALIZER;
 static mode_t file_mode = 0600;
 int shunt_dirfd = -1;
 int shunt_off_reason;
-int shunt_sandboxed;
 int shunt_ncpus = 1;
 static int dir_shared;
 
@@ -306,6 +305,22 @@ static void atfork_child(void)
 	transports_atfork_child();
 }
 
+/* A process made by clone() without CLONE_VM - libc's clone(), or the
+ * system call through syscall() (vsftpd's isolated session processes) -
+ * runs no fork handlers: ours run around it as around fork(), or the
+ * child would take itself for its parent (a parent's close then ended
+ * the connection under the child that serves it). */
+void shunt_clone_before(void)
+{
+	shunt_fork_before();
+	atfork_prepare();
+}
+
+void shunt_clone_child(void)
+{
+	atfork_child();
+}
+
 __attribute__((constructor)) static void shunt_init(void)
 {
 	const char *bad = NULL;
@@ -320,6 +335,7 @@ __attribute__((constructor)) static void shunt_init(void)
 	if (shunt_config_parse(&shunt_cfg, environ, &bad))
 		shunt_warn("invalid %s: its safe default applies (docs/configuration.md)", bad);
 	shunt_log_on = shunt_cfg.log;
+	shunt_log_file(getenv("SHUNT_LOG_FILE"));
 	read_netns();
 	proc_id = shunt_random64() | 1;
 	__atomic_store_n(&proc_id_forks, shunt_forks(), __ATOMIC_RELEASE);

@@ -24,6 +24,8 @@
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sched.h>
+#include <linux/sched.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -277,6 +279,68 @@ EXPORT int prctl(int option, ...)
 /* libc's syscall(): the calls that bypass every wrapper above.  The
  * arguments are read as six longs whatever the call, as musl's and glibc's
  * own syscall() do. */
+/* clone without CLONE_VM is a fork (interpose_proc.c syscall, clone):
+ * one that goes on on its own stack (given) is not a caller's to return
+ * to, so only a fork-like one without a stack is one of ours. */
+static int clone_is_fork(uint64_t flags, uint64_t stack)
+{
+	return !(flags & (CLONE_VM | CLONE_THREAD)) && !stack;
+}
+
+/* The system call itself, as a fork (core.c shunt_clone_before). */
+static long fork_syscall(long nr, const long *a)
+{
+	long r;
+	int e;
+
+	shunt_clone_before();
+	r = R(syscall)(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
+	e = errno;
+	if (!r)
+		shunt_clone_child();
+	else
+		shunt_fork_after((pid_t)r);
+	errno = e;
+	return r;
+}
+
+struct clone_tramp {
+	int (*fn)(void *);
+	void *arg;
+};
+
+static int clone_child(void *p)
+{
+	struct clone_tramp *t = p; /* (a copy in the child's own memory: no CLONE_VM) */
+
+	shunt_clone_child();
+	return t->fn(t->arg);
+}
+
+/* libc's clone(): as a fork when the child gets its own memory. */
+EXPORT int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...)
+{
+	struct clone_tramp t = { fn, arg };
+	pid_t *ptid, *ctid;
+	void *tls;
+	va_list ap;
+	int r, e;
+
+	va_start(ap, arg);
+	ptid = va_arg(ap, pid_t *);
+	tls = va_arg(ap, void *);
+	ctid = va_arg(ap, pid_t *);
+	va_end(ap);
+	if (flags & (CLONE_VM | CLONE_THREAD))
+		return R(clone)(fn, stack, flags, arg, ptid, tls, ctid);
+	shunt_clone_before();
+	r = R(clone)(clone_child, stack, flags, &t, ptid, tls, ctid);
+	e = errno;
+	shunt_fork_after(r);
+	errno = e;
+	return r;
+}
+
 EXPORT long syscall(long nr, ...)
 {
 	long a[6];
@@ -301,6 +365,15 @@ EXPORT long syscall(long nr, ...)
 		break;
 	case SYS_io_uring_setup:
 		shunt_uring_seen();
+		break;
+	case SYS_clone: /* (x86-64: flags, stack, parent tid, child tid, tls) */
+		if (clone_is_fork((uint64_t)a[0], (uint64_t)a[1]))
+			return fork_syscall(nr, a);
+		break;
+	case SYS_clone3:
+		if (a[0] && (size_t)a[1] >= 48 &&
+		    clone_is_fork(((const struct clone_args *)a[0])->flags, ((const struct clone_args *)a[0])->stack))
+			return fork_syscall(nr, a);
 		break;
 	}
 	return R(syscall)(nr, a[0], a[1], a[2], a[3], a[4], a[5]);

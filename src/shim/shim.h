@@ -88,7 +88,6 @@ extern struct shunt_config shunt_cfg;
 extern int shunt_active;      /* 0: pure pass-through (init failed or disabled) */
 extern int shunt_dirfd;        /* the checked rendezvous directory (-1: none) */
 extern int shunt_off_reason;  /* non-zero: every connection plain, for this reason */
-extern int shunt_sandboxed;   /* a seccomp filter: no system call of shunt's own */
 extern int shunt_ncpus;       /* online CPUs, at start */
 /* A turn to spin for up to budget_ns from now (shunt_now_ns(); 0: none
  * free - sleep at once), given back with shunt_spin_end (core.c). */
@@ -100,6 +99,8 @@ void shunt_sandbox_enter(void);
 void shunt_uring_seen(void);
 void shunt_fork_before(void);          /* the fork() wrapper's, around the real one */
 void shunt_fork_after(pid_t pid);
+void shunt_clone_before(void);         /* a fork by clone(), past libc's fork(): its handlers too */
+void shunt_clone_child(void);
 int shunt_dir_shared(void);   /* a configured directory other users write too */
 /* The name, in the rendezvous directory, of port `id`'s registry ('p'), or
  * of process `id`'s socket ('c') or stats file ('s'). */
