@@ -35,16 +35,22 @@ void shunt_log_file(const char *path)
 	log_fd = fd_hide(fd);
 }
 
-/* Standard error, unless it is a socket now. */
+/* Standard error, unless it is a socket now (in a sandbox: as it was
+ * when the filter went in, shunt_log_check). */
 static int log_target(void)
 {
-	struct stat st;
-
 	if (log_fd != 2)
 		return log_fd;
 	if (!shunt_sandboxed)
-		stderr_socket = !fstat(2, &st) && S_ISSOCK(st.st_mode);
+		shunt_log_check();
 	return stderr_socket ? -1 : 2;
+}
+
+void shunt_log_check(void)
+{
+	struct stat st;
+
+	stderr_socket = !fstat(2, &st) && S_ISSOCK(st.st_mode);
 }
 
 static void vlog(const char *fmt, va_list ap)

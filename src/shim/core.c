@@ -189,6 +189,7 @@ void shunt_sandbox_enter(void)
 	 * call is still allowed: their data path calls libibverbs, whose verbs
 	 * make system calls of their own (ioctl on the verbs device) */
 	inband_confirm_all(0); /* (a CONFIRM's connection attaches through libibverbs too) */
+	shunt_log_check();     /* (no fstat of ours under the filter) */
 	transports_share_prepare("a seccomp filter", SHUNT_R_SANDBOX);
 	/* what a forked child reads at first need (a stat, a getrandom),
 	 * read now: the filter may forbid them */

@@ -483,7 +483,6 @@ EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 
 	if (r0 < 0)
 		return (int)edge(r0);
-
 	if (!s) {
 		if (settled_plain(fd, 1, flags, &r0))
 			return (int)r0;
