@@ -493,6 +493,34 @@ static void pend_mark(struct epset *ep, struct epreg *r, int in, int many)
 	}
 }
 
+/* The kernel's own registration of fd (an ADD or a MOD, with the
+ * program's events and data) and our pending record of it, made at an ADD
+ * (*rp).  0 or -errno. */
+static int pend_kernel_ctl(struct epset *ep, int epfd, int op, int fd, struct sk *s,
+			   struct epoll_event *ev, struct epreg **rp)
+{
+	struct epreg *r = *rp;
+	int err;
+
+	if (!r && ((err = ensure_cap(ep, fd)) || !(r = calloc(1, sizeof *r))))
+		return err ? err : -ENOMEM;
+	if (real.epoll_ctl(epfd, op, fd, ev)) {
+		err = -errno;
+		if (op == EPOLL_CTL_ADD)
+			free(r);
+		return err;
+	}
+	if (op == EPOLL_CTL_ADD) {
+		*r = (struct epreg){ .fd = fd, .present = 1, .active = 1, .pend = 1, .s = sk_ref(s) };
+		ep->regs[fd] = r;
+		ep->nregs++;
+	}
+	r->events = ev->events;
+	r->data = ev->data;
+	*rp = r;
+	return 0;
+}
+
 /* 1 and *err: done, the offer left pending; 0: settle and go on. */
 static int pend_ctl(struct epset *ep, int epfd, int op, int fd, struct sk *s, struct epoll_event *ev, int *err)
 {
@@ -516,28 +544,9 @@ static int pend_ctl(struct epset *ep, int epfd, int op, int fd, struct sk *s, st
 	many = in && (out || !epollin_pend_ok(ep, r));
 	if (many && !pend_many_ok(ep, s))
 		goto out;
-	if (!r && ((*err = ensure_cap(ep, fd)) || !(r = calloc(1, sizeof *r)))) {
-		*err = *err ? *err : -ENOMEM;
-		done = 1;
-		goto out;
-	}
-	if (real.epoll_ctl(epfd, op, fd, ev)) {
-		*err = -errno;
-		if (op == EPOLL_CTL_ADD)
-			free(r);
-		done = 1;
-		goto out;
-	}
-	if (op == EPOLL_CTL_ADD) {
-		*r = (struct epreg){ .fd = fd, .present = 1, .active = 1, .pend = 1, .s = sk_ref(s) };
-		ep->regs[fd] = r;
-		ep->nregs++;
-	}
-	r->events = ev->events;
-	r->data = ev->data;
-	pend_mark(ep, r, in, many);
-	*err = 0;
 	done = 1;
+	if (!(*err = pend_kernel_ctl(ep, epfd, op, fd, s, ev, &r)))
+		pend_mark(ep, r, in, many);
 out:
 	pthread_mutex_unlock(&ep->lock);
 	/* settled meanwhile, before its settler could see this registration */
@@ -609,23 +618,10 @@ static int confirm_ctl(struct epset *ep, int epfd, int op, int fd, struct sk *s,
 		*err = r ? -EEXIST : -ENOENT;
 		goto out;
 	}
-	if (!r && ((*err = ensure_cap(ep, fd)) || !(r = calloc(1, sizeof *r)))) {
-		*err = *err ? *err : -ENOMEM;
-		goto out;
-	}
-	*err = real.epoll_ctl(epfd, op, fd, ev) ? -errno : 0;
-	if (op == EPOLL_CTL_ADD && *err) {
-		free(r);
-	} else if (op == EPOLL_CTL_ADD) {
-		*r = (struct epreg){ .fd = fd, .present = 1, .active = 1, .pend = 1, .s = sk_ref(s) };
-		ep->regs[fd] = r;
-		ep->nregs++;
-	}
-	if (!*err && op == EPOLL_CTL_DEL) {
+	if (op != EPOLL_CTL_DEL) {
+		*err = pend_kernel_ctl(ep, epfd, op, fd, s, ev, &r);
+	} else if (!(*err = real.epoll_ctl(epfd, op, fd, ev) ? -errno : 0)) {
 		reg_drop(ep, fd);
-	} else if (!*err) {
-		r->events = ev->events;
-		r->data = ev->data;
 	}
 out:
 	pthread_mutex_unlock(&ep->lock);

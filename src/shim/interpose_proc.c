@@ -13,6 +13,7 @@
 #include <poll.h>
 #include <spawn.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -276,9 +277,6 @@ EXPORT int prctl(int option, ...)
 	return R(prctl)(option, a[0], a[1], a[2], a[3]);
 }
 
-/* libc's syscall(): the calls that bypass every wrapper above.  The
- * arguments are read as six longs whatever the call, as musl's and glibc's
- * own syscall() do. */
 /* clone without CLONE_VM is a fork (interpose_proc.c syscall, clone):
  * one that goes on on its own stack (given) is not a caller's to return
  * to, so only a fork-like one without a stack is one of ours. */
@@ -331,7 +329,7 @@ EXPORT int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...)
 	tls = va_arg(ap, void *);
 	ctid = va_arg(ap, pid_t *);
 	va_end(ap);
-	if (flags & (CLONE_VM | CLONE_THREAD))
+	if (!clone_is_fork((uint64_t)(unsigned)flags, 0)) /* (its own stack is libc's to run fn on) */
 		return R(clone)(fn, stack, flags, arg, ptid, tls, ctid);
 	shunt_clone_before();
 	r = R(clone)(clone_child, stack, flags, &t, ptid, tls, ctid);
@@ -341,6 +339,9 @@ EXPORT int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...)
 	return r;
 }
 
+/* libc's syscall(): the calls that bypass every wrapper above.  The
+ * arguments are read as six longs whatever the call, as musl's and glibc's
+ * own syscall() do. */
 EXPORT long syscall(long nr, ...)
 {
 	long a[6];
@@ -371,7 +372,7 @@ EXPORT long syscall(long nr, ...)
 			return fork_syscall(nr, a);
 		break;
 	case SYS_clone3:
-		if (a[0] && (size_t)a[1] >= 48 &&
+		if (a[0] && (size_t)a[1] >= offsetof(struct clone_args, stack_size) &&
 		    clone_is_fork(((const struct clone_args *)a[0])->flags, ((const struct clone_args *)a[0])->stack))
 			return fork_syscall(nr, a);
 		break;

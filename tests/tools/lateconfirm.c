@@ -16,20 +16,9 @@
  *       a 1 MiB request, reads its echo and checks it; prints "client TAG:
  *       connect MS ms, first MS ms, done MS ms, ok" (first: the banner, or
  *       the echo's first byte). */
-#define _GNU_SOURCE
-#include <arpa/inet.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <pthread.h>
+#include "../behave/common.h" /* first: it sets _GNU_SOURCE */
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/epoll.h>
-#include <sys/socket.h>
-#include <time.h>
-#include <unistd.h>
 
 #define REQ (1u << 20)
 #define BANNER "HELLO\n"
@@ -40,28 +29,9 @@ static void die(const char *what)
 	exit(1);
 }
 
-static double ms_since(const struct timespec *t0)
+static double ms_since(double t0)
 {
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)(t.tv_sec - t0->tv_sec) * 1e3 + (double)(t.tv_nsec - t0->tv_nsec) / 1e6;
-}
-
-static int full(int fd, void *buf, size_t n, int wr)
-{
-	size_t k = 0;
-
-	while (k < n) {
-		ssize_t r = wr ? write(fd, (char *)buf + k, n - k) : read(fd, (char *)buf + k, n - k);
-		if (r <= 0) {
-			if (r < 0 && errno == EINTR)
-				continue;
-			return -1;
-		}
-		k += (size_t)r;
-	}
-	return 0;
+	return (now_s() - t0) * 1e3;
 }
 
 static void *serve_one(void *arg)
@@ -70,11 +40,11 @@ static void *serve_one(void *arg)
 	uint64_t len;
 	char *buf;
 
-	if (full(fd, BANNER, sizeof BANNER - 1, 1) || full(fd, &len, sizeof len, 0) || len > REQ ||
-	    !(buf = malloc(len)) || full(fd, buf, len, 0) || full(fd, buf, len, 1)) {
-		fprintf(stderr, "server: connection on fd %d failed: %s\n", fd, strerror(errno));
-		exit(1);
-	}
+	write_all(fd, BANNER, sizeof BANNER - 1);
+	read_all(fd, &len, sizeof len);
+	CHECK(len <= REQ && (buf = malloc(len)));
+	read_all(fd, buf, len);
+	write_all(fd, buf, len);
 	free(buf);
 	close(fd);
 	return NULL;
@@ -88,13 +58,12 @@ struct ec { /* an epoll connection */
 
 static void serve_epoll(int l, int n)
 {
-	struct timespec t0;
+	double t0 = now_s();
 	int ep = epoll_create1(0), done = 0, accepted = 0;
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
 
 	if (ep < 0 || fcntl(l, F_SETFL, O_NONBLOCK) || epoll_ctl(ep, EPOLL_CTL_ADD, l, &ev))
 		die("epoll");
-	clock_gettime(CLOCK_MONOTONIC, &t0);
 	while (done < n) {
 		struct epoll_event evs[16];
 		int k = epoll_wait(ep, evs, 16, 60000);
@@ -106,7 +75,7 @@ static void serve_epoll(int l, int n)
 				int fd = accept4(l, NULL, NULL, SOCK_NONBLOCK);
 				if (fd < 0)
 					continue;
-				printf("accepted %d after %.0f ms\n", ++accepted, ms_since(&t0));
+				printf("accepted %d after %.0f ms\n", ++accepted, ms_since(t0));
 				fflush(stdout);
 				if (!(c = calloc(1, sizeof *c)) || !(c->buf = malloc(REQ + 8)))
 					die("calloc");
@@ -156,7 +125,7 @@ static int server(const char *addr, int port, const char *mode, int n)
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
 	int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
 	pthread_t t[64];
-	struct timespec t0;
+	double t0;
 
 	if (n > 64 || inet_pton(AF_INET, addr, &sa.sin_addr) != 1 || l < 0 ||
 	    setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) ||
@@ -168,12 +137,12 @@ static int server(const char *addr, int port, const char *mode, int n)
 		serve_epoll(l, n);
 		return 0;
 	}
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	t0 = now_s();
 	for (int i = 0; i < n; i++) {
 		int fd = accept(l, NULL, NULL);
 		if (fd < 0)
 			die("accept");
-		printf("accepted %d after %.0f ms\n", i + 1, ms_since(&t0));
+		printf("accepted %d after %.0f ms\n", i + 1, ms_since(t0));
 		fflush(stdout);
 		if (pthread_create(&t[i], NULL, serve_one, (void *)(intptr_t)fd))
 			die("pthread_create");
@@ -189,29 +158,28 @@ static int client(const char *addr, int port, const char *mode, const char *tag)
 	int fd = socket(AF_INET, SOCK_STREAM, 0), banner = strcmp(mode, "epoll") != 0;
 	uint64_t len = REQ;
 	char *req = malloc(REQ), *back = malloc(REQ), b[sizeof BANNER - 1];
-	double t_conn, t_first;
-	struct timespec t0;
+	double t_conn, t_first, t0;
 
 	if (fd < 0 || !req || !back || inet_pton(AF_INET, addr, &sa.sin_addr) != 1)
 		die("client");
 	for (unsigned i = 0; i < REQ; i++)
 		req[i] = (char)(i * 131u + (unsigned char)tag[0]);
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	t0 = now_s();
 	if (connect(fd, (struct sockaddr *)&sa, sizeof sa))
 		die("connect");
-	t_conn = ms_since(&t0);
-	if (banner && (full(fd, b, sizeof b, 0) || memcmp(b, BANNER, sizeof b))) {
-		fprintf(stderr, "client %s: no banner\n", tag);
-		return 1;
+	t_conn = ms_since(t0);
+	if (banner) {
+		read_all(fd, b, sizeof b);
+		CHECK(!memcmp(b, BANNER, sizeof b));
 	}
-	t_first = ms_since(&t0);
-	if (full(fd, &len, sizeof len, 1) || full(fd, req, REQ, 1) || full(fd, back, 1, 0)) {
-		fprintf(stderr, "client %s: request failed: %s\n", tag, strerror(errno));
-		return 1;
-	}
+	t_first = ms_since(t0);
+	write_all(fd, &len, sizeof len);
+	write_all(fd, req, REQ);
+	read_all(fd, back, 1);
 	if (!banner)
-		t_first = ms_since(&t0);
-	if (full(fd, back + 1, REQ - 1, 0) || memcmp(req, back, REQ)) {
+		t_first = ms_since(t0);
+	read_all(fd, back + 1, REQ - 1);
+	if (memcmp(req, back, REQ)) {
 		fprintf(stderr, "client %s: the echo differs or is short\n", tag);
 		return 1;
 	}
@@ -220,7 +188,7 @@ static int client(const char *addr, int port, const char *mode, const char *tag)
 		return 1;
 	}
 	printf("client %s: connect %.0f ms, first %.0f ms, done %.0f ms, ok\n", tag, t_conn, t_first,
-	       ms_since(&t0));
+	       ms_since(t0));
 	return 0;
 }
 
