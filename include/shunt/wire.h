@@ -194,6 +194,12 @@ struct shunt_listener_rec {
  * take the in-band handshake, whose PROPOSAL is such a byte, or stay plain
  * (reason unsupported-feature).  Readers before it see "in use" only. */
 #define SHUNT_LISTENER_DEFERRED 2u
+/* The listening process makes every connection plain from now on (it set
+ * up io_uring, installed a seccomp filter, or chrooted away from the
+ * directory): it would take no offer, or could answer none, so clients do
+ * not offer there - each waited for a claim that never came (200 ms,
+ * accept-timeout).  A listener that registers again clears it. */
+#define SHUNT_LISTENER_OFF 4u
 _Static_assert(sizeof(struct shunt_listener_rec) == 40, "listener layout");
 
 /* A connection its client made plain without an offer (busy-short,

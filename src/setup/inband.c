@@ -417,6 +417,10 @@ int inband_server(struct sk *s, int fd, int nonblock)
 		rc = decline(fd, SHUNT_R_HS_MALFORMED, now + wait);
 		goto out;
 	}
+	if (shunt_off_reason) { /* off since it listened (io_uring, a chroot: core.c) */
+		rc = decline(fd, shunt_off_reason, now + wait);
+		goto out;
+	}
 	shm = (m.offer.transports & SHUNT_HS_T_SHM) && same_host(&m.offer) && shunt_cfg.transport != 2;
 	if (!shm && (m.offer.transports & SHUNT_HS_T_RDMA) && shunt_remote) {
 		rc = server_remote(s, fd, &m, wait, until - now);

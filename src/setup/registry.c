@@ -429,6 +429,25 @@ static void reg_add_listener(struct portreg *p, const struct shunt_addr *addr, i
 	__atomic_store_n(&free_rec->used, listener_word(deferred), __ATOMIC_RELEASE);
 }
 
+/* This process went off (core.c shunt_go_off): listener s's record says
+ * so (wire.h SHUNT_LISTENER_OFF).  One record serves every process that
+ * listens at the address: a sibling still on loses its offers too -
+ * plain, never lost - until one registers it again. */
+void rdv_listen_off(struct sk *s)
+{
+	struct portreg *p;
+	uint64_t ns = shunt_netns_ino();
+
+	if (!s->listen_port || !(p = __atomic_load_n(&ports[s->listen_port], __ATOMIC_ACQUIRE)))
+		return;
+	for (int i = 0; i < SHUNT_REG_LISTENERS; i++) {
+		struct shunt_listener_rec *l = &p->r->listeners[i];
+		if (__atomic_load_n(&l->used, __ATOMIC_ACQUIRE) && l->netns == ns &&
+		    !memcmp(&l->addr, &s->listen_addr, sizeof l->addr))
+			__atomic_fetch_or(&l->used, SHUNT_LISTENER_OFF, __ATOMIC_ACQ_REL);
+	}
+}
+
 /* Listener s's TCP_DEFER_ACCEPT changed: its record says so (wire.h). */
 void rdv_listen_deferred(struct sk *s)
 {
@@ -453,7 +472,7 @@ int rdv_reg_may_match(struct portreg *p, const struct shunt_addr *dst, int *defe
 	for (int i = 0; i < SHUNT_REG_LISTENERS; i++) {
 		const struct shunt_listener_rec *l = &p->r->listeners[i];
 		uint32_t u = __atomic_load_n(&l->used, __ATOMIC_ACQUIRE);
-		if (!u)
+		if (!u || (u & SHUNT_LISTENER_OFF))
 			continue;
 		if ((l->netns == ns && (rdv_is_any(&l->addr) || !memcmp(l->addr.ip, dst->ip, 16))) ||
 		    (l->netns != ns && !rdv_is_loopback(dst))) {

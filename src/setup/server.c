@@ -114,6 +114,20 @@ static int slot_answered(struct shunt_slot *sl, uint32_t gen, struct conn *c, in
 	return 1;
 }
 
+/* We give the client's claimed offer up (SLOT_FAILED, SLOT_DECLINED): a
+ * client asleep on the slot - for our answer, or a read for our reply -
+ * wakes to go plain now; it slept on until its 20 ms were up, and our
+ * reply waited on its socket that long (a dovecot login process, whose
+ * accept messages cannot reach a client from its chroot: every greeting
+ * 20 ms late).  An epoll set waiting for the reply holds the socket, where
+ * the reply comes. */
+static void slot_refuse(struct shunt_slot *sl, uint32_t gen, uint32_t to)
+{
+	if (rdv_slot_cas(sl, gen, SLOT_CLAIMED, to) &&
+	    (__atomic_load_n(&sl->client_waiting, __ATOMIC_SEQ_CST) & ~SHUNT_WAIT_EPOLL))
+		shunt_futex_wake(&sl->state, INT32_MAX);
+}
+
 /* The server's side of the segment's confirm word: decline (0 -> 2)
  * unless the client decided first.  The word's decided value: 2 if we
  * declined (or the client did), 1 if the client attached. */
@@ -265,7 +279,7 @@ static int server_build(struct sk *s, int fd, unsigned idx, struct shunt_slot *s
 	int final = 0, r = server_offer(fd, sock_id, sl, gen, early, idx, nonce, &c, &final);
 
 	if (r) {
-		rdv_slot_cas(sl, gen, SLOT_CLAIMED, SLOT_FAILED);
+		slot_refuse(sl, gen, SLOT_FAILED);
 		s->reason = r;
 		return 0;
 	}
@@ -477,11 +491,19 @@ int rdv_accept(const struct sk *ls, int fd, struct sk *s, const struct sockaddr 
 	unsigned idx = 0;
 	uint32_t gen = 0;
 
+	int off = shunt_off_reason;
+
 	s->is_client = 0;
-	s->reason = shunt_off_reason ? shunt_off_reason : SHUNT_R_POLICY;
-	if (!shunt_active || shunt_off_reason)
+	s->reason = off ? off : SHUNT_R_POLICY;
+	/* Off since its listener registered (io_uring, a chroot; core.c):
+	 * an offer a client made before the record said so is refused at
+	 * once, not left to its wait for a claim, and a PROPOSAL declined.
+	 * In a seccomp sandbox no call of ours: such a client waits (its
+	 * 200 ms, or the server's first bytes). */
+	if (!shunt_active || (off && ((!ls->listen_port && !ls->ag_listen) || shunt_sandboxed)))
 		return 0;
-	s->reason = SHUNT_R_PEER_NOT_SHUNT;
+	if (!off)
+		s->reason = SHUNT_R_PEER_NOT_SHUNT;
 	if (accept_unoffered(ls, s, peer))
 		return server_agent_path(ls, fd, s);
 	if (peer && ls->listen_port && !rdv_is_any(&ls->listen_addr)) {
@@ -501,21 +523,25 @@ int rdv_accept(const struct sk *ls, int fd, struct sk *s, const struct sockaddr 
 	p = shunt_cfg.local ? rdv_reg_get(t.server.port, 1, 0) : NULL;
 	if (!p)
 		return server_agent_path(ls, fd, s);
-	sl = await_offer(p, &t, ls->nonblock, &idx, &gen, &nonce, &sock_id, &netns);
+	sl = await_offer(p, &t, ls->nonblock || off, &idx, &gen, &nonce, &sock_id, &netns);
 	if (!sl)
 		return server_agent_path(ls, fd, s); /* a shunt client from another host? */
+	if (off) {
+		slot_refuse(sl, gen, SLOT_FAILED);
+		return 0;
+	}
 	if (rdv_is_loopback(&t.server) && netns != shunt_netns_ino()) {
-		rdv_slot_cas(sl, gen, SLOT_CLAIMED, SLOT_FAILED);
+		slot_refuse(sl, gen, SLOT_FAILED);
 		s->reason = SHUNT_R_NETNS;
 		return 0;
 	}
 	if (fd_pressure()) { /* out of descriptors a moment ago (giveback.c) */
-		rdv_slot_cas(sl, gen, SLOT_CLAIMED, SLOT_DECLINED);
+		slot_refuse(sl, gen, SLOT_DECLINED);
 		s->reason = SHUNT_R_DESCRIPTORS;
 		return 0;
 	}
 	if (!offer_is_client(&t, sock_id)) {
-		rdv_slot_cas(sl, gen, SLOT_CLAIMED, SLOT_FAILED);
+		slot_refuse(sl, gen, SLOT_FAILED);
 		s->reason = SHUNT_R_HANDSHAKE;
 		return 0;
 	}

@@ -181,6 +181,45 @@ static void atfork_prepare(void)
  * reaps what a dead process left); shared-memory connections made before
  * go on through their rings, which need only futex, read/write on eventfds
  * and poll; RDMA ones move to TCP first (reason `sandboxed`, both ends). */
+/* From now on every connection of this process is plain, for reason why
+ * (the first reason stays): its listeners' records say so, so that
+ * clients stop offering (registry.c rdv_listen_off); an offer already
+ * made is refused at accept() (server.c).  No system call: a seccomp
+ * filter is about to go in. */
+static void listener_off(int fd, struct sk *s, void *arg)
+{
+	(void)fd;
+	(void)arg;
+	if (s->kind == SK_LISTEN)
+		rdv_listen_off(s);
+}
+
+static void shunt_go_off(int why)
+{
+	if (!shunt_off_reason)
+		shunt_off_reason = why;
+	fdtab_each(listener_off, NULL);
+}
+
+/* The process chrooted (dovecot's login processes, OpenSSH's privilege
+ * separation): if SHUNT_DIR's path no longer leads to the directory we
+ * hold, no message reaches a client from here, nor one us (unix sockets
+ * are reached by path): new connections stay plain, reason unsafe-dir,
+ * and clients of our listeners stop offering. */
+void shunt_chrooted(void)
+{
+	struct stat a, b;
+
+	if (!shunt_active || shunt_dirfd < 0 || shunt_sandboxed || shunt_off_reason)
+		return;
+	if (!stat(shunt_cfg.dir, &a) && !fstat(shunt_dirfd, &b) && a.st_dev == b.st_dev &&
+	    a.st_ino == b.st_ino)
+		return;
+	shunt_log("chroot: %s is out of sight: new connections stay plain (reason unsafe-dir)",
+		  shunt_cfg.dir);
+	shunt_go_off(SHUNT_R_UNSAFE_DIR);
+}
+
 void shunt_sandbox_enter(void)
 {
 	if (__atomic_load_n(&shunt_sandboxed, __ATOMIC_ACQUIRE))
@@ -198,8 +237,7 @@ void shunt_sandbox_enter(void)
 	if (__atomic_exchange_n(&shunt_sandboxed, 1, __ATOMIC_ACQ_REL))
 		return;
 	shunt_lock_probe_off = 1; /* a dead lock holder is waited out (the bound), not probed */
-	if (!shunt_off_reason)
-		shunt_off_reason = SHUNT_R_SANDBOX;
+	shunt_go_off(SHUNT_R_SANDBOX);
 }
 
 /* The process set up an io_uring (interpose.c saw it): operations it
@@ -219,8 +257,7 @@ void shunt_uring_seen(void)
 
 	if (__atomic_exchange_n(&seen, 1, __ATOMIC_ACQ_REL))
 		return;
-	if (!shunt_off_reason)
-		shunt_off_reason = SHUNT_R_IO_URING;
+	shunt_go_off(SHUNT_R_IO_URING);
 	fdtab_each(count_accel, &n);
 	if (n)
 		shunt_warn("io_uring set up with %d accelerated connection(s) open: operations "
@@ -349,6 +386,7 @@ __attribute__((constructor)) static void shunt_init(void)
 		open_dir();
 	pthread_atfork(atfork_prepare, NULL, atfork_child);
 	shunt_active = 1;
+	exec_env_save();
 	exec_inherit();
 	errno = e;
 }

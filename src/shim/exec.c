@@ -19,6 +19,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,7 +40,7 @@ extern char **environ;
 struct handover {
 	char *buf;
 	size_t len, cap;
-	int count;
+	int count, listeners;
 	int fds[3 * EXEC_CONNS_MAX];
 	int nfds;
 };
@@ -52,35 +53,60 @@ static void set_cloexec(int fd, int on)
 		R(fcntl)(fd, F_SETFD, on ? f | FD_CLOEXEC : f & ~FD_CLOEXEC);
 }
 
-static void collect(int fd, struct sk *s, void *arg)
+static int add_item(struct handover *h, const char *item, int n)
 {
-	struct handover *h = arg;
-	struct conn *c = s->conn;
-	char item[96];
-	int n, f, nfds;
-
-	if (s->kind != SK_CONN || !c->tp->exec_item ||
-	    h->nfds + EXEC_FDS_MAX > (int)(sizeof h->fds / sizeof h->fds[0]))
-		return;
-	f = R(fcntl)(fd, F_GETFD);
-	if (f < 0 || (f & FD_CLOEXEC))
-		return;
-	nfds = h->nfds;
-	n = c->tp->exec_item(c, fd, item, sizeof item, h->fds, &nfds);
-	if (n <= 0)
-		return; /* it stays behind: a plain socket after exec */
 	if (h->len + (size_t)n + 1 > h->cap) {
 		size_t cap = h->cap ? h->cap * 2 : 256;
 		char *b = realloc(h->buf, cap);
 		if (!b)
-			return;
+			return -ENOMEM;
 		h->buf = b;
 		h->cap = cap;
 	}
 	memcpy(h->buf + h->len, item, (size_t)n + 1);
 	h->len += (size_t)n;
+	return 0;
+}
+
+static int inheritable(int fd)
+{
+	int f = R(fcntl)(fd, F_GETFD);
+
+	return f >= 0 && !(f & FD_CLOEXEC);
+}
+
+static void collect(int fd, struct sk *s, void *arg)
+{
+	struct handover *h = arg;
+	struct conn *c = s->conn;
+	char item[96];
+	int n, nfds;
+
+	if (s->kind != SK_CONN || !c->tp->exec_item ||
+	    h->nfds + EXEC_FDS_MAX > (int)(sizeof h->fds / sizeof h->fds[0]) || !inheritable(fd))
+		return;
+	nfds = h->nfds;
+	n = c->tp->exec_item(c, fd, item, sizeof item, h->fds, &nfds);
+	if (n <= 0 || add_item(h, item, n))
+		return; /* it stays behind: a plain socket after exec */
 	h->count++;
 	h->nfds = nfds;
+}
+
+/* A listener of ours (registered, or marked for the agent) the new image
+ * inherits: "l fd;", so that it listens as ours from its start (a client
+ * that came before its first accept() would otherwise find no listener). */
+static void collect_listener(int fd, struct sk *s, void *arg)
+{
+	struct handover *h = arg;
+	char item[24];
+	int n;
+
+	if (s->kind != SK_LISTEN || !(s->listen_port || s->ag_listen) || !inheritable(fd))
+		return;
+	n = snprintf(item, sizeof item, "l %d;", fd);
+	if (!add_item(h, item, n))
+		h->listeners++;
 }
 
 static void count_conn(int fd, struct sk *s, void *arg)
@@ -205,13 +231,132 @@ static const char *image_foreign(const char *path, int search, int img)
 	return why;
 }
 
+/* ---- the new image follows ----
+ *
+ * Some programs build their children's environment from scratch: dovecot's
+ * and postfix's masters pass on only what their configuration imports,
+ * xinetd only what a service's passenv names.  LD_PRELOAD and SHUNT_* are
+ * then gone, and a child given a listener of ours served it plain for good
+ * (its clients: peer-not-shunt; a client of another host that the agent
+ * answered for sent its PROPOSAL, which the program read as data), one
+ * given a connection read a socket whose bytes were in the rings.  So when the new image inherits a connection or
+ * a listener of ours and its environment has lost our library, it gets
+ * LD_PRELOAD as we started with it (ours ahead of a list of its own) and
+ * the SHUNT_* settings this process started with that it does not set
+ * itself (SHUNT_DISABLE=1 there keeps the child's connections plain,
+ * docs/configuration.md).  An image that inherits nothing of ours keeps
+ * the environment it was given (an sshd's login session, `env -u
+ * LD_PRELOAD`). */
+static char **start_env; /* "SHUNT_...=..." of our start, NULL-terminated */
+static char *start_preload; /* "LD_PRELOAD=..." of our start, if it names us */
+
+void exec_env_save(void)
+{
+	const char *pre = getenv("LD_PRELOAD"), *lib = self_path();
+	size_t n = 0, k = 0;
+
+	for (char **e = environ; e && *e; e++)
+		n++;
+	if (!(start_env = calloc(n + 1, sizeof *start_env)))
+		return;
+	for (char **e = environ; e && *e; e++) {
+		if (strncmp(*e, "SHUNT_", 6) || !strncmp(*e, "SHUNT_INHERIT=", 14))
+			continue;
+		if (!(start_env[k] = strdup(*e)))
+			break;
+		k++;
+	}
+	/* (the whole list: what came first must stay first - ASan's runtime) */
+	if (pre && lib && strstr(pre, lib) && asprintf(&start_preload, "LD_PRELOAD=%s", pre) < 0)
+		start_preload = NULL;
+}
+
+static int env_has(char *const envp[], const char *var)
+{
+	size_t l = strcspn(var, "=");
+
+	for (; envp && *envp; envp++)
+		if (!strncmp(*envp, var, l) && (*envp)[l] == '=')
+			return 1;
+	return 0;
+}
+
+static int from_start(const char *p)
+{
+	for (char **e = start_env; e && *e; e++)
+		if (*e == p)
+			return 1;
+	return 0;
+}
+
+/* The new image's environment: envp with inh (its SHUNT_INHERIT, or NULL)
+ * and, if envp lost our library, the library and the settings we started
+ * with that envp does not set.  NULL: envp as is (or no memory).  inh is
+ * the environment's now, or freed. */
+static char **env_build(char *const envp[], char *inh)
+{
+	const char *lib = self_path(), *pre = NULL;
+	char **out, *pre_new = NULL;
+	size_t n = 0, k = 0, nstart = 0;
+
+	for (; envp && envp[n]; n++)
+		if (!strncmp(envp[n], "LD_PRELOAD=", 11))
+			pre = envp[n] + 11;
+	for (; start_env && start_env[nstart]; nstart++)
+		;
+	if (!pre && start_preload) /* lost with the rest: as we started */
+		pre_new = strdup(start_preload);
+	else if (lib && (!pre || !strstr(pre, lib)) &&
+		 asprintf(&pre_new, "LD_PRELOAD=%s%s%s", lib, pre ? ":" : "", pre ? pre : "") < 0)
+		pre_new = NULL;
+	if ((!inh && !pre_new) || !(out = calloc(n + nstart + 3, sizeof *out))) {
+		free(inh);
+		free(pre_new);
+		return NULL;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (!strncmp(envp[i], "SHUNT_INHERIT=", 14) ||
+		    (pre_new && !strncmp(envp[i], "LD_PRELOAD=", 11)))
+			continue;
+		out[k++] = envp[i];
+	}
+	if (inh)
+		out[k++] = inh;
+	if (pre_new) {
+		out[k++] = pre_new;
+		for (size_t i = 0; i < nstart; i++) /* our settings it lost */
+			if (!env_has(envp, start_env[i]))
+				out[k++] = start_env[i];
+	}
+	return out;
+}
+
+/* The listeners of ours the new image inherits join h's entries - with
+ * SHUNT_DISABLE in its environment too: switched off, shunt still reads
+ * and declines the PROPOSAL of a client the agent answered for (the mark
+ * is the socket's), which the program would otherwise read as data. */
+static void collect_listeners(struct handover *h)
+{
+	if (shunt_active && !shunt_sandboxed)
+		fdtab_each(collect_listener, h);
+}
+
+/* h's entries as SHUNT_INHERIT in the new image's environment, with us. */
+static char **env_handover(char *const envp[], struct handover *h)
+{
+	char *inh = NULL;
+
+	if ((!h->count && !h->listeners) || asprintf(&inh, "SHUNT_INHERIT=%s", h->buf) < 0)
+		return NULL;
+	return env_build(envp, inh);
+}
+
 /* Build the environment for the new image; NULL means "use envp as is".
  * The image: path (along PATH if search), or the descriptor img. */
 static char **prepare(char *const envp[], struct handover *h, const char *path, int search, int img)
 {
-	const char *lib = self_path(), *pre = NULL, *why;
-	char **out, *pre_new = NULL, *inh = NULL;
-	size_t n = 0, k = 0;
+	const char *why;
+	char **out;
 	int nconn = 0;
 
 	memset(h, 0, sizeof *h);
@@ -225,34 +370,15 @@ static char **prepare(char *const envp[], struct handover *h, const char *path, 
 	if (why)
 		return NULL;
 	fdtab_each(collect, h);
-	if (!h->count)
+	collect_listeners(h);
+	if (!(out = env_handover(envp, h))) {
+		free(h->buf);
+		h->buf = NULL;
 		return NULL;
-	for (; envp && envp[n]; n++)
-		if (!strncmp(envp[n], "LD_PRELOAD=", 11))
-			pre = envp[n] + 11;
-	out = calloc(n + 3, sizeof *out);
-	if (!out || asprintf(&inh, "SHUNT_INHERIT=%s", h->buf) < 0)
-		goto fail;
-	if (lib && (!pre || !strstr(pre, lib)) &&
-	    asprintf(&pre_new, "LD_PRELOAD=%s%s%s", lib, pre ? ":" : "", pre ? pre : "") < 0)
-		goto fail;
-	for (size_t i = 0; i < n; i++) {
-		if (!strncmp(envp[i], "SHUNT_INHERIT=", 14) ||
-		    (pre_new && !strncmp(envp[i], "LD_PRELOAD=", 11)))
-			continue;
-		out[k++] = envp[i];
 	}
-	out[k++] = inh;
-	if (pre_new)
-		out[k++] = pre_new;
 	for (int i = 0; i < h->nfds; i++)
 		set_cloexec(h->fds[i], 0);
 	return out;
-fail:
-	free(out);
-	free(inh);
-	free(h->buf);
-	return NULL;
 }
 
 /* exec failed: the process goes on as before. */
@@ -265,7 +391,7 @@ static void undo(char **env, char *const envp[], struct handover *h)
 	for (int i = 0; i < h->nfds; i++)
 		set_cloexec(h->fds[i], 1);
 	for (size_t i = 0; env[i]; i++) {
-		int ours = 1;
+		int ours = !from_start(env[i]);
 		for (size_t j = 0; envp && envp[j]; j++)
 			if (env[i] == envp[j])
 				ours = 0;
@@ -275,6 +401,27 @@ static void undo(char **env, char *const envp[], struct handover *h)
 	free(env);
 	free(h->buf);
 	errno = e;
+}
+
+/* posix_spawn's child inherits no connection (they moved to TCP first),
+ * but may inherit a listener: its environment (NULL: envp as is), and the
+ * same to free once the child is made. */
+char **exec_spawn_env(char *const envp[])
+{
+	struct handover h = { 0 };
+	char **env;
+
+	collect_listeners(&h);
+	env = env_handover(envp, &h);
+	free(h.buf);
+	return env;
+}
+
+void exec_spawn_env_free(char **env, char *const envp[])
+{
+	struct handover h = { 0 };
+
+	undo(env, envp, &h);
 }
 
 EXPORT int execve(const char *path, char *const argv[], char *const envp[])
@@ -469,6 +616,25 @@ static int adopt(const char *item, int *used, int *nused, struct adopted *done, 
 	return -EINVAL;
 }
 
+/* "l fd": a listener the old image had registered.  Only a listening TCP
+ * socket is taken (the entry may be forged: then nothing happens - a
+ * listener is the process's own to register); a descriptor a spawn's file
+ * actions moved is found at its first accept() instead. */
+static void adopt_listener(const char *v)
+{
+	char *end;
+	long fd = strtol(v, &end, 10);
+	int on = 0;
+	socklen_t l = sizeof on;
+	struct sk *s;
+
+	if (end == v || *end || fd < 0 || fd > INT_MAX || !exec_is_tcp_socket((int)fd) ||
+	    real.getsockopt((int)fd, SOL_SOCKET, SO_ACCEPTCONN, &on, &l) || !on)
+		return;
+	if ((s = listener_of((int)fd)))
+		sk_put(s);
+}
+
 void exec_inherit(void)
 {
 	const char *v = getenv("SHUNT_INHERIT");
@@ -482,6 +648,10 @@ void exec_inherit(void)
 	struct adopted done[EXEC_CONNS_MAX];
 
 	for (item = strtok_r(copy, ";", &save); item; item = strtok_r(NULL, ";", &save)) {
+		if (item[0] == 'l' && item[1] == ' ') {
+			adopt_listener(item + 2);
+			continue;
+		}
 		int used[EXEC_FDS_MAX], nused = 0, r = adopt(item, used, &nused, done, &ndone);
 		if (r == -EINVAL) {
 			shunt_warn("SHUNT_INHERIT entry '%s' invalid: ignored", item);

@@ -31,6 +31,7 @@
 #include <unistd.h>
 #include "interpose.h"
 #include "../base/real.h"
+#include "../common/agent.h"
 #include "shunt/shunt.h"
 
 
@@ -264,8 +265,10 @@ EXPORT int listen(int fd, int backlog)
 	return r;
 }
 
-/* The listener of an accept(): known, or inherited (systemd, a parent). */
-static struct sk *listener_of(int fd)
+/* The listener of an accept(): known, or inherited (systemd, a parent; an
+ * exec of ours names its listeners to the new image, which adopts them at
+ * start: exec.c). */
+struct sk *listener_of(int fd)
 {
 	struct sk *s = fdtab_get(fd);
 	int domain;
@@ -275,6 +278,9 @@ static struct sk *listener_of(int fd)
 	s = sk_new(SK_TCP, domain);
 	if (!s)
 		return NULL;
+	/* one the agent answers for (its mark is the socket's: a parent's
+	 * listen() made it): its clients' PROPOSALs are ours to read */
+	s->ag_listen = agent_take(fd, NULL) == SHUNT_AG_LISTENER;
 	fdtab_set(fd, sk_ref(s));
 	rdv_listen(fd, s);
 	stats_update(s, fd);

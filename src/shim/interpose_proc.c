@@ -166,16 +166,45 @@ EXPORT int posix_spawn_file_actions_adddup2(posix_spawn_file_actions_t *fa, int 
 	return r;
 }
 
+/* chroot: SHUNT_DIR may be out of sight after it (core.c shunt_chrooted) */
+EXPORT int chroot(const char *path)
+{
+	static int (*next)(const char *);
+	int r, e;
+
+	if (!next && !(*(void **)&next = dlsym(RTLD_NEXT, "chroot"))) {
+		errno = ENOSYS;
+		return -1;
+	}
+	/* what a forked child reads at first need through /proc, read now:
+	 * the new root may have none (as at a seccomp filter: core.c) */
+	if (shunt_active) {
+		(void)shunt_netns_ino();
+		(void)shunt_proc_name();
+	}
+	r = next(path);
+	e = errno;
+	if (!r)
+		shunt_chrooted();
+	errno = e;
+	return r;
+}
+
 EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
 		       const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
 	static int (*next)(pid_t *, const char *, const posix_spawn_file_actions_t *,
 			   const posix_spawnattr_t *, char *const[], char *const[]);
+	char **env;
+	int r;
 
 	if (!next && !(*(void **)&next = dlsym(RTLD_NEXT, "posix_spawn")))
 		return ENOSYS;
 	spawn_prepare(0, "inherited by a posix_spawn child");
-	return next(pid, path, fa, attr, argv, envp);
+	env = exec_spawn_env(envp);
+	r = next(pid, path, fa, attr, argv, env ? env : envp);
+	exec_spawn_env_free(env, envp);
+	return r;
 }
 
 EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
@@ -183,11 +212,16 @@ EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_act
 {
 	static int (*next)(pid_t *, const char *, const posix_spawn_file_actions_t *,
 			   const posix_spawnattr_t *, char *const[], char *const[]);
+	char **env;
+	int r;
 
 	if (!next && !(*(void **)&next = dlsym(RTLD_NEXT, "posix_spawnp")))
 		return ENOSYS;
 	spawn_prepare(0, "inherited by a posix_spawn child");
-	return next(pid, file, fa, attr, argv, envp);
+	env = exec_spawn_env(envp);
+	r = next(pid, file, fa, attr, argv, env ? env : envp);
+	exec_spawn_env_free(env, envp);
+	return r;
 }
 
 /* ---- daemon(): a fork, an exit and dup2s that run none of ours ----

@@ -97,6 +97,7 @@ long shunt_cpus_runnable(uint64_t now); /* threads runnable host-wide (0: not kn
 void shunt_spin_end(int turn);
 void shunt_sandbox_enter(void);
 void shunt_uring_seen(void);
+void shunt_chrooted(void);
 void shunt_fork_before(void);          /* the fork() wrapper's, around the real one */
 void shunt_fork_after(pid_t pid);
 void shunt_clone_before(void);         /* a fork by clone(), past libc's fork(): its handlers too */
@@ -300,6 +301,7 @@ void move_held_free(struct conn *c);
 /* src/setup: the rendezvous (registry.c, client.c, server.c, msgsock.c) */
 int rdv_listen(int fd, struct sk *s);
 void rdv_listen_deferred(struct sk *s); /* s->defer_accept changed */
+void rdv_listen_off(struct sk *s);      /* the process went off (core.c) */
 int rdv_connect(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len);
 int rdv_accept(const struct sk *ls, int fd, struct sk *s, const struct sockaddr *peer);
 uint64_t rdv_domain(void);
@@ -469,5 +471,9 @@ uint64_t shunt_signals_seen(void);
 int shunt_in_handler(void);
 int shunt_signal_restarts(void);
 void exec_inherit(void);
+void exec_env_save(void);
+struct sk *listener_of(int fd);
+char **exec_spawn_env(char *const envp[]);
+void exec_spawn_env_free(char **env, char *const envp[]);
 
 #endif
