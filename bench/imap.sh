@@ -28,32 +28,7 @@ P=$((20000 + RANDOM % 10000))
 srv=
 trap '[ -n "$srv" ] && kill $srv 2>/dev/null; rm -rf "$T"' EXIT
 for setup in chroot shared; do
-	cat > "$T/$setup.conf" <<CONF
-base_dir = $T/run
-log_path = $T/dovecot.log
-protocols = imap
-listen = 127.0.0.1
-ssl = no
-disable_plaintext_auth = no
-auth_mechanisms = plain
-first_valid_uid = 1
-first_valid_gid = 1
-passdb {
-  driver = passwd-file
-  args = $T/passwd
-}
-userdb {
-  driver = static
-  args = uid=65534 gid=65534 home=$T/home/%u
-}
-mail_location = maildir:$T/home/%u/Maildir
-service imap-login {
-$([ $setup = shared ] && echo "  chroot =")
-  inet_listener imap {
-    port = $P
-  }
-}
-CONF
+	bash "$ROOT/tests/tools/dovecot_conf.sh" "$T" "$P" "$([ $setup = shared ] && echo no || echo yes)" > "$T/$setup.conf"
 done
 cat > "$T/client.py" <<'PY'
 import imaplib, sys, time

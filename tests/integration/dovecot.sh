@@ -25,34 +25,6 @@ mkdir -p "$WORK/run" "$WORK/home"
 chmod 755 "$WORK"
 chown 65534:65534 "$WORK/home"
 echo 'alice:{PLAIN}secret' > "$WORK/passwd"
-conf() { # CHROOT(yes|no)
-	cat <<CONF
-base_dir = $WORK/run
-log_path = $WORK/dovecot.log
-protocols = imap
-listen = 127.0.0.1
-ssl = no
-disable_plaintext_auth = no
-auth_mechanisms = plain
-first_valid_uid = 1
-first_valid_gid = 1
-passdb {
-  driver = passwd-file
-  args = $WORK/passwd
-}
-userdb {
-  driver = static
-  args = uid=65534 gid=65534 home=$WORK/home/%u
-}
-mail_location = maildir:$WORK/home/%u/Maildir
-service imap-login {
-$([ "$1" = no ] && echo "  chroot =")
-  inet_listener imap {
-    port = $P
-  }
-}
-CONF
-}
 cat > "$WORK/client.py" <<'PY'
 import imaplib, sys, hashlib, os, time
 port = int(sys.argv[1]); worst = 0
@@ -73,7 +45,7 @@ print("greeting at most %.1f ms after connect" % (worst * 1000))
 PY
 # run NAME CHROOT: dovecot and three client sessions, both under shunt
 run() {
-	conf "$2" > "$WORK/$1.conf"
+	bash "$ROOT/tests/tools/dovecot_conf.sh" "$WORK" "$P" "$2" > "$WORK/$1.conf"
 	rm -rf "$WORK/home/alice"
 	SHUNT_LOG=1 SHUNT_LOG_FILE="$WORK/$1.server.log" "$SHUNT" run -- dovecot -F -c "$WORK/$1.conf" \
 		> "$WORK/$1.out" 2>&1 &
