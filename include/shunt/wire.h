@@ -87,6 +87,9 @@ enum shunt_reason {
 	SHUNT_R_SERVER_FIRST = 29, /* plain: the server accepted the connection before its client published
 				    * the offer (a non-blocking accept(), or a client preempted past the
 				    * server's 20 ms wait) and took it plain; it said so in the registry */
+	SHUNT_R_RINGS_FULL = 30,   /* moved to TCP: both ends blocked writing into full rings, neither
+				    * reading (a program that writes its whole request before it reads,
+				    * to a peer that answers as it reads): TCP's larger buffers take it */
 	SHUNT_R_MAX
 };
 

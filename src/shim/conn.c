@@ -485,8 +485,13 @@ size_t conn_send_room(struct conn *c)
  * when it cannot move (a sandbox), said once. */
 int conn_move_for(struct sk *s, const char *what)
 {
+	return conn_move_why(s, SHUNT_R_UNSUPPORTED, what);
+}
+
+int conn_move_why(struct sk *s, int why, const char *what)
+{
 	static int warned;
-	int r = move_pass_wait(s, SHUNT_R_UNSUPPORTED);
+	int r = move_pass_wait(s, why);
 
 	if (!r) {
 		shunt_log("connection (tcp fd %d): %s: it is plain TCP now", s->conn->tcp_fd, what);
@@ -535,6 +540,7 @@ ssize_t conn_sendmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int fla
 	int deadline = -2, r = 0, moved = 0, armed = 0;
 	uint64_t sig0 = shunt_signals_seen();
 	struct iovec copy[IOV_MAX], *iov = copy;
+	struct conn_stuck stuck = { 0 };
 
 	if (iovcnt < 0 || iovcnt > IOV_MAX)
 		return -EINVAL;
@@ -625,6 +631,11 @@ ssize_t conn_sendmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int fla
 		 * when it has the lock again. */
 		shunt_unlock(&locked->wlock);
 		r = conn_wait_for(s, POLLOUT, &deadline, total, &sig0);
+		if (!r && conn_write_stuck(c, &stuck))
+			/* TCP's buffers take what the rings cannot (the peer
+			 * follows); on at the loop's head, on the socket */
+			(void)conn_move_why(s, SHUNT_R_RINGS_FULL,
+					    "both ends blocked writing into full rings");
 		if (!(locked = conn_lock(c, 0)))
 			return total ? (ssize_t)total : -c->broken;
 		if (c->shut_wr) { /* another thread's shutdown(SHUT_WR) came first */

@@ -18,6 +18,13 @@
 #define WANT_EFD 1u
 #define WANT_FUTEX 2u
 #define SLEEP_SLICE_MS 100 /* a futex sleeper looks at the TCP socket this often */
+#define STUCK_MS 50        /* both rings full, nothing read: then to TCP (conn_write_stuck) */
+#define STUCK_LOOK_MS 20   /* ... looked at this often meanwhile */
+
+struct conn_stuck {
+	uint64_t since, rx_cons, tx_cons;
+};
+int conn_write_stuck(struct conn *c, struct conn_stuck *st);
 
 /* A want word as a futex: sleep on it, wake its sleepers. */
 static inline long futex(_Atomic uint32_t *w, int op, uint32_t val, const struct timespec *ts)

@@ -135,6 +135,35 @@ static int write_deadlock(struct conn *c)
 	return ring_space(&c->rx) == 0 && c->tp->peer_blocked(c);
 }
 
+/* A blocking writer facing a full ring: is the connection stuck - both
+ * rings full, the peer blocked writing to us, and neither ring's reader
+ * taking a byte for STUCK_MS?  A program that writes its whole request
+ * before it reads, to a peer that answers as it reads (cat behind xinetd,
+ * an echo), deadlocks so once both rings fill (512 KiB in flight), where
+ * TCP's buffers - megabytes on loopback - take it all.  *st carries the
+ * watch from one look to the next (zeroed at the send's start).  Only the
+ * client's end decides: both ends seeing it at once must not both move.
+ * Shared memory only: over RDMA the same move left one run in eight of
+ * tests/behave/rings_full hung after it (open; docs/architecture.md). */
+int conn_write_stuck(struct conn *c, struct conn_stuck *st)
+{
+	uint64_t now = shunt_now_ns(), rc, tc;
+
+	if (c->side || !(c->tp->flags & TP_SHARED_RINGS) || ring_space(&c->tx) || !write_deadlock(c)) {
+		st->since = 0;
+		return 0;
+	}
+	rc = __atomic_load_n(&c->rx.ctl->cons, __ATOMIC_ACQUIRE);
+	tc = __atomic_load_n(&c->tx.ctl->cons, __ATOMIC_ACQUIRE);
+	if (!st->since || rc != st->rx_cons || tc != st->tx_cons) {
+		st->since = now;
+		st->rx_cons = rc;
+		st->tx_cons = tc;
+		return 0;
+	}
+	return now - st->since >= STUCK_MS * 1000000ull;
+}
+
 /* The common "it happened" of a spin: data (or EOF) arrived, space freed. */
 static inline int quick_ready(struct conn *c, unsigned want)
 {
@@ -227,6 +256,8 @@ static int conn_wait(struct conn *c, unsigned want, int *deadline_ms, int short_
 	tmo = *deadline_ms < 0 || *deadline_ms > SLEEP_SLICE_MS ? SLEEP_SLICE_MS : *deadline_ms;
 	if (conn_moving(c) && tmo > 10)
 		tmo = 10; /* the peer's failover message comes on the socket */
+	if ((want & POLLOUT) && tmo > STUCK_LOOK_MS && write_deadlock(c))
+		tmo = STUCK_LOOK_MS; /* conn_write_stuck looks again soon */
 	ts = (struct timespec){ tmo / 1000, (long)(tmo % 1000) * 1000000L };
 	now = shunt_now_ns();
 	r = (int)futex(w, FUTEX_WAIT, v, &ts);

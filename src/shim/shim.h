@@ -250,6 +250,7 @@ unsigned conn_events(struct conn *c);            /* POLL* mask, no system call *
 int conn_read_interrupted(struct conn *c);      /* a signal in a read's set-up wait: EINTR? */
 int conn_wait_poll(struct conn *c, unsigned want, int *deadline_ms, uint64_t sig0); /* poll.c */
 int conn_move_for(struct sk *s, const char *what); /* a kernel-only feature: to TCP first */
+int conn_move_why(struct sk *s, int why, const char *what); /* ... for reason why */
 unsigned conn_urgent(struct conn *c);            /* POLLPRI if urgent data waits (a look at the socket) */
 int conn_take_error(struct conn *c);              /* the peer's error, once (0: told before) */
 void conn_refresh(struct conn *c);               /* inspect the kernel socket (FIN/RST) */

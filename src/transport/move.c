@@ -381,7 +381,7 @@ static void leave_rings(struct conn *c, struct shunt_ring_ctl *e)
  * caller that waits comes again). */
 int move_settled(struct conn *c, int why)
 {
-	int here = why == SHUNT_R_UNSUPPORTED;
+	int here = why == SHUNT_R_UNSUPPORTED || why == SHUNT_R_RINGS_FULL;
 
 	if (__atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) != 2)
 		conn_refresh(c);

@@ -217,7 +217,7 @@ static int pass_locked(struct conn *c, struct shunt_ring_ctl *t, struct shunt_ri
 	 * the receiver of a passed descriptor would never see them. */
 	left = __atomic_load_n(&rx->prod, __ATOMIC_ACQUIRE) - __atomic_load_n(&rx->cons, __ATOMIC_ACQUIRE);
 	hold = left && __atomic_load_n(&rx->wr_done, __ATOMIC_ACQUIRE);
-	if (hold && why != SHUNT_R_STDIO && why != SHUNT_R_UNSUPPORTED)
+	if (hold && why != SHUNT_R_STDIO && why != SHUNT_R_UNSUPPORTED && why != SHUNT_R_RINGS_FULL)
 		return -EPIPE;
 	/* our socket: nothing of shunt's may head the peer's resend */
 	n = peek_past_leftovers(c->tcp_fd, buf, sizeof buf, &partial);
