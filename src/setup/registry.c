@@ -430,19 +430,22 @@ static void reg_add_listener(struct portreg *p, const struct shunt_addr *addr, i
 }
 
 /* This process went off (core.c shunt_go_off): listener s's record says
- * so (wire.h SHUNT_LISTENER_OFF).  One record serves every process that
- * listens at the address: a sibling still on loses its offers too -
- * plain, never lost - until one registers it again. */
+ * so (wire.h SHUNT_LISTENER_OFF) if this process made it.  One record
+ * serves every process that listens at the address; one that a parent
+ * made stays as it is (a forked child that chroots or sets up io_uring
+ * while it holds a copy of the listener - its accept()s refuse the offers
+ * at once, server.c - must not turn its parent's clients away). */
 void rdv_listen_off(struct sk *s)
 {
 	struct portreg *p;
 	uint64_t ns = shunt_netns_ino();
+	uint32_t me = (uint32_t)getpid();
 
 	if (!s->listen_port || !(p = __atomic_load_n(&ports[s->listen_port], __ATOMIC_ACQUIRE)))
 		return;
 	for (int i = 0; i < SHUNT_REG_LISTENERS; i++) {
 		struct shunt_listener_rec *l = &p->r->listeners[i];
-		if (__atomic_load_n(&l->used, __ATOMIC_ACQUIRE) && l->netns == ns &&
+		if (__atomic_load_n(&l->used, __ATOMIC_ACQUIRE) && l->netns == ns && l->pid == me &&
 		    !memcmp(&l->addr, &s->listen_addr, sizeof l->addr))
 			__atomic_fetch_or(&l->used, SHUNT_LISTENER_OFF, __ATOMIC_ACQ_REL);
 	}

@@ -490,7 +490,6 @@ int rdv_accept(const struct sk *ls, int fd, struct sk *s, const struct sockaddr 
 	uint64_t nonce, sock_id, netns;
 	unsigned idx = 0;
 	uint32_t gen = 0;
-
 	int off = shunt_off_reason;
 
 	s->is_client = 0;

@@ -173,19 +173,11 @@ static void atfork_prepare(void)
 		transports_share_prepare("fork", SHUNT_R_FORK);
 }
 
-/* A seccomp filter is being installed (interpose.c saw prctl or seccomp):
- * from now on shunt makes no system call of its own that the program would
- * not make on a plain socket - its filter may kill for one (OpenSSH's
- * pre-authentication sandbox does).  New connections stay plain (reason
- * `sandboxed`); a fork makes no stats file, an exit removes none (`shunt ss`
- * reaps what a dead process left); shared-memory connections made before
- * go on through their rings, which need only futex, read/write on eventfds
- * and poll; RDMA ones move to TCP first (reason `sandboxed`, both ends). */
 /* From now on every connection of this process is plain, for reason why
  * (the first reason stays): its listeners' records say so, so that
  * clients stop offering (registry.c rdv_listen_off); an offer already
- * made is refused at accept() (server.c).  No system call: a seccomp
- * filter is about to go in. */
+ * made is refused at accept() (server.c).  Before a seccomp filter goes
+ * in, too: its only system call is getpid(). */
 static void listener_off(int fd, struct sk *s, void *arg)
 {
 	(void)fd;
@@ -220,6 +212,14 @@ void shunt_chrooted(void)
 	shunt_go_off(SHUNT_R_UNSAFE_DIR);
 }
 
+/* A seccomp filter is being installed (interpose.c saw prctl or seccomp):
+ * from now on shunt makes no system call of its own that the program would
+ * not make on a plain socket - its filter may kill for one (OpenSSH's
+ * pre-authentication sandbox does).  New connections stay plain (reason
+ * `sandboxed`); a fork makes no stats file, an exit removes none (`shunt ss`
+ * reaps what a dead process left); shared-memory connections made before
+ * go on through their rings, which need only futex, read/write on eventfds
+ * and poll; RDMA ones move to TCP first (reason `sandboxed`, both ends). */
 void shunt_sandbox_enter(void)
 {
 	if (__atomic_load_n(&shunt_sandboxed, __ATOMIC_ACQUIRE))

@@ -239,14 +239,14 @@ static const char *image_foreign(const char *path, int search, int img)
  * then gone, and a child given a listener of ours served it plain for good
  * (its clients: peer-not-shunt; a client of another host that the agent
  * answered for sent its PROPOSAL, which the program read as data), one
- * given a connection read a socket whose bytes were in the rings.  So when the new image inherits a connection or
- * a listener of ours and its environment has lost our library, it gets
- * LD_PRELOAD as we started with it (ours ahead of a list of its own) and
- * the SHUNT_* settings this process started with that it does not set
- * itself (SHUNT_DISABLE=1 there keeps the child's connections plain,
- * docs/configuration.md).  An image that inherits nothing of ours keeps
- * the environment it was given (an sshd's login session, `env -u
- * LD_PRELOAD`). */
+ * given a connection read a socket whose bytes were in the rings.  So when
+ * the new image inherits a connection or a listener of ours and its
+ * environment has lost our library, it gets LD_PRELOAD as we started with
+ * it (ours ahead of a list of its own) and the SHUNT_* settings this
+ * process started with that it does not set itself (SHUNT_DISABLE=1 there
+ * keeps the child's connections plain, docs/configuration.md).  An image
+ * that inherits nothing of ours keeps the environment it was given (an
+ * sshd's login session, `env -u LD_PRELOAD`). */
 static char **start_env; /* "SHUNT_...=..." of our start, NULL-terminated */
 static char *start_preload; /* "LD_PRELOAD=..." of our start, if it names us */
 

@@ -17,7 +17,9 @@
  * the worker must decline the PROPOSAL that follows, not read it as
  * data); and an exec that inherits nothing of ours (the listener
  * close-on-exec: an sshd's login session) keeps the environment it was
- * given. */
+ * given.  NOT_SPLIT_OVER_RDMA: the worker tells the test over a socket
+ * pair whether shunt is loaded - one host (the single-guest RDMA suite
+ * runs it). */
 #include "common.h"
 #include <spawn.h>
 
