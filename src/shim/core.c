@@ -193,6 +193,17 @@ static void shunt_go_off(int why)
 	fdtab_each(listener_off, NULL);
 }
 
+/* What a forked child reads at first need (a stat of /proc, a
+ * getrandom), read now: before a seccomp filter, which may forbid them,
+ * and before a chroot, whose root may have no /proc. */
+void shunt_read_ahead(void)
+{
+	if (!shunt_active)
+		return;
+	(void)shunt_netns_ino();
+	(void)shunt_proc_name();
+}
+
 /* The process chrooted (dovecot's login processes, OpenSSH's privilege
  * separation): if SHUNT_DIR's path no longer leads to the directory we
  * hold, no message reaches a client from here, nor one us (unix sockets
@@ -230,10 +241,7 @@ void shunt_sandbox_enter(void)
 	inband_confirm_all(0); /* (a CONFIRM's connection attaches through libibverbs too) */
 	shunt_log_check();     /* (no fstat of ours under the filter) */
 	transports_share_prepare("a seccomp filter", SHUNT_R_SANDBOX);
-	/* what a forked child reads at first need (a stat, a getrandom),
-	 * read now: the filter may forbid them */
-	(void)shunt_netns_ino();
-	(void)shunt_proc_name();
+	shunt_read_ahead(); /* (the filter may forbid them) */
 	if (__atomic_exchange_n(&shunt_sandboxed, 1, __ATOMIC_ACQ_REL))
 		return;
 	shunt_lock_probe_off = 1; /* a dead lock holder is waited out (the bound), not probed */

@@ -617,9 +617,10 @@ static int adopt(const char *item, int *used, int *nused, struct adopted *done, 
 }
 
 /* "l fd": a listener the old image had registered.  Only a listening TCP
- * socket is taken (the entry may be forged: then nothing happens - a
- * listener is the process's own to register); a descriptor a spawn's file
- * actions moved is found at its first accept() instead. */
+ * socket is taken (listener_of asks if it is TCP; the entry may be forged:
+ * then nothing happens - a listener is the process's own to register); a
+ * descriptor a spawn's file actions moved is found at its first accept()
+ * instead. */
 static void adopt_listener(const char *v)
 {
 	char *end;
@@ -628,7 +629,7 @@ static void adopt_listener(const char *v)
 	socklen_t l = sizeof on;
 	struct sk *s;
 
-	if (end == v || *end || fd < 0 || fd > INT_MAX || !exec_is_tcp_socket((int)fd) ||
+	if (end == v || *end || fd < 0 || fd > INT_MAX ||
 	    real.getsockopt((int)fd, SOL_SOCKET, SO_ACCEPTCONN, &on, &l) || !on)
 		return;
 	if ((s = listener_of((int)fd)))

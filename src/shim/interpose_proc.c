@@ -176,12 +176,7 @@ EXPORT int chroot(const char *path)
 		errno = ENOSYS;
 		return -1;
 	}
-	/* what a forked child reads at first need through /proc, read now:
-	 * the new root may have none (as at a seccomp filter: core.c) */
-	if (shunt_active) {
-		(void)shunt_netns_ino();
-		(void)shunt_proc_name();
-	}
+	shunt_read_ahead();
 	r = next(path);
 	e = errno;
 	if (!r)
@@ -190,38 +185,42 @@ EXPORT int chroot(const char *path)
 	return r;
 }
 
-EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
-		       const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+typedef int spawn_fn(pid_t *, const char *, const posix_spawn_file_actions_t *,
+		     const posix_spawnattr_t *, char *const[], char *const[]);
+
+/* posix_spawn and posix_spawnp (libc's `name`): what the child inherits
+ * is plain TCP first, and a listener of ours keeps us in its environment
+ * (exec.c). */
+static int spawn_via(spawn_fn **next, const char *name, pid_t *pid, const char *file,
+		     const posix_spawn_file_actions_t *fa, const posix_spawnattr_t *attr,
+		     char *const argv[], char *const envp[])
 {
-	static int (*next)(pid_t *, const char *, const posix_spawn_file_actions_t *,
-			   const posix_spawnattr_t *, char *const[], char *const[]);
 	char **env;
 	int r;
 
-	if (!next && !(*(void **)&next = dlsym(RTLD_NEXT, "posix_spawn")))
+	if (!*next && !(*(void **)next = dlsym(RTLD_NEXT, name)))
 		return ENOSYS;
 	spawn_prepare(0, "inherited by a posix_spawn child");
 	env = exec_spawn_env(envp);
-	r = next(pid, path, fa, attr, argv, env ? env : envp);
+	r = (*next)(pid, file, fa, attr, argv, env ? env : envp);
 	exec_spawn_env_free(env, envp);
 	return r;
+}
+
+EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
+		       const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+{
+	static spawn_fn *next;
+
+	return spawn_via(&next, "posix_spawn", pid, path, fa, attr, argv, envp);
 }
 
 EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
 			const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-	static int (*next)(pid_t *, const char *, const posix_spawn_file_actions_t *,
-			   const posix_spawnattr_t *, char *const[], char *const[]);
-	char **env;
-	int r;
+	static spawn_fn *next;
 
-	if (!next && !(*(void **)&next = dlsym(RTLD_NEXT, "posix_spawnp")))
-		return ENOSYS;
-	spawn_prepare(0, "inherited by a posix_spawn child");
-	env = exec_spawn_env(envp);
-	r = next(pid, file, fa, attr, argv, env ? env : envp);
-	exec_spawn_env_free(env, envp);
-	return r;
+	return spawn_via(&next, "posix_spawnp", pid, file, fa, attr, argv, envp);
 }
 
 /* ---- daemon(): a fork, an exit and dup2s that run none of ours ----

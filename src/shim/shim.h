@@ -97,6 +97,7 @@ long shunt_cpus_runnable(uint64_t now); /* threads runnable host-wide (0: not kn
 void shunt_spin_end(int turn);
 void shunt_sandbox_enter(void);
 void shunt_uring_seen(void);
+void shunt_read_ahead(void);          /* what a child reads of /proc, now (core.c) */
 void shunt_chrooted(void);
 void shunt_fork_before(void);          /* the fork() wrapper's, around the real one */
 void shunt_fork_after(pid_t pid);

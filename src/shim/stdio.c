@@ -146,6 +146,12 @@ static void stdio_give(struct conn *c, FILE *f, int fd)
  * stay held for read()/recv(); the stream reads the socket's bytes after
  * them - said once. */
 #define RD_WIDE 2
+/* A call that writes only what the FILE holds (fflush, and libc's flush
+ * in fclose and freopen): with nothing buffered no byte passes libc, and
+ * the connection need not move - every coreutils program's exit flushes
+ * its stdout (close_stdout), and xinetd's cat moved each connection at
+ * its end. */
+#define WR_PENDING (-1)
 
 static void wide_cannot_take(struct conn *c, int fd)
 {
@@ -157,8 +163,9 @@ static void wide_cannot_take(struct conn *c, int fd)
 			   "this service plain (docs/architecture.md, known limits)", fd, move_held(c));
 }
 
-/* Before every wrapped call (rd: a reading one): kept short, as putc's
- * own cost is a few nanoseconds (bench/stdio.sh).  The descriptor is read
+/* Before every wrapped call (rd: a reading one, RD_WIDE a wide one;
+ * WR_PENDING a flush): kept short, as putc's own cost is a few
+ * nanoseconds (bench/stdio.sh).  The descriptor is read
  * from the FILE itself (glibc's public field: fileno_unlocked is a call),
  * and errno is saved only on the way to a move. */
 static void touch(FILE *f, int rd)
@@ -168,7 +175,8 @@ static void touch(FILE *f, int rd)
 	struct conn *c;
 	int fd, e, r;
 
-	if (!f || !shunt_active || (fd = f->_fileno) < 0 || !(s = fdtab_get(fd)))
+	if (!f || !shunt_active || (rd == WR_PENDING && f->_IO_write_ptr <= f->_IO_write_base) ||
+	    (fd = f->_fileno) < 0 || !(s = fdtab_get(fd)))
 		return;
 	/* libc reads and writes the socket itself: the client's word first */
 	if (__builtin_expect(__atomic_load_n(&s->hs, __ATOMIC_RELAXED) == HS_CONFIRM, 0))
@@ -184,7 +192,7 @@ static void touch(FILE *f, int rd)
 				   "known limits)", fd, strerror(-r));
 		errno = e;
 	}
-	if (rd && s->kind == SK_CONN && move_held(c)) {
+	if (rd > 0 && s->kind == SK_CONN && move_held(c)) {
 		e = errno;
 		if (rd == RD_WIDE)
 			wide_cannot_take(c, fd);
@@ -237,24 +245,9 @@ WRAP(int, putc_unlocked, (int c, FILE *f), f, (c, f), EOF)
 WRAP(int, putchar, (int c), stdout, (c), EOF)
 WRAP(int, putchar_unlocked, (int c), stdout, (c), EOF)
 WRAP(int, puts, (const char *p), stdout, (p), EOF)
-/* fflush writes only what the FILE holds: with nothing buffered (every
- * exit of a coreutils program - close_stdout - on its stdout) no byte
- * passes libc, and the connection need not move (xinetd's cat moved each
- * connection at its end).  fflush(NULL): libc's every stream, as before. */
-#define FLUSH_WRAP(name)                                                                    \
-	EXPORT int name(FILE *f)                                                            \
-	{                                                                                   \
-		__typeof__(&name) n_ = NEXT_AS(name, #name);                                \
-		if (f && f->_IO_write_ptr > f->_IO_write_base)                              \
-			touch(f, 0);                                                        \
-		if (!n_) {                                                                  \
-			errno = ENOSYS;                                                     \
-			return EOF;                                                         \
-		}                                                                           \
-		return n_(f);                                                               \
-	}
-FLUSH_WRAP(fflush)
-FLUSH_WRAP(fflush_unlocked)
+/* (fflush(NULL): libc's every stream, as before) */
+WRAP_AS(int, fflush, "fflush", (FILE *f), f, WR_PENDING, (f), EOF)
+WRAP_AS(int, fflush_unlocked, "fflush_unlocked", (FILE *f), f, WR_PENDING, (f), EOF)
 WRAP(int, __overflow, (FILE *f, int c), f, (f, c), EOF)
 WRAP(int, vfprintf, (FILE *f, const char *fmt, va_list ap), f, (f, fmt, ap), -1)
 WRAP(int, vprintf, (const char *fmt, va_list ap), stdout, (fmt, ap), -1)
@@ -372,8 +365,7 @@ static struct sk *stdio_let_go(FILE *f)
 	if (!f || !shunt_active || (fd = f->_fileno) < 0 || !(s = fdtab_get(fd)))
 		return NULL;
 	sk_put(s);
-	if (f->_IO_write_ptr > f->_IO_write_base)
-		touch(f, 0);
+	touch(f, WR_PENDING);
 	return fdtab_closing(fd);
 }
 
