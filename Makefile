@@ -26,7 +26,7 @@ all: $(BUILD)/libshunt.so $(BUILD)/shunt $(AGENT)
 
 $(BUILD)/shunt_sockops.bpf.o: src/agent/sockops.bpf.c
 	@mkdir -p $(@D)
-	clang -O2 -g -target bpf -I/usr/include/$(shell $(CC) -dumpmachine) -c $< -o $@
+	clang -O2 -g -target bpf -mcpu=v3 -I/usr/include/$(shell $(CC) -dumpmachine) -c $< -o $@
 
 $(BUILD)/tests/bpf/%.bpf.o: tests/bpf/%.bpf.c
 	@mkdir -p $(@D)
@@ -88,11 +88,13 @@ $(BUILD)/tests/unit/procnet_test: tests/unit/procnet_test.c src/tools/procnet.c 
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $(SAN) -o $@ $< src/tools/procnet.c
 
 BEHAVE_LIBS_io_uring := -luring
-$(BUILD)/tests/behave/%: tests/behave/%.c tests/behave/common.h $(HDRS)
+BEHAVE_LIBS_accept_past_us := -luring
+$(BUILD)/tests/behave/%: tests/behave/%.c tests/behave/common.h tests/behave/uring.h $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -Wno-vla-larger-than -o $@ $< -lpthread $(BEHAVE_LIBS_$*)
 
 TOOL_LIBS_static_cat := -static
+TOOL_LIBS_static_accept := -static
 $(BUILD)/tests/tools/%: tests/tools/%.c $(HDRS) $(COMMON_SRC) src/common/agent.h tests/behave/common.h
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -o $@ $< $(TOOL_LIBS_$*)

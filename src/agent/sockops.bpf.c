@@ -15,6 +15,17 @@
  * the client tells apart from ~nonce: that connection stays plain.  A
  * process reaches only the storage of sockets it holds: there is no shared
  * table to read or forge.  Every other socket option passes untouched.
+ *
+ * A listener goes off (OPT_LISTENER_OFF) while a process holding it may
+ * accept past the shim - it set up io_uring (IORING_OP_ACCEPT), went into
+ * a seccomp sandbox, or an exec'd image that may not load the shim starts:
+ * a client's PROPOSAL would reach that program as its data.  The kernel
+ * runs the SYN-ACK's callbacks on the request socket, whose listener's
+ * storage cannot be reached from here, so an off listener is counted in
+ * shunt_off under its network namespace and port, which the request socket
+ * has; such SYN-ACKs carry no answer (every listener on that port of that
+ * namespace goes plain - the safe side) until the count is back at 0:
+ * the listener closed (its STATE_CB).
  */
 #include <linux/bpf.h>
 #include <linux/types.h>
@@ -30,23 +41,26 @@
 #define OPT_CLIENT 1
 #define OPT_LISTENER 2
 #define OPT_VERDICT 3
+#define OPT_LISTENER_OFF 4
 #define ST_CLIENT_WANT 1
 #define ST_CLIENT_PEER_OK 2
 #define ST_CLIENT_PEER_NONE 3
 #define ST_CLIENT_PEER_REPLAY 4
 #define ST_LISTENER 10
 #define ST_SERVER_SAW 11
+#define ST_SERVER_SAW_OFF 12
 #define MAX_UIDS 64
 
 #define TCPHDR_SYN 0x02
 #define TCPHDR_ACK 0x10
 #define SOL_TCP 6
 #define TCP_SAVE_SYN 27
+#define TCP_LISTEN_STATE 10 /* BPF_TCP_LISTEN */
 #define PAGE_SIZE 4096
 
 struct verdict {
 	__u32 state;
-	__u32 pad;
+	__u32 off; /* a listener's: holders that went off (OPT_LISTENER_OFF) */
 	__u64 nonce;
 };
 
@@ -56,6 +70,33 @@ struct {
 	__type(key, int);
 	__type(value, struct verdict);
 } shunt_sk SEC(".maps");
+
+/* Listeners gone off, by network namespace and port: never deleted (an
+ * entry's count may rise again while another CPU lowers it; a deletion
+ * would lose that rise), at most one entry per port ever gone off. */
+struct off_key {
+	__u64 netns;
+	__u32 port;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 65536);
+	__type(key, struct off_key);
+	__type(value, __u32);
+} shunt_off SEC(".maps");
+
+/* Set once shunt_off was full when a listener went off: from then on no
+ * SYN-ACK answers (every connection plain - the safe side - until shuntd
+ * restarts; the map holds one entry per namespace and port ever gone off). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} shunt_off_full SEC(".maps");
 
 /* --allow-uid: who may register sockets (empty: everyone).  Written by
  * shuntd before it attaches the programs. */
@@ -120,6 +161,43 @@ static __always_inline int store_opt(struct bpf_sock_ops *skops, __u64 val)
 	return bpf_store_hdr_opt(skops, &o, sizeof o, 0);
 }
 
+/* The count of listeners gone off on k, by d (+1, -1).  The table full:
+ * every listener counts as off (shunt_off_full). */
+static __always_inline void off_add(struct off_key *k, int d)
+{
+	__u32 one = 1, zero = 0, *n;
+	long r;
+
+	for (int i = 0; i < 2; i++) {
+		n = bpf_map_lookup_elem(&shunt_off, k);
+		if (n) {
+			__sync_fetch_and_add(n, d);
+			return;
+		}
+		if (d < 0)
+			return; /* (never made: nothing to take back) */
+		r = bpf_map_update_elem(&shunt_off, k, &one, BPF_NOEXIST);
+		if (!r)
+			return;
+		if (r != -17) /* not EEXIST (another CPU made it meanwhile: add to that one) */
+			break;
+	}
+	n = bpf_map_lookup_elem(&shunt_off_full, &zero);
+	if (n)
+		*n = 1;
+}
+
+static __always_inline int listener_off(struct bpf_sock_ops *skops)
+{
+	struct off_key k = { .netns = bpf_get_netns_cookie(skops), .port = skops->local_port };
+	__u32 zero = 0, *n = bpf_map_lookup_elem(&shunt_off_full, &zero);
+
+	if (n && *n)
+		return 1;
+	n = bpf_map_lookup_elem(&shunt_off, &k);
+	return n && *n;
+}
+
 SEC("sockops")
 int shunt_sockops(struct bpf_sock_ops *skops)
 {
@@ -139,15 +217,25 @@ int shunt_sockops(struct bpf_sock_ops *skops)
 		e = verdict_of(sk, 0);
 		if (e && e->state == ST_LISTENER) {
 			bpf_setsockopt(skops, SOL_TCP, TCP_SAVE_SYN, &one, sizeof one);
+			/* STATE: its close takes back what went off */
 			bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags |
-						  BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG);
+						  BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG |
+						  BPF_SOCK_OPS_STATE_CB_FLAG);
+		}
+		break;
+	case BPF_SOCK_OPS_STATE_CB:
+		e = verdict_of(sk, 0);
+		if (skops->args[0] == TCP_LISTEN_STATE && e && e->state == ST_LISTENER && e->off) {
+			struct off_key k = { .netns = bpf_get_netns_cookie(skops), .port = skops->local_port };
+			e->off = 0;
+			off_add(&k, -1);
 		}
 		break;
 	case BPF_SOCK_OPS_HDR_OPT_LEN_CB:
 		if ((skops->skb_tcp_flags & (TCPHDR_SYN | TCPHDR_ACK)) == TCPHDR_SYN)
 			bpf_reserve_hdr_opt(skops, SHUNT_OPT_LEN, 0);
 		else if ((skops->skb_tcp_flags & (TCPHDR_SYN | TCPHDR_ACK)) == (TCPHDR_SYN | TCPHDR_ACK) &&
-			 load_opt(skops, &v, BPF_LOAD_HDR_OPT_TCP_SYN))
+			 load_opt(skops, &v, BPF_LOAD_HDR_OPT_TCP_SYN) && !listener_off(skops))
 			bpf_reserve_hdr_opt(skops, SHUNT_OPT_LEN, 0);
 		break;
 	case BPF_SOCK_OPS_WRITE_HDR_OPT_CB:
@@ -156,7 +244,7 @@ int shunt_sockops(struct bpf_sock_ops *skops)
 			if (e && e->state == ST_CLIENT_WANT)
 				store_opt(skops, e->nonce);
 		} else if ((skops->skb_tcp_flags & (TCPHDR_SYN | TCPHDR_ACK)) == (TCPHDR_SYN | TCPHDR_ACK) &&
-			   load_opt(skops, &v, BPF_LOAD_HDR_OPT_TCP_SYN)) {
+			   load_opt(skops, &v, BPF_LOAD_HDR_OPT_TCP_SYN) && !listener_off(skops)) {
 			store_opt(skops, ~v);
 		}
 		break;
@@ -172,12 +260,18 @@ int shunt_sockops(struct bpf_sock_ops *skops)
 			e->state = ST_CLIENT_PEER_REPLAY;
 		break;
 	case BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB:
-		/* the accepted socket is new: its storage is its own */
+		/* the accepted socket is new: its storage is its own.  Its
+		 * listener off (most likely when the SYN-ACK went too): no
+		 * PROPOSAL is due, its accept() waits for none */
 		if (load_opt(skops, &v, BPF_LOAD_HDR_OPT_TCP_SYN) &&
 		    (e = verdict_of(sk, BPF_SK_STORAGE_GET_F_CREATE))) {
 			e->nonce = v;
-			e->state = ST_SERVER_SAW;
+			e->state = listener_off(skops) ? ST_SERVER_SAW_OFF : ST_SERVER_SAW;
 		}
+		/* the listener's callbacks are not the connection's: none for
+		 * each of its packets */
+		bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags &
+					  ~(BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG | BPF_SOCK_OPS_STATE_CB_FLAG));
 		break;
 	}
 	return 1;
@@ -226,6 +320,25 @@ int shunt_setsockopt(struct bpf_sockopt *ctx)
 			return 0;
 		e->nonce = 0;
 		e->state = ST_LISTENER;
+	} else if (ctx->optname == OPT_LISTENER_OFF) {
+		/* int32 1: a holder may accept past the shim.  A listener
+		 * only (one registered before an agent restarted has no
+		 * storage: made now); off once, until it closes */
+		struct off_key k = { .netns = bpf_get_netns_cookie(ctx) };
+		struct bpf_sock *sk = ctx->sk;
+		__s32 one;
+
+		if (ctx->optlen != 4 || p + 4 > end || !sk || sk->state != TCP_LISTEN_STATE ||
+		    !(e = verdict_of(sk, BPF_SK_STORAGE_GET_F_CREATE)) ||
+		    (e->state && e->state != ST_LISTENER))
+			return 0; /* EPERM */
+		__builtin_memcpy(&one, p, 4);
+		if (one != 1)
+			return 0;
+		e->state = ST_LISTENER;
+		k.port = sk->src_port;
+		if (!__sync_val_compare_and_swap(&e->off, 0, 1))
+			off_add(&k, 1);
 	} else {
 		return pass(ctx);
 	}

@@ -20,6 +20,8 @@
 #define SHUNT_AG_OPT_CLIENT 1   /* set, uint64_t nonce: put our option in this socket's SYN */
 #define SHUNT_AG_OPT_LISTENER 2 /* set, uint32_t 1: answer SYNs that carry the option */
 #define SHUNT_AG_OPT_VERDICT 3  /* get, struct shunt_agent_verdict */
+#define SHUNT_AG_OPT_LISTENER_OFF 4 /* set, int32_t 1: a holder may accept past the shim - answer no
+				     * SYN on this port of this network namespace while it is open */
 
 /* states (the verdict's), written by the BPF programs only */
 enum shunt_agent_state {
@@ -30,6 +32,7 @@ enum shunt_agent_state {
 	SHUNT_AG_CLIENT_PEER_REPLAY = 4, /* the answer was not ~nonce: a replaying peer */
 	SHUNT_AG_LISTENER = 10,          /* answers SYNs that carry the option */
 	SHUNT_AG_SERVER_SAW = 11,        /* this accepted socket's SYN carried nonce */
+	SHUNT_AG_SERVER_SAW_OFF = 12,    /* ... and its listener was off: no PROPOSAL is due */
 };
 
 struct shunt_agent_verdict {

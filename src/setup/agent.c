@@ -45,6 +45,22 @@ int agent_mark_listener(int fd)
 	return mark(fd, SHUNT_AG_OPT_LISTENER, &one, sizeof one);
 }
 
+/* Listener fd may be accepted past us from now on (this process set up
+ * io_uring or goes into a seccomp sandbox, or an image that will not load
+ * us inherits it): the agent answers no SYN on its port any more, or a
+ * client's PROPOSAL would reach the program as its data (sockops.bpf.c). */
+void agent_listener_off(int fd, const char *why)
+{
+	int32_t one = 1;
+	int r = mark(fd, SHUNT_AG_OPT_LISTENER_OFF, &one, sizeof one);
+
+	if (r && r != -ENOENT) /* (no agent: no answer to stop) */
+		shunt_warn("listener fd %d: %s, but the agent would not stop answering for it: a "
+			   "client of another host may send it shunt's handshake", fd, why);
+	else if (!r)
+		shunt_log("listener fd %d: %s: the agent answers no SYN for its port now", fd, why);
+}
+
 /* The socket's verdict: its state (enum shunt_agent_state), 0 if there is
  * none (no agent, or the socket was never registered). */
 int agent_take(int fd, uint64_t *nonce)

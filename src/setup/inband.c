@@ -217,7 +217,8 @@ static int decline(int fd, int reason, uint64_t deadline)
 }
 
 /* Did this accepted socket's SYN carry our option?  The agent's program
- * recorded it in the socket's storage; failing that (an agent restarted
+ * recorded it in the socket's storage (2: while its listener was off, so
+ * our answer most likely did not go); failing that (an agent restarted
  * meanwhile), the SYN the kernel saved for our registered listener decides. */
 int inband_syn_had_option(const struct sk *ls, int fd)
 {
@@ -228,8 +229,9 @@ int inband_syn_had_option(const struct sk *ls, int fd)
 
 	if (!ls->ag_listen)
 		return 0;
-	if (agent_take(fd, &nonce) == SHUNT_AG_SERVER_SAW)
-		return 1;
+	r = agent_take(fd, &nonce);
+	if (r == SHUNT_AG_SERVER_SAW || r == SHUNT_AG_SERVER_SAW_OFF)
+		return r == SHUNT_AG_SERVER_SAW ? 1 : 2;
 	r = real.getsockopt(fd, IPPROTO_TCP, TCP_SAVED_SYN, syn, &l);
 	errno = e;
 	return !r && shunt_syn_nonce(syn, l, &nonce) == 1;
@@ -388,8 +390,12 @@ static int server_remote(struct sk *s, int fd, const struct shunt_hs_msg *p, uin
 }
 
 /* Server, inside accept() when the SYN carried our option; nonblock: a
- * non-blocking accept(), a call TCP never blocks in. */
-int inband_server(struct sk *s, int fd, int nonblock)
+ * non-blocking accept(), a call TCP never blocks in; quick: the listener
+ * was off (sockops.bpf.c) - the SYN-ACK most likely went without our
+ * answer and no PROPOSAL is due: one already here is taken, none waited
+ * for (one in flight, answered just before the listener went off, is
+ * still read off the stream before the program's first read). */
+int inband_server(struct sk *s, int fd, int nonblock, int quick)
 {
 	uint64_t rtt2 = two_rtt_ns(fd), now = shunt_now_ns();
 	uint64_t wait = (nonblock ? shunt_nonblock_wait_ns(&shunt_cfg) : shunt_accept_wait_ns(&shunt_cfg)) + rtt2;
@@ -401,17 +407,17 @@ int inband_server(struct sk *s, int fd, int nonblock)
 	 * that sent our option and nothing else, does not hold an event
 	 * loop longer).  Shared memory's confirmation, RDMA's CONFIRM then:
 	 * the same wait (server_remote). */
-	uint64_t until = now + (nonblock ? wait : wait / 10 + rtt2);
+	uint64_t until = quick ? now : now + (nonblock ? wait : wait / 10 + rtt2);
 	int e = errno, rc = head(fd, &m, until);
 	int shm;
 
-	if (rc == -ETIMEDOUT) {
-		/* Not here yet: whatever comes first decides (inband_settle). */
-		s->hs = HS_LAZY;
-		rc = SHUNT_R_HS_TIMEOUT;
-		goto out;
-	} else if (rc == 0) {
-		rc = SHUNT_R_HS_TIMEOUT; /* the client went plain and spoke */
+	if (rc == -ETIMEDOUT || rc == 0) {
+		/* Not here yet: whatever comes first decides (inband_settle);
+		 * data: the client went plain and spoke */
+		if (rc)
+			s->hs = HS_LAZY;
+		/* quick: the client most likely had no answer from us */
+		rc = !quick ? SHUNT_R_HS_TIMEOUT : shunt_off_reason ? shunt_off_reason : SHUNT_R_PEER_NOT_SHUNT;
 		goto out;
 	} else if (rc < 0 || m.type != SHUNT_HS_PROPOSAL) {
 		rc = decline(fd, SHUNT_R_HS_MALFORMED, now + wait);

@@ -342,8 +342,10 @@ int rdv_inband_attach(struct sk *s, int fd, uint64_t nonce, uint64_t deadline)
  * on its way and is answered here, before the application sees the socket. */
 static int server_agent_path(const struct sk *ls, int fd, struct sk *s)
 {
-	if (inband_syn_had_option(ls, fd))
-		s->reason = inband_server(s, fd, ls->nonblock);
+	int had = inband_syn_had_option(ls, fd);
+
+	if (had)
+		s->reason = inband_server(s, fd, ls->nonblock, had == 2);
 	return 0;
 }
 

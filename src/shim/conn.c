@@ -586,10 +586,20 @@ ssize_t conn_sendmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int fla
 		return -c->broken;
 	while (total < len || !len) {
 		if (conn_may_move(c) && conn_moving(c)) { /* the link failed, the peer left: on with TCP */
-			ssize_t m = move_send_tcp(c, iov, iovcnt, flags, nonblock, ctl);
+			int settle = !nonblock && !ctl && len && move_settling(c);
+			ssize_t m = move_send_tcp(c, iov, iovcnt, flags | (settle ? MSG_DONTWAIT : 0), nonblock || settle, ctl);
 			if (m > 0)
 				total += (size_t)m;
 			moved = 1;
+			if (settle && (m > 0 || m == -EAGAIN) && total < len) {
+				/* the peer's copies of our ring's bytes are read
+				 * off as we wait (move.c move_settling) */
+				if (m > 0)
+					iov_skip(&iov, &iovcnt, (size_t)m);
+				if (!(r = move_settle_wait(c)))
+					continue;
+				break;
+			}
 			r = m < 0 ? (int)m : 0;
 			break;
 		}

@@ -140,16 +140,17 @@ static int write_deadlock(struct conn *c)
  * taking a byte for STUCK_MS?  A program that writes its whole request
  * before it reads, to a peer that answers as it reads (cat behind xinetd,
  * an echo), deadlocks so once both rings fill (512 KiB in flight), where
- * TCP's buffers - megabytes on loopback - take it all.  *st carries the
- * watch from one look to the next (zeroed at the send's start).  Only the
- * client's end decides: both ends seeing it at once must not both move.
- * Shared memory only: over RDMA the same move left one run in eight of
- * tests/behave/rings_full hung after it (open; docs/architecture.md). */
+ * TCP's buffers - megabytes on loopback - take it all.  (Readers that come
+ * later - a program reading its connections one after another - are not
+ * told from ones that never come: such a connection moves too, intact.)
+ * *st carries the watch from one look to the next (zeroed at the send's
+ * start).  Only the client's end decides: both ends seeing it at once must
+ * not both move. */
 int conn_write_stuck(struct conn *c, struct conn_stuck *st)
 {
 	uint64_t now = shunt_now_ns(), rc, tc;
 
-	if (c->side || !(c->tp->flags & TP_SHARED_RINGS) || ring_space(&c->tx) || !write_deadlock(c)) {
+	if (c->side || ring_space(&c->tx) || !write_deadlock(c)) {
 		st->since = 0;
 		return 0;
 	}

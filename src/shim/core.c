@@ -176,21 +176,26 @@ static void atfork_prepare(void)
 /* From now on every connection of this process is plain, for reason why
  * (the first reason stays): its listeners' records say so, so that
  * clients stop offering (registry.c rdv_listen_off); an offer already
- * made is refused at accept() (server.c).  Before a seccomp filter goes
- * in, too: its only system call is getpid(). */
-static void listener_off(int fd, struct sk *s, void *arg)
+ * made is refused at accept() (server.c).  If its accepts may not come
+ * through us any more (io_uring's IORING_OP_ACCEPT; a seccomp sandbox,
+ * where we make no call to read a PROPOSAL), the agent stops answering
+ * for its listeners as well (past: a PROPOSAL's bytes - a client of
+ * another host's, or any under the agent - read as the program's data).
+ * Before a seccomp filter goes in, too (which is why: not after it). */
+static void listener_off(int fd, struct sk *s, void *why)
 {
-	(void)fd;
-	(void)arg;
-	if (s->kind == SK_LISTEN)
-		rdv_listen_off(s);
+	if (s->kind != SK_LISTEN)
+		return;
+	rdv_listen_off(s);
+	if (why && s->ag_listen)
+		agent_listener_off(fd, why);
 }
 
-static void shunt_go_off(int why)
+static void shunt_go_off(int why, const char *past_us)
 {
 	if (!shunt_off_reason)
 		shunt_off_reason = why;
-	fdtab_each(listener_off, NULL);
+	fdtab_each(listener_off, (void *)past_us);
 }
 
 /* What a forked child reads at first need (a stat of /proc, a
@@ -220,7 +225,7 @@ void shunt_chrooted(void)
 		return;
 	shunt_log("chroot: %s is out of sight: new connections stay plain (reason unsafe-dir)",
 		  shunt_cfg.dir);
-	shunt_go_off(SHUNT_R_UNSAFE_DIR);
+	shunt_go_off(SHUNT_R_UNSAFE_DIR, NULL); /* (its accept()s decline) */
 }
 
 /* A seccomp filter is being installed (interpose.c saw prctl or seccomp):
@@ -245,7 +250,7 @@ void shunt_sandbox_enter(void)
 	if (__atomic_exchange_n(&shunt_sandboxed, 1, __ATOMIC_ACQ_REL))
 		return;
 	shunt_lock_probe_off = 1; /* a dead lock holder is waited out (the bound), not probed */
-	shunt_go_off(SHUNT_R_SANDBOX);
+	shunt_go_off(SHUNT_R_SANDBOX, "a seccomp filter");
 }
 
 /* The process set up an io_uring (interpose.c saw it): operations it
@@ -265,7 +270,7 @@ void shunt_uring_seen(void)
 
 	if (__atomic_exchange_n(&seen, 1, __ATOMIC_ACQ_REL))
 		return;
-	shunt_go_off(SHUNT_R_IO_URING);
+	shunt_go_off(SHUNT_R_IO_URING, "io_uring set up");
 	fdtab_each(count_accel, &n);
 	if (n)
 		shunt_warn("io_uring set up with %d accelerated connection(s) open: operations "

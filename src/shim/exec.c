@@ -109,10 +109,62 @@ static void collect_listener(int fd, struct sk *s, void *arg)
 		h->listeners++;
 }
 
-static void count_conn(int fd, struct sk *s, void *arg)
+/* A listener the agent answers for that the new image is given to accept
+ * on: as its stdin or stdout (inetd's wait mode), or named by LISTEN_FDS
+ * in its environment (systemd's socket activation: descriptors 3 on).  One
+ * merely left open across the exec (no close-on-exec: common) is not the
+ * new program's to accept on - it would have to guess its number. */
+struct given {
+	int listen_fds; /* LISTEN_FDS's count, 0 if none */
+	int n[2];       /* connections of ours; listeners given */
+};
+
+static int listener_given(int fd, struct sk *s, const struct given *g)
 {
-	(void)fd;
-	*(int *)arg += s->kind == SK_CONN;
+	return s->kind == SK_LISTEN && s->ag_listen && inheritable(fd) &&
+	       (fd <= 2 || (fd >= 3 && fd < 3 + g->listen_fds));
+}
+
+static void count_ours(int fd, struct sk *s, void *arg)
+{
+	struct given *g = arg;
+
+	g->n[0] += s->kind == SK_CONN;
+	g->n[1] += listener_given(fd, s, g);
+}
+
+static void given_scan(struct given *g, char *const envp[])
+{
+	memset(g, 0, sizeof *g);
+	for (; envp && *envp; envp++)
+		if (!strncmp(*envp, "LISTEN_FDS=", 11)) {
+			long n = strtol(*envp + 11, NULL, 10);
+			g->listen_fds = n > 0 && n < 1024 ? (int)n : 0;
+		}
+	fdtab_each(count_ours, g);
+}
+
+/* Such a listener, given to an image that will not load us: that program
+ * would read a client's PROPOSAL as its data, so the agent stops answering
+ * for it (agent.c; for good: it may be that image's until it closes). */
+struct off_arg {
+	const struct given *g;
+	const char *why;
+};
+
+static void agent_off_given(int fd, struct sk *s, void *arg)
+{
+	const struct off_arg *a = arg;
+
+	if (listener_given(fd, s, a->g))
+		agent_listener_off(fd, a->why);
+}
+
+static void agent_off_all_given(const struct given *g, const char *why)
+{
+	struct off_arg a = { g, why };
+
+	fdtab_each(agent_off_given, &a);
 }
 
 static const char *self_path(void)
@@ -357,15 +409,17 @@ static char **prepare(char *const envp[], struct handover *h, const char *path, 
 {
 	const char *why;
 	char **out;
-	int nconn = 0;
+	struct given g;
 
 	memset(h, 0, sizeof *h);
 	rdv_offers_settle_all(); /* an offer is this process's, not the new image's */
 	inband_confirm_all(0);   /* ... and so is a slot offered in an ACCEPT */
-	fdtab_each(count_conn, &nconn);
-	why = nconn && !shunt_sandboxed ? image_foreign(path, search, img) : NULL;
-	if (why) /* no hand-over: what it inherits is plain TCP first (RDMA's unread bytes too) */
+	given_scan(&g, envp);
+	why = (g.n[0] || g.n[1]) && !shunt_sandboxed ? image_foreign(path, search, img) : NULL;
+	if (why && g.n[0]) /* no hand-over: what it inherits is plain TCP first (RDMA's unread bytes too) */
 		spawn_prepare(0, why);
+	if (why && g.n[1])
+		agent_off_all_given(&g, why);
 	transports_share_prepare("exec", SHUNT_R_FORK);
 	if (why)
 		return NULL;
@@ -406,11 +460,16 @@ static void undo(char **env, char *const envp[], struct handover *h)
 /* posix_spawn's child inherits no connection (they moved to TCP first),
  * but may inherit a listener: its environment (NULL: envp as is), and the
  * same to free once the child is made. */
-char **exec_spawn_env(char *const envp[])
+char **exec_spawn_env(char *const envp[], const char *file, int search)
 {
 	struct handover h = { 0 };
+	struct given g;
 	char **env;
+	const char *why;
 
+	given_scan(&g, envp);
+	if (g.n[1] && !shunt_sandboxed && (why = image_foreign(file, search, -1)))
+		agent_off_all_given(&g, why);
 	collect_listeners(&h);
 	env = env_handover(envp, &h);
 	free(h.buf);

@@ -188,10 +188,10 @@ EXPORT int chroot(const char *path)
 typedef int spawn_fn(pid_t *, const char *, const posix_spawn_file_actions_t *,
 		     const posix_spawnattr_t *, char *const[], char *const[]);
 
-/* posix_spawn and posix_spawnp (libc's `name`): what the child inherits
- * is plain TCP first, and a listener of ours keeps us in its environment
- * (exec.c). */
-static int spawn_via(spawn_fn **next, const char *name, pid_t *pid, const char *file,
+/* posix_spawn and posix_spawnp (libc's `name`; search: along PATH): what
+ * the child inherits is plain TCP first, and a listener of ours keeps us in
+ * its environment (exec.c). */
+static int spawn_via(spawn_fn **next, const char *name, int search, pid_t *pid, const char *file,
 		     const posix_spawn_file_actions_t *fa, const posix_spawnattr_t *attr,
 		     char *const argv[], char *const envp[])
 {
@@ -201,7 +201,7 @@ static int spawn_via(spawn_fn **next, const char *name, pid_t *pid, const char *
 	if (!*next && !(*(void **)next = dlsym(RTLD_NEXT, name)))
 		return ENOSYS;
 	spawn_prepare(0, "inherited by a posix_spawn child");
-	env = exec_spawn_env(envp);
+	env = exec_spawn_env(envp, file, search);
 	r = (*next)(pid, file, fa, attr, argv, env ? env : envp);
 	exec_spawn_env_free(env, envp);
 	return r;
@@ -212,7 +212,7 @@ EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_acti
 {
 	static spawn_fn *next;
 
-	return spawn_via(&next, "posix_spawn", pid, path, fa, attr, argv, envp);
+	return spawn_via(&next, "posix_spawn", 0, pid, path, fa, attr, argv, envp);
 }
 
 EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
@@ -220,7 +220,7 @@ EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_act
 {
 	static spawn_fn *next;
 
-	return spawn_via(&next, "posix_spawnp", pid, file, fa, attr, argv, envp);
+	return spawn_via(&next, "posix_spawnp", 1, pid, file, fa, attr, argv, envp);
 }
 
 /* ---- daemon(): a fork, an exit and dup2s that run none of ours ----

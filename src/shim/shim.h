@@ -275,6 +275,8 @@ ssize_t move_recv_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int f
 		      struct msghdr *ctl);
 ssize_t move_send_socket(struct conn *c, const struct iovec *iov, int iovcnt, int flags); /* to a closed peer */
 ssize_t move_recv_urgent(struct conn *c, const struct iovec *iov, int iovcnt, int flags); /* MSG_OOB */
+int move_settling(struct conn *c);                /* a blocking write must not block yet (RDMA) */
+int move_settle_wait(struct conn *c);             /* ... its wait: 0 or -EINTR */
 int move_flush(struct conn *c, int flags);       /* what the move owes the peer; -EAGAIN: later */
 /* ... waiting for room until the deadline (shunt_now_ns; UINT64_MAX: for
  * ever - close() when no flusher thread can be had) */
@@ -434,11 +436,12 @@ static inline void shunt_fault_close(void) {}
 int agent_mark_client(int fd);       /* 0, -ENOENT (no agent), -EBUSY, -EINVAL */
 int agent_mark_listener(int fd);
 int agent_take(int fd, uint64_t *nonce);
+void agent_listener_off(int fd, const char *why); /* it may be accepted past us from now on */
 int agent_reason_of(int state);
 
 /* inband.c */
 int inband_client(struct sk *s, int fd, uint64_t nonce, uint64_t max_wait);
-int inband_server(struct sk *s, int fd, int nonblock);
+int inband_server(struct sk *s, int fd, int nonblock, int quick);
 int inband_syn_had_option(const struct sk *ls, int fd);
 int inband_settle(struct sk *s, int fd, int writing, int nonblock);
 /* HS_CONFIRM (the client's word after our ACCEPT(RDMA) still to come):
@@ -475,7 +478,7 @@ int shunt_signal_restarts(void);
 void exec_inherit(void);
 void exec_env_save(void);
 struct sk *listener_of(int fd);
-char **exec_spawn_env(char *const envp[]);
+char **exec_spawn_env(char *const envp[], const char *file, int search);
 void exec_spawn_env_free(char **env, char *const envp[]);
 
 #endif

@@ -4,7 +4,7 @@
  * io_uring's operations go to the kernel socket, where an accelerated
  * connection's bytes never are (issue #13, item 7: they hung). */
 #include "common.h"
-#include <liburing.h>
+#include "uring.h"
 
 #define N 100000
 
@@ -27,19 +27,13 @@ static void expect_uring_plain(int fd)
 static int uring_io(struct io_uring *r, int fd, void *buf, size_t n, int send)
 {
 	struct io_uring_sqe *sqe = io_uring_get_sqe(r);
-	struct io_uring_cqe *cqe;
-	int res;
 
 	CHECK(sqe);
 	if (send)
 		io_uring_prep_send(sqe, fd, buf, n, 0);
 	else
 		io_uring_prep_recv(sqe, fd, buf, n, 0);
-	CHECK(io_uring_submit(r) == 1);
-	CHECK(io_uring_wait_cqe(r, &cqe) == 0);
-	res = cqe->res;
-	io_uring_cqe_seen(r, cqe);
-	return res;
+	return uring_one(r);
 }
 
 int main(void)
