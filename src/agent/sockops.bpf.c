@@ -16,9 +16,9 @@
  * process reaches only the storage of sockets it holds: there is no shared
  * table to read or forge.  Every other socket option passes untouched.
  *
- * A listener goes off (OPT_LISTENER_OFF) while a process holding it may
+ * A listener goes off (OPT_LISTENER_OFF) once a process holding it may
  * accept past the shim - it set up io_uring (IORING_OP_ACCEPT), went into
- * a seccomp sandbox, or an exec'd image that may not load the shim starts:
+ * a seccomp sandbox, or an image that will not load the shim is given it:
  * a client's PROPOSAL would reach that program as its data.  The kernel
  * runs the SYN-ACK's callbacks on the request socket, whose listener's
  * storage cannot be reached from here, so an off listener is counted in

@@ -596,7 +596,7 @@ ssize_t conn_sendmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int fla
 				 * off as we wait (move.c move_settling) */
 				if (m > 0)
 					iov_skip(&iov, &iovcnt, (size_t)m);
-				if (!(r = move_settle_wait(c)))
+				if (!(r = conn_settle_wait(s, &deadline, total, &sig0)))
 					continue;
 				break;
 			}

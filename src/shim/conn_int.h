@@ -25,6 +25,7 @@ struct conn_stuck {
 	uint64_t since, rx_cons, tx_cons;
 };
 int conn_write_stuck(struct conn *c, struct conn_stuck *st);
+int conn_settle_wait(struct sk *s, int *deadline, size_t done, uint64_t *sig0);
 
 /* A want word as a futex: sleep on it, wake its sleepers. */
 static inline long futex(_Atomic uint32_t *w, int op, uint32_t val, const struct timespec *ts)

@@ -309,6 +309,43 @@ int conn_read_interrupted(struct conn *c)
 	return !handler_restarts() || __atomic_load_n(&c->timeo_ms[0], __ATOMIC_RELAXED) >= 0;
 }
 
+/* A blocking write's wait while its moved connection settles (move.c
+ * move_settling): room on the socket, or the peer's copies of our ring's
+ * bytes, read off here.  SO_SNDTIMEO and EINTR as for conn_wait_for:
+ * 0 to go on, -EAGAIN (timed out) or -EINTR. */
+int conn_settle_wait(struct sk *s, int *deadline, size_t done, uint64_t *sig0)
+{
+	struct conn *c = s->conn;
+	uint64_t t0 = shunt_now_ns();
+	int rx = __atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE), r;
+
+	if (*deadline == -2)
+		*deadline = __atomic_load_n(&c->timeo_ms[1], __ATOMIC_RELAXED);
+	r = fd_wait(c->tcp_fd, POLLOUT | POLLIN, *deadline < 0 ? UINT64_MAX : t0 + *deadline * 1000000ull, 0);
+	if (r > 0 && (r & POLLIN) && !(r & POLLOUT)) {
+		uint64_t gen = __atomic_load_n(&c->mv.gen, __ATOMIC_ACQUIRE);
+		conn_refresh(c);
+		/* nothing to take yet (part of the peer's message): a nap,
+		 * not a spin on a readable socket */
+		if (__atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) == rx && rx != 1 &&
+		    __atomic_load_n(&c->mv.gen, __ATOMIC_ACQUIRE) == gen)
+			r = fd_wait(c->tcp_fd, POLLOUT, shunt_now_ns() + 1000000, 0);
+	}
+	if (*deadline >= 0) {
+		uint64_t el = (shunt_now_ns() - t0) / 1000000;
+		*deadline = el >= (uint64_t)*deadline ? 0 : *deadline - (int)el;
+		if (!*deadline && r == 0)
+			return -EAGAIN; /* SO_SNDTIMEO's */
+	}
+	if (r != -EINTR)
+		return 0;
+	if (!done && *deadline < 0 && handler_restarts()) {
+		*sig0 = shunt_signals_seen();
+		return 0;
+	}
+	return r;
+}
+
 /* EINTR as the kernel decides it for recv/send: restarted when nothing
  * moved yet, no timeout is set and the handler asked for SA_RESTART. */
 int conn_wait_for(struct sk *s, unsigned want, int *deadline, size_t done, uint64_t *sig0)

@@ -276,7 +276,6 @@ ssize_t move_recv_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int f
 ssize_t move_send_socket(struct conn *c, const struct iovec *iov, int iovcnt, int flags); /* to a closed peer */
 ssize_t move_recv_urgent(struct conn *c, const struct iovec *iov, int iovcnt, int flags); /* MSG_OOB */
 int move_settling(struct conn *c);                /* a blocking write must not block yet (RDMA) */
-int move_settle_wait(struct conn *c);             /* ... its wait: 0 or -EINTR */
 int move_flush(struct conn *c, int flags);       /* what the move owes the peer; -EAGAIN: later */
 /* ... waiting for room until the deadline (shunt_now_ns; UINT64_MAX: for
  * ever - close() when no flusher thread can be had) */

@@ -249,33 +249,13 @@ ssize_t move_send_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int f
  * each end's copies took the room the other's stream needed, and both sat
  * blocked for good at sizes TCP carries (tests/behave/rings_full over
  * RDMA, 1.5 MiB each way: 6 runs in 30).  So a blocking write goes on
- * without blocking while the half settles, and reads them off as it
- * waits.  Not in a seccomp sandbox: only the program's own calls there. */
+ * without blocking while the half settles, and reads them off as it waits
+ * (conn_wait.c conn_settle_wait).  Not in a seccomp sandbox: only the
+ * program's own calls there. */
 int move_settling(struct conn *c)
 {
 	return !(c->tp->flags & TP_SHARED_RINGS) && !shunt_sandboxed && !c->peer_eof && !c->peer_err &&
 	       conn_moving(c) && __atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) != 2;
-}
-
-/* A settling write's wait: room on the socket, or the peer's bytes to
- * skip (read off here).  0, or -EINTR. */
-int move_settle_wait(struct conn *c)
-{
-	int rx = __atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE);
-	int r = fd_wait(c->tcp_fd, POLLOUT | POLLIN, UINT64_MAX, 0);
-
-	if (r == -EINTR)
-		return r;
-	if (r > 0 && (r & POLLIN) && !(r & POLLOUT)) {
-		uint64_t gen = __atomic_load_n(&c->mv.gen, __ATOMIC_ACQUIRE);
-		conn_refresh(c);
-		/* nothing to take yet (part of the peer's message): a nap,
-		 * not a spin on a readable socket */
-		if (__atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) == rx && rx != 1 &&
-		    __atomic_load_n(&c->mv.gen, __ATOMIC_ACQUIRE) == gen)
-			r = fd_wait(c->tcp_fd, POLLOUT, shunt_now_ns() + 1000000, 0);
-	}
-	return r == -EINTR ? r : 0;
 }
 
 /* ---- bytes a moved half holds back (conn_move.held) ---- */
