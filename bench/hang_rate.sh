@@ -13,7 +13,7 @@ if [ "${1:-}" != guest ]; then
 		tee /tmp/hang-rate.out
 	grep -E '^(size|[0-9])' /tmp/hang-rate.out > docs/bench/hang-rate.tsv
 	. bench/bars.sh
-	bars docs/bench/hang-rate "both ends writing first (tests/behave/rings-full): runs hung of ${RUNS:-30}" "runs hung" "" tcp shunt-rdma
+	bars docs/bench/hang-rate "both ends writing first: runs hung of ${RUNS:-30}" "runs hung" "" tcp shunt-rdma
 	exit 0
 fi
 # inside the guest (tests/vm/run.sh)

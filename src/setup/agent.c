@@ -47,7 +47,7 @@ int agent_mark_listener(int fd)
 
 /* Listener fd may be accepted past us from now on (this process set up
  * io_uring or goes into a seccomp sandbox, or an image that will not load
- * us inherits it): the agent answers no SYN on its port any more, or a
+ * us is given it): the agent answers no SYN on its port any more, or a
  * client's PROPOSAL would reach the program as its data (sockops.bpf.c). */
 void agent_listener_off(int fd, const char *why)
 {
