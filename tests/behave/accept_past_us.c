@@ -3,7 +3,8 @@
  * after listen(), one that sets up io_uring and accepts through it
  * (IORING_OP_ACCEPT), one that sets up io_uring, accepts with accept() and
  * speaks first, and a statically linked image (it cannot load shunt) exec'd
- * with the listener as its stdin, as inetd's wait-mode services are.  Each
+ * with the listener as its stdin, as inetd's wait-mode services are, or at
+ * descriptor 3 named by LISTEN_FDS, as systemd's socket activation.  Each
  * reads its client's message to the end and hands it back over a pipe.
  * With the agent (tests/integration/agent.sh runs this in its cgroup with
  * SHUNT_LOCAL=0; the RDMA suite's guest has it everywhere) the kernel went
@@ -26,9 +27,9 @@
 #define MSG 3000
 #define GREETINGS 5
 
-enum { SECCOMP, URING_ACCEPT, URING_THEN_ACCEPT, EXEC_STATIC, MODES };
-static const char *const names[MODES] = { "seccomp sandbox", "io_uring accept",
-					  "io_uring, then accept()", "static image exec'd" };
+enum { SECCOMP, URING_ACCEPT, URING_THEN_ACCEPT, EXEC_STATIC, EXEC_LISTEN_FDS, MODES };
+static const char *const names[MODES] = { "seccomp sandbox", "io_uring accept", "io_uring, then accept()",
+					  "static image exec'd", "static image, LISTEN_FDS" };
 static char static_accept[4096];
 
 /* A filter that allows every call: what matters is that one went in. */
@@ -72,6 +73,15 @@ static void server(int mode, int l, int out, int ready, int conns)
 	if (mode == EXEC_STATIC) {
 		CHECK(dup2(l, 0) == 0 && dup2(out, 1) == 1);
 		execl(static_accept, "static_accept", (char *)NULL);
+		_exit(127);
+	}
+	if (mode == EXEC_LISTEN_FDS) { /* systemd's socket activation: from 3 on */
+		if (ready == 3) /* (it must close only at the exec) */
+			CHECK((ready = fcntl(3, F_DUPFD_CLOEXEC, 4)) > 3 && close(3) == 0);
+		CHECK(dup2(out, 1) == 1);
+		CHECK(l == 3 || dup2(l, 3) == 3);
+		CHECK(setenv("LISTEN_FDS", "1", 1) == 0);
+		execl(static_accept, "static_accept", "3", (char *)NULL);
 		_exit(127);
 	}
 	if (mode == SECCOMP)

@@ -1,14 +1,16 @@
-/* static_accept: accept one connection on the listener at descriptor 0
- * (inetd's wait mode) and copy what it carries to stdout until its end -
- * built statically (no loader, so no LD_PRELOAD: tests/behave/accept_past_us). */
+/* static_accept [FD]: accept one connection on the listener at descriptor
+ * FD (default 0: inetd's wait mode; 3: systemd's LISTEN_FDS) and copy what
+ * it carries to stdout until its end - built statically (no loader, so no
+ * LD_PRELOAD: tests/behave/accept_past_us). */
+#include <stdlib.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-int main(void)
+int main(int argc, char **argv)
 {
 	char b[16384];
 	ssize_t n;
-	int c = accept(0, NULL, NULL);
+	int c = accept(argc > 1 ? atoi(argv[1]) : 0, NULL, NULL);
 
 	if (c < 0)
 		return 1;
