@@ -230,8 +230,10 @@ int inband_syn_had_option(const struct sk *ls, int fd)
 	if (!ls->ag_listen)
 		return 0;
 	r = agent_take(fd, &nonce);
-	if (r == SHUNT_AG_SERVER_SAW || r == SHUNT_AG_SERVER_SAW_OFF)
-		return r == SHUNT_AG_SERVER_SAW ? 1 : 2;
+	if (r == SHUNT_AG_SERVER_SAW)
+		return 1;
+	if (r == SHUNT_AG_SERVER_SAW_OFF)
+		return 2;
 	r = real.getsockopt(fd, IPPROTO_TCP, TCP_SAVED_SYN, syn, &l);
 	errno = e;
 	return !r && shunt_syn_nonce(syn, l, &nonce) == 1;

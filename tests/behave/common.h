@@ -58,6 +58,19 @@ static inline double now_s(void)
 	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
+static inline int double_order(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* v (times, say) sorted in place, smallest first: its median. */
+static inline double sort_median(double *v, size_t n)
+{
+	qsort(v, n, sizeof *v, double_order);
+	return v[n / 2];
+}
+
 /* A listener on an ephemeral port of addr (IPv4 or IPv6 literal). */
 /* SHUNT_TEST_ADDR replaces 127.0.0.1: the RDMA suite runs every program
  * between two devices' addresses (tests/rdma/run.sh). */

@@ -130,13 +130,6 @@ static int hold(int l, int say)
 	return 0;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 static int run(int mode)
 {
 	struct sockaddr_storage ss;
@@ -214,10 +207,10 @@ static int run(int mode)
 	}
 	/* the server refuses 5 ms into its client's read, then writes: a
 	 * client left asleep woke at its 20 ms (the median: noise aside) */
-	qsort(took, CONNS, sizeof took[0], cmp_double);
-	if (mode == SERVER_FIRST && took[CONNS / 2] >= 0.015 && limit_s() <= 0.1) {
+	double median = sort_median(took, CONNS);
+	if (mode == SERVER_FIRST && median >= 0.015 && limit_s() <= 0.1) {
 		fprintf(stderr, "%s: the greeting came %.1f ms after connect (median)\n", names[mode],
-			took[CONNS / 2] * 1e3);
+			median * 1e3);
 		return 1;
 	}
 	return 0;

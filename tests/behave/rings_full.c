@@ -16,7 +16,7 @@
 /* three times what the rings hold (512 KiB); TCP itself over the test
  * guest's veth (MTU 1500) fell short of 2 MiB one run in 60.
  * RINGS_FULL_KB: another size (bench/hang_rate.sh) */
-static size_t SIZE = 3u << 19;
+static size_t size = 3u << 19;
 #define CHUNK 65536
 
 /* Read and write back as it comes, until the end; then end ours. */
@@ -36,9 +36,9 @@ static void write_then_read(int fd, uint32_t seed)
 {
 	char b;
 
-	write_pattern(fd, SIZE, seed);
+	write_pattern(fd, size, seed);
 	CHECK(shutdown(fd, SHUT_WR) == 0);
-	expect_pattern(fd, SIZE, seed);
+	expect_pattern(fd, size, seed);
 	CHECK(read(fd, &b, 1) == 0);
 }
 
@@ -76,8 +76,8 @@ int main(void)
 	int fd;
 
 	if (getenv("RINGS_FULL_KB"))
-		SIZE = (size_t)strtoul(getenv("RINGS_FULL_KB"), NULL, 10) << 10;
-	CHECK(SIZE);
+		size = (size_t)strtoul(getenv("RINGS_FULL_KB"), NULL, 10) << 10;
+	CHECK(size);
 	p = serve_in_child(server, &ss, &len);
 
 	fd = connect_to(&ss, len);
