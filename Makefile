@@ -89,6 +89,7 @@ $(BUILD)/tests/unit/procnet_test: tests/unit/procnet_test.c src/tools/procnet.c 
 
 BEHAVE_LIBS_io_uring := -luring
 BEHAVE_LIBS_accept_past_us := -luring
+BEHAVE_LIBS_uring_late := -luring
 $(BUILD)/tests/behave/%: tests/behave/%.c tests/behave/common.h tests/behave/uring.h $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -Wno-vla-larger-than -o $@ $< -lpthread $(BEHAVE_LIBS_$*)

@@ -256,28 +256,54 @@ void shunt_sandbox_enter(void)
 /* The process set up an io_uring (interpose.c saw it): operations it
  * submits go to the kernel sockets, under the rings, and cannot be seen
  * from here.  Connections made from now on stay plain (reason io-uring);
- * ones accelerated before cannot be moved and are named in a warning. */
-static void count_accel(int fd, struct sk *s, void *n)
+ * each one accelerated before moves to TCP at the exact byte first, as
+ * before a descriptor pass (move.c: the peer resends onto the socket what
+ * our ring held unread), so that the ring's operations find the whole
+ * stream on the socket.  One that cannot (a peer that shut its sending
+ * side with bytes unread here - they are only in memory; a sandbox) is
+ * named in a warning.  Offers and CONFIRMs still pending settle first:
+ * a pending one's first bytes, or its client's word, are on no socket. */
+static int uring_move(int fd, struct sk *s)
 {
-	(void)fd;
-	*(int *)n += s->kind == SK_CONN;
+	int r = s->conn->passed ? 0 : move_pass_wait(s, SHUNT_R_IO_URING);
+
+	if (r)
+		return r;
+	if (!move_settled(s->conn, SHUNT_R_FD_PASSED))
+		return -EBUSY; /* moved, but bytes of it are in our memory still */
+	/* (a thread in a call on it keeps the moved connection: its calls
+	 * use the socket too, which holds all of it) */
+	conn_retire(fd, s, SHUNT_R_IO_URING);
+	return 0;
 }
 
 void shunt_uring_seen(void)
 {
 	static int seen;
-	int n = 0;
+	int e = errno, *fds, n, left = 0, r = 0;
 
 	if (__atomic_exchange_n(&seen, 1, __ATOMIC_ACQ_REL))
 		return;
 	shunt_go_off(SHUNT_R_IO_URING, "io_uring set up");
-	fdtab_each(count_accel, &n);
-	if (n)
-		shunt_warn("io_uring set up with %d accelerated connection(s) open: operations "
-			   "submitted through it on them would not see their data; new "
-			   "connections stay plain (reason io-uring, docs/architecture.md)", n);
+	rdv_offers_settle_all();
+	inband_confirm_all(0);
+	n = fdtab_conns(&fds);
+	for (int i = 0; i < n; i++) {
+		struct sk *s = fdtab_get(fds[i]);
+		if (s && s->kind == SK_CONN && (r = uring_move(fds[i], s)))
+			left++;
+		sk_put(s);
+	}
+	free(fds);
+	if (n < 0 || left)
+		shunt_warn("io_uring set up with accelerated connections open: %d could not move to "
+			   "TCP (%s), operations submitted through the ring on them would not see "
+			   "their data; new connections stay plain (reason io-uring, "
+			   "docs/architecture.md)", n < 0 ? -1 : left, strerror(n < 0 ? -n : -r));
 	else
-		shunt_log("io_uring set up: new connections stay plain (reason io-uring)");
+		shunt_log("io_uring set up: %d accelerated connection(s) moved to TCP; new connections "
+			  "stay plain (reason io-uring)", n);
+	errno = e;
 }
 
 /* fork() through the wrapper (interpose.c): the child's share of every

@@ -231,6 +231,45 @@ void fdtab_each(void (*fn)(int fd, struct sk *s, void *arg), void *arg)
 	}
 }
 
+/* The descriptors that are accelerated connections now, for a caller
+ * that acts on each outside the walk (a move may sleep): their count, the
+ * array in *fds (free it), or -ENOMEM. */
+struct conn_list {
+	int *fd, n, cap;
+};
+
+static void conn_collect(int fd, struct sk *s, void *arg)
+{
+	struct conn_list *l = arg;
+	int *v;
+
+	if (s->kind != SK_CONN || l->n < 0)
+		return;
+	if (l->n == l->cap) {
+		if (!(v = realloc(l->fd, sizeof *v * (size_t)(l->cap ? 2 * l->cap : 16)))) {
+			l->n = -1;
+			return;
+		}
+		l->fd = v;
+		l->cap = l->cap ? 2 * l->cap : 16;
+	}
+	l->fd[l->n++] = fd;
+}
+
+int fdtab_conns(int **fds)
+{
+	struct conn_list l = { 0 };
+
+	fdtab_each(conn_collect, &l);
+	if (l.n < 0) {
+		free(l.fd);
+		l.fd = NULL;
+		l.n = -ENOMEM;
+	}
+	*fds = l.fd;
+	return l.n;
+}
+
 /* ---- the free objects ----
  * Each thread keeps a few of the objects it let go (a socket is most
  * often made and closed by one thread), and takes from them first: the

@@ -103,47 +103,24 @@ static void spawn_move(int fd, struct sk *s, const char *why)
 			   "plain (SHUNT_PORTS, SHUNT_DISABLE: docs/architecture.md)", fd, why, strerror(-r));
 }
 
-struct fd_list {
-	int *fd, n, cap;
-};
-
-static void inheritable_conn(int fd, struct sk *s, void *arg)
-{
-	struct fd_list *l = arg;
-	int *v;
-
-	if (s->kind != SK_CONN || l->n < 0)
-		return;
-	if (l->n == l->cap) {
-		if (!(v = realloc(l->fd, sizeof *v * (size_t)(l->cap ? 2 * l->cap : 16)))) {
-			l->n = -1; /* no memory: we move none, the spawn goes on as before */
-			return;
-		}
-		l->fd = v;
-		l->cap = l->cap ? 2 * l->cap : 16;
-	}
-	l->fd[l->n++] = fd;
-}
-
 void spawn_prepare(int std_only, const char *why)
 {
-	struct fd_list l = { 0 };
-	int e = errno, fl;
+	int e = errno, fl, *fds, n;
 
 	if (!shunt_active || shunt_sandboxed) /* (a sandbox: no call of ours; no move either) */
 		return;
 	rdv_offers_settle_all(); /* the child's program must find connections, not offers */
 	inband_confirm_all(0);
-	fdtab_each(inheritable_conn, &l);
-	for (int i = 0; i < l.n; i++) {
-		struct sk *s = l.fd[i] > 2 && std_only ? NULL : get_kind(l.fd[i], SK_CONN);
+	n = fdtab_conns(&fds); /* (no memory: we move none, the spawn goes on as before) */
+	for (int i = 0; i < n; i++) {
+		struct sk *s = fds[i] > 2 && std_only ? NULL : get_kind(fds[i], SK_CONN);
 		if (!s)
 			continue;
-		if ((fl = R(fcntl)(l.fd[i], F_GETFD)) >= 0 && !(fl & FD_CLOEXEC) && !s->conn->passed)
-			spawn_move(l.fd[i], s, why);
+		if ((fl = R(fcntl)(fds[i], F_GETFD)) >= 0 && !(fl & FD_CLOEXEC) && !s->conn->passed)
+			spawn_move(fds[i], s, why);
 		sk_put(s);
 	}
-	free(l.fd);
+	free(fds);
 	errno = e;
 }
 

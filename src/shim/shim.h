@@ -165,6 +165,7 @@ static inline void cancel_release_all(void)
 }
 static inline struct sk *sk_ref(struct sk *s) { __atomic_add_fetch(&s->refs, 1, __ATOMIC_RELAXED); return s; }
 void fdtab_each(void (*fn)(int fd, struct sk *s, void *arg), void *arg);
+int fdtab_conns(int **fds); /* the connections' numbers now (free the array), or -ENOMEM */
 long fd_close_range(unsigned first, unsigned last, unsigned flags,
 		    long (*sys_close_range)(unsigned, unsigned, unsigned));
 /* shunt's own descriptors: src/base/hidefd.c */

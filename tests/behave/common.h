@@ -629,6 +629,18 @@ static inline void expect_plain_now(int fd, const char *what)
 	}
 }
 
+/* Under shunt (SHUNT_EXPECT set): fd is plain TCP with that reason. */
+static inline void expect_plain_reason(int fd, unsigned reason)
+{
+	struct shunt_info in;
+
+	if (getenv("SHUNT_EXPECT") && ((in = sock_info(fd)).mode != 0 || in.reason != reason)) {
+		fprintf(stderr, "fd %d: mode %u reason %u, wanted plain with reason %u\n", fd, in.mode,
+			in.reason, reason);
+		exit(1);
+	}
+}
+
 static inline const char *mode_name(unsigned mode)
 {
 	return mode == 3 ? "rdma" : mode == 0 ? "tcp" : mode == 1 ? "shm" : "none";

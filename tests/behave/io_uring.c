@@ -8,33 +8,7 @@
 
 #define N 100000
 
-static void expect_uring_plain(int fd)
-{
-	struct shunt_info info;
-	socklen_t l = sizeof info;
-
-	if (!getenv("SHUNT_EXPECT"))
-		return;
-	CHECK(getsockopt(fd, SOL_SHUNT, SHUNT_INFO, &info, &l) == 0);
-	if (info.mode != 0 || info.reason != 22) {
-		fprintf(stderr, "fd %d: mode %u reason %u, wanted plain with reason 22\n", fd,
-			info.mode, info.reason);
-		exit(1);
-	}
-}
-
 /* one operation through the ring: its result */
-static int uring_io(struct io_uring *r, int fd, void *buf, size_t n, int send)
-{
-	struct io_uring_sqe *sqe = io_uring_get_sqe(r);
-
-	CHECK(sqe);
-	if (send)
-		io_uring_prep_send(sqe, fd, buf, n, 0);
-	else
-		io_uring_prep_recv(sqe, fd, buf, n, 0);
-	return uring_one(r);
-}
 
 int main(void)
 {
@@ -62,7 +36,7 @@ int main(void)
 	}
 	CHECK(r == 0);
 	int fd = connect_to(&ss, len);
-	expect_uring_plain(fd);
+	expect_plain_reason(fd, 22); /* io-uring */
 	size_t got = 0;
 	while (got < N) {
 		int n = uring_io(&ring, fd, buf + got, N - got, 0);

@@ -1,0 +1,88 @@
+/* Description: a program that sets up an io_uring while a TCP connection
+ * is open - bytes of its peer's waiting unread, bytes of its own not yet
+ * read by the peer - then receives and sends on that connection through
+ * the ring gets every byte, in order, and its peer too.  Under shunt the
+ * connection was accelerated: it moves to TCP at the exact byte as the
+ * ring is set up (reason io-uring, 22), the peer resending onto the socket
+ * what the ring held unread; before, the ring's receive found none of the
+ * bytes in the rings (it waited for ever) and its sends went to a socket
+ * the peer did not read (issue #13, item 7).  A connection made after the
+ * ring stays plain (tests/behave/io_uring). */
+#include "common.h"
+#include "uring.h"
+#include <sys/ioctl.h>
+
+#define IN 100000  /* the peer's, in our ring when the ring is set up */
+#define OUT1 50000 /* ours before the ring, unread by the peer then */
+#define OUT2 100000 /* ours through the ring */
+
+static void server(int l)
+{
+	int c = accept(l, NULL, NULL);
+	char b;
+
+	CHECK(c >= 0);
+	write_pattern(c, IN, 1);
+	/* asleep in this read when the client's ring goes in: the move wakes
+	 * us to resend what the client had not read */
+	expect_pattern(c, OUT1 + OUT2, 2);
+	write_all(c, "k", 1);
+	CHECK(read(c, &b, 1) == 0); /* the client's end */
+	close(c);
+	_exit(0);
+}
+
+int main(void)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+	int l = listen_on("127.0.0.1", &ss, &len), fd, r, avail = 0;
+	static uint8_t buf[OUT1 + OUT2];
+	struct io_uring ring;
+
+	deadline(30);
+	pid_t p = test_fork();
+	if (!p)
+		server(l);
+	close(l);
+	fd = connect_to(&ss, len);
+	expect_mode(fd);
+	for (size_t i = 0; i < OUT1 + OUT2; i++)
+		buf[i] = pattern(i, 2);
+	write_all(fd, buf, OUT1);
+	for (int ms = 0; avail < IN && ms < 10000; ms++) { /* the peer's bytes all here */
+		CHECK(ioctl(fd, FIONREAD, &avail) == 0);
+		if (avail < IN)
+			usleep(1000);
+	}
+	CHECK(avail == IN);
+	r = io_uring_queue_init(8, &ring, 0);
+	if (r == -ENOSYS || r == -EPERM) {
+		printf("skip: no io_uring here (%s)\n", strerror(-r));
+		kill(p, SIGKILL);
+		return 77;
+	}
+	CHECK(r == 0);
+	expect_plain_reason(fd, 22); /* io-uring */
+	for (size_t off = OUT1; off < OUT1 + OUT2;) {
+		int n = uring_io(&ring, fd, buf + off, OUT1 + OUT2 - off, 1);
+		CHECK(n > 0);
+		off += (size_t)n;
+	}
+	memset(buf, 0, sizeof buf);
+	for (size_t got = 0; got < IN;) {
+		int n = uring_io(&ring, fd, buf + got, IN - got, 0);
+		CHECK(n > 0);
+		got += (size_t)n;
+	}
+	for (size_t i = 0; i < IN; i++)
+		if (buf[i] != pattern(i, 1)) {
+			fprintf(stderr, "client: byte %zu of what came before the ring differs\n", i);
+			return 1;
+		}
+	CHECK(uring_io(&ring, fd, buf, 1, 0) == 1 && buf[0] == 'k');
+	shutdown(fd, SHUT_WR);
+	io_uring_queue_exit(&ring);
+	CHECK(wait_child(p) == 0);
+	return 0;
+}
