@@ -53,6 +53,7 @@ static void resolve(void)
 	OPTIONAL(epoll_pwait2); OPTIONAL(execveat);
 	OPTIONAL(preadv2); OPTIONAL(pwritev2); OPTIONAL(preadv64v2); OPTIONAL(pwritev64v2);
 	OPTIONAL(aio_read); OPTIONAL(aio_write); OPTIONAL(aio_read64); OPTIONAL(aio_write64);
+	OPTIONAL(lio_listio); OPTIONAL(lio_listio64);
 	__atomic_store_n(&ready, ok, __ATOMIC_RELEASE);
 }
 

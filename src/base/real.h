@@ -101,6 +101,8 @@ struct real_fns {
 	int (*aio_write)(struct aiocb *);
 	int (*aio_read64)(struct aiocb64 *);
 	int (*aio_write64)(struct aiocb64 *);
+	int (*lio_listio)(int, struct aiocb *const[], int, struct sigevent *);
+	int (*lio_listio64)(int, struct aiocb64 *const[], int, struct sigevent *);
 };
 
 extern struct real_fns real;

@@ -83,7 +83,9 @@ EXPORT int system(const char *cmd)
  * libc's internal calls, past the wrappers - on an accelerated connection
  * they would see the kernel socket while the bytes are in the rings.  So
  * it moves to TCP at the exact byte first (reason unsupported-feature),
- * as for C stdio.  lio_listio is not seen (two glibc versions of it). */
+ * as for C stdio; for lio_listio, each descriptor its list names.  (glibc
+ * has an older lio_listio too, GLIBC_2.2.5's, for programs linked before
+ * 2.4: their calls reach the current one through us.) */
 static int aio_prepare(int fd, const void *next)
 {
 	struct sk *s;
@@ -94,7 +96,7 @@ static int aio_prepare(int fd, const void *next)
 	}
 	if ((s = fdtab_get(fd))) {
 		if (s->kind == SK_CONN)
-			conn_move_for(s, "POSIX AIO (aio_read, aio_write)");
+			conn_move_for(s, "POSIX AIO (aio_read, aio_write, lio_listio)");
 		sk_put(s);
 	}
 	return 0;
@@ -118,4 +120,29 @@ EXPORT int aio_read64(struct aiocb64 *cb)
 EXPORT int aio_write64(struct aiocb64 *cb)
 {
 	return aio_prepare(cb->aio_fildes, R(aio_write64)) ?: R(aio_write64)(cb);
+}
+
+/* (a list glibc refuses - a mode it does not know - moves nothing; it
+ * skips NULL entries and LIO_NOP, and so do we) */
+#define LIO_PREPARE(mode, list, n, next)                                                      \
+	do {                                                                                  \
+		if (!(next)) {                                                                \
+			errno = ENOSYS;                                                       \
+			return -1;                                                            \
+		}                                                                             \
+		for (int i_ = 0; ((mode) == LIO_WAIT || (mode) == LIO_NOWAIT) && i_ < (n); i_++) \
+			if ((list)[i_] && (list)[i_]->aio_lio_opcode != LIO_NOP)              \
+				aio_prepare((list)[i_]->aio_fildes, (next));                   \
+	} while (0)
+
+EXPORT int lio_listio(int mode, struct aiocb *const list[], int n, struct sigevent *sev)
+{
+	LIO_PREPARE(mode, list, n, R(lio_listio));
+	return R(lio_listio)(mode, list, n, sev);
+}
+
+EXPORT int lio_listio64(int mode, struct aiocb64 *const list[], int n, struct sigevent *sev)
+{
+	LIO_PREPARE(mode, list, n, R(lio_listio64));
+	return R(lio_listio64)(mode, list, n, sev);
 }

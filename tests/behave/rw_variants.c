@@ -2,10 +2,12 @@
  * as on TCP: pwritev2/preadv2 at offset -1 (the stream's position;
  * RWF_NOWAIT does not wait: EAGAIN), at another offset ESPIPE, with an
  * unknown flag EOPNOTSUPP, each leaving the stream as it was; and POSIX
- * AIO (aio_write, aio_read, aio_suspend, aio_return), whose glibc threads
- * use libc's internal read and write.  With the previous library the
- * preadv2 waited for ever on the kernel socket while the bytes were in
- * the rings. */
+ * AIO (aio_write, aio_read, aio_suspend, aio_return; lio_listio, on a
+ * connection of its own), whose glibc threads use libc's internal read
+ * and write.  With the previous library the preadv2 waited for ever on
+ * the kernel socket while the bytes were in the rings; before the
+ * thirty-fifth session, lio_listio's bytes went to the kernel socket while
+ * the peer read its ring. */
 #include "common.h"
 #include <aio.h>
 #include <sys/uio.h>
@@ -18,6 +20,18 @@ static void aio_do(int fd, int wr, char *buf, size_t n)
 	CHECK((wr ? aio_write(&cb) : aio_read(&cb)) == 0);
 	while (aio_error(&cb) == EINPROGRESS)
 		CHECK(aio_suspend(list, 1, NULL) == 0 || errno == EINTR);
+	CHECK(aio_error(&cb) == 0 && aio_return(&cb) == (ssize_t)n);
+}
+
+/* One operation in a list: LIO_WAIT returns when it is done. */
+static void lio_do(int fd, int wr, char *buf, size_t n)
+{
+	struct aiocb nop = { .aio_lio_opcode = LIO_NOP };
+	struct aiocb cb = { .aio_fildes = fd, .aio_buf = buf, .aio_nbytes = n,
+			    .aio_lio_opcode = wr ? LIO_WRITE : LIO_READ };
+	struct aiocb *list[3] = { &nop, NULL, &cb };
+
+	CHECK(lio_listio(LIO_WAIT, list, 3, NULL) == 0);
 	CHECK(aio_error(&cb) == 0 && aio_return(&cb) == (ssize_t)n);
 }
 
@@ -41,6 +55,14 @@ int main(void)
 		read_all(c, got, 5); /* the client's aio_write */
 		CHECK(!memcmp(got, "async", 5));
 		write_all(c, "reply", 5);
+		CHECK(read(c, got, 1) == 0);
+		close(c);
+		c = accept(l, NULL, NULL); /* lio_listio's */
+		CHECK(c >= 0);
+		expect_mode(c);
+		read_all(c, got, 4);
+		CHECK(!memcmp(got, "list", 4));
+		write_all(c, "LIST", 4);
 		CHECK(read(c, got, 1) == 0);
 		_exit(0);
 	}
@@ -74,6 +96,12 @@ int main(void)
 	aio_do(fd, 1, "async", 5);
 	aio_do(fd, 0, got, 5);
 	CHECK(!memcmp(got, "reply", 5));
+	close(fd);
+	fd = connect_to(&ss, len);
+	expect_mode(fd);
+	lio_do(fd, 1, "list", 4);
+	lio_do(fd, 0, got, 4);
+	CHECK(!memcmp(got, "LIST", 4));
 	close(fd);
 	CHECK(wait_child(p) == 0);
 	return 0;
