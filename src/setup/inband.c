@@ -517,6 +517,26 @@ int inband_settle(struct sk *s, int fd, int writing, int nonblock)
 	return 0;
 }
 
+/* A socket in a handshake state, looked at by a call that reads nothing
+ * (poll, select, FIONREAD): a late message already all there is taken off
+ * (answered if the order allows), a CONFIRM attaches - so that neither
+ * wakes a poll nor counts as the program's bytes; nothing is waited for
+ * (HS_CONFIRM: not even another thread's settle).  1 if the state
+ * changed (the socket may be the connection now), else 0. */
+int inband_settle_nb(struct sk *s, int fd)
+{
+	int st = __atomic_load_n(&s->hs, __ATOMIC_ACQUIRE), e = errno;
+
+	if (st == HS_NONE || s->kind == SK_CONN)
+		return 0;
+	if (st == HS_CONFIRM)
+		inband_confirm_try(s, fd);
+	else
+		(void)inband_settle(s, fd, 0, 1);
+	errno = e;
+	return __atomic_load_n(&s->hs, __ATOMIC_ACQUIRE) != st || s->kind == SK_CONN;
+}
+
 /*
  * HS_CONFIRM: our ACCEPT(RDMA) went, the client's word did not come while
  * accept() waited for it.  Until it does the socket is plain and carries

@@ -504,6 +504,10 @@ EXPORT int ioctl(int fd, unsigned long req, ...)
 	s = fdtab_get(fd);
 	if (!s)
 		return R(ioctl)(fd, req, arg);
+	/* a late handshake message, all there, is not the program's bytes
+	 * (a CONFIRM there: the connection's count) */
+	if (req == FIONREAD && s->kind != SK_CONN && __atomic_load_n(&s->hs, __ATOMIC_ACQUIRE) != HS_NONE)
+		inband_settle_nb(s, fd);
 	if (req == FIONREAD && s->kind == SK_CONN) {
 		size_t n = conn_nread(s->conn);
 		*(int *)arg = n > INT_MAX ? INT_MAX : (int)n;

@@ -65,16 +65,18 @@ EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t n, const struct timespec *ts,
 	return ppoll(fds, n, ts, mask);
 }
 
+/* An accelerated connection in the sets, or a socket in a handshake
+ * state (poll.c looks at what the kernel reports for it first). */
 static int any_shm(int nfds, fd_set *a, fd_set *b, fd_set *c)
 {
 	for (int fd = 0; fd < nfds && fd < FD_SETSIZE; fd++) {
 		if (!((a && FD_ISSET(fd, a)) || (b && FD_ISSET(fd, b)) || (c && FD_ISSET(fd, c))))
 			continue;
-		struct sk *s = get_kind(fd, SK_CONN);
-		if (s) {
-			sk_put(s);
+		struct sk *s = fdtab_get(fd);
+		int ours = s && (s->kind == SK_CONN || __atomic_load_n(&s->hs, __ATOMIC_ACQUIRE) != HS_NONE);
+		sk_put(s);
+		if (ours)
 			return 1;
-		}
 	}
 	return 0;
 }

@@ -336,23 +336,92 @@ static int pend_look(struct pollfd *fds, nfds_t n, struct sk **kept, int msg)
 	return settled;
 }
 
+/* ---- sockets in a handshake state ----
+ * A socket whose in-band handshake ended by a time-out (a late message may
+ * still head its stream, removed before the program's first read:
+ * inband.c) or whose client's word after our ACCEPT(RDMA) is still to
+ * come (HS_CONFIRM) is polled as the socket it is; what the kernel
+ * reports for it is looked at first: a late message all there is taken
+ * off, a CONFIRM attaches the connection, and the poll looks again - such
+ * a message alone neither ends the poll with POLLIN (the program's read
+ * found nothing: EAGAIN, or a blocking read that waited on) nor, once
+ * the word came, does the connection stay behind the kernel's socket.
+ * Until the word comes (HS_CONFIRM), a write would wait for it: room is
+ * not reported - the kernel is asked for the word (POLLIN) instead - and
+ * the sleep is cut into naps (another thread's call may take the word
+ * off the socket), not past the word's wait (then the write ends it, and
+ * room is the kernel's to report). */
+#define CONFIRM_NAP_MS 20
+
+struct hs_ent {
+	struct sk *s;
+	short events; /* the program's */
+};
+
+/* Before the pass: the events the kernel is asked for; *nap_ms cut. */
+static short hs_events(struct sk *s, short ev, int *nap_ms)
+{
+	uint64_t now = shunt_now_ns(), until = s->hs_until;
+	int left;
+
+	if (__atomic_load_n(&s->hs, __ATOMIC_ACQUIRE) != HS_CONFIRM || now >= until)
+		return ev;
+	left = (int)((until - now + 999999) / 1000000);
+	if (left > CONFIRM_NAP_MS)
+		left = CONFIRM_NAP_MS;
+	if (*nap_ms < 0 || left < *nap_ms)
+		*nap_ms = left;
+	return (short)((ev & ~(POLLOUT | POLLWRNORM | POLLWRBAND)) | POLLIN);
+}
+
+/* After the pass (look: it reported some): those the kernel reported for
+ * settle if they can (one that changed is looked at again: no report of
+ * its own), the program's events back; how many changed. */
+static int hs_look(struct pollfd *fds, nfds_t n, const struct hs_ent *hs, int look)
+{
+	int changed = 0;
+
+	for (nfds_t i = 0; i < n; i++) {
+		if (!hs[i].s)
+			continue;
+		if (look && fds[i].revents && inband_settle_nb(hs[i].s, fds[i].fd)) {
+			fds[i].revents = 0;
+			changed++;
+		}
+		fds[i].events = hs[i].events;
+		fds[i].revents &= (short)(hs[i].events | POLLERR | POLLHUP | POLLNVAL);
+	}
+	return changed;
+}
+
+static int count_ready(const struct pollfd *fds, nfds_t n)
+{
+	int r = 0;
+
+	for (nfds_t i = 0; i < n; i++)
+		r += fds[i].revents != 0;
+	return r;
+}
+
 int shim_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t *mask)
 {
 	struct sk *stack_sks[64], **sks = n <= 64 ? stack_sks : calloc(n, sizeof *sks);
 	struct sk *stack_kept[64], **kept = n <= 64 ? stack_kept : calloc(n, sizeof *kept);
+	struct hs_ent stack_hs[64], *hs = n <= 64 ? stack_hs : calloc(n, sizeof *hs);
 	struct pollfd stack_ext[192], *ext = NULL;
 	uint64_t deadline = timeout_ms > 0 ? shunt_now_ns() + (uint64_t)timeout_ms * 1000000ull : 0;
-	int naccel, nkept, r, intr = 0, msg, pass_ms, settled;
+	int naccel, nkept, nhs, r, intr = 0, msg, pass_ms, settled, changed, nap_ms;
 
-	if (!sks || !kept) {
+	if (!sks || !kept || !hs) {
 		r = -ENOMEM;
 		goto out;
 	}
 again:
-	naccel = nkept = msg = 0;
+	naccel = nkept = nhs = msg = 0;
+	nap_ms = -1;
 	for (nfds_t i = 0; i < n; i++) {
 		struct sk *s = fds[i].fd >= 0 ? fdtab_peek(fds[i].fd) : NULL;
-		kept[i] = NULL;
+		kept[i] = hs[i].s = NULL;
 		if (s && __builtin_expect(__atomic_load_n(&s->offer, __ATOMIC_ACQUIRE) != NULL, 0)) {
 			if (n == 1 && poll_pending(&fds[0], s, &timeout_ms, mask, &intr)) {
 				sk_put(s);
@@ -367,6 +436,16 @@ again:
 			}
 			rdv_offer_settle_nb(s); /* (settled already: nothing) */
 		}
+		if (s && s->kind != SK_CONN && __atomic_load_n(&s->hs, __ATOMIC_ACQUIRE) != HS_NONE) {
+			inband_settle_nb(s, fds[i].fd); /* (what is there already) */
+			if (s->kind != SK_CONN && __atomic_load_n(&s->hs, __ATOMIC_ACQUIRE) != HS_NONE) {
+				hs[i] = (struct hs_ent){ s, fds[i].events }; /* polled as the socket it is */
+				fds[i].events = hs_events(s, fds[i].events, &nap_ms);
+				nhs++;
+				sks[i] = NULL;
+				continue;
+			}
+		}
 		if (s && s->kind != SK_CONN) {
 			sk_put(s);
 			s = NULL;
@@ -375,6 +454,8 @@ again:
 		naccel += s != NULL;
 	}
 	pass_ms = timeout_ms;
+	if (nap_ms >= 0 && (pass_ms < 0 || nap_ms < remaining_ms(timeout_ms, deadline)))
+		pass_ms = nap_ms; /* (the word awaited: naps) */
 	if (nkept) { /* a nap, not past the offers' wait */
 		uint64_t now = shunt_now_ns(), end = UINT64_MAX;
 		for (nfds_t i = 0; i < n; i++)
@@ -388,36 +469,44 @@ again:
 			pass_ms = left;
 	}
 	if (!naccel && !nkept) {
-		struct timespec ts = { timeout_ms / 1000, (timeout_ms % 1000) * 1000000L };
-		r = real.ppoll(fds, n, timeout_ms < 0 ? NULL : &ts, mask);
+		struct timespec ts = { pass_ms / 1000, (pass_ms % 1000) * 1000000L };
+		r = real.ppoll(fds, n, pass_ms < 0 ? NULL : &ts, mask);
 		r = r < 0 ? -errno : r;
-		goto out;
-	}
-	if (n == 1 && poll_one_fits(&fds[0], sks[0], timeout_ms, mask)) {
+	} else if (n == 1 && poll_one_fits(&fds[0], sks[0], timeout_ms, mask)) {
 		cancel_hold(sks[0]);
 		r = poll_one(&fds[0], sks[0], timeout_ms);
 		cancel_release();
 		sk_put(sks[0]);
 		goto out;
+	} else {
+		if (!ext) /* (room for every entry accelerated: a later pass may have more) */
+			ext = 2 * n + 2 <= 192 ? stack_ext : calloc(2 * n + 2, sizeof *ext);
+		cancel_hold_all(sks, n); /* poll is a cancellation point (cancel.c) */
+		r = ext ? poll_loop(fds, n, sks, pass_ms, mask, ext, nkept ? rdv_msg_fd() : -1, &msg) : -ENOMEM;
+		cancel_release_all();
+		for (nfds_t i = 0; i < n; i++)
+			if (sks[i])
+				sk_put(sks[i]);
 	}
-	if (!ext) /* (room for every entry accelerated: a later pass may have more) */
-		ext = 2 * n + 2 <= 192 ? stack_ext : calloc(2 * n + 2, sizeof *ext);
-	cancel_hold_all(sks, n); /* poll is a cancellation point (cancel.c) */
-	r = ext ? poll_loop(fds, n, sks, pass_ms, mask, ext, nkept ? rdv_msg_fd() : -1, &msg) : -ENOMEM;
-	cancel_release_all();
-	for (nfds_t i = 0; i < n; i++)
-		if (sks[i])
-			sk_put(sks[i]);
 	settled = nkept && r >= 0 && pend_look(fds, n, kept, msg);
-	for (nfds_t i = 0; i < n; i++)
+	changed = 0;
+	if (nhs) {
+		changed = hs_look(fds, n, hs, r > 0);
+		if (r > 0)
+			r = count_ready(fds, n);
+	}
+	for (nfds_t i = 0; i < n; i++) {
 		if (kept[i])
 			sk_put(kept[i]);
-	if (nkept && r >= 0) {
+		if (hs[i].s)
+			sk_put(hs[i].s);
+	}
+	if (r >= 0 && (nkept || changed || nap_ms >= 0)) {
 		int left = remaining_ms(timeout_ms, deadline);
 		/* one settled: looked at again (at once if others are ready);
 		 * else, nothing ready and time left: another nap */
-		if (settled || (!r && timeout_ms && left)) {
-			timeout_ms = settled && r ? 0 : left;
+		if (settled || changed || (!r && timeout_ms && left)) {
+			timeout_ms = r ? 0 : left;
 			goto again;
 		}
 	}
@@ -430,6 +519,8 @@ out:
 		free(sks);
 	if (kept != stack_kept)
 		free(kept);
+	if (hs != stack_hs)
+		free(hs);
 	return r;
 }
 

@@ -444,6 +444,7 @@ int inband_client(struct sk *s, int fd, uint64_t nonce, uint64_t max_wait);
 int inband_server(struct sk *s, int fd, int nonblock, int quick);
 int inband_syn_had_option(const struct sk *ls, int fd);
 int inband_settle(struct sk *s, int fd, int writing, int nonblock);
+int inband_settle_nb(struct sk *s, int fd); /* what has come decides, no wait: 1 if it did */
 /* HS_CONFIRM (the client's word after our ACCEPT(RDMA) still to come):
  * settled by the first call - a read when it comes, a write (or anything
  * that puts bytes on the stream) waiting for it; 0, or -errno for the

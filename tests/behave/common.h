@@ -646,6 +646,40 @@ static inline const char *mode_name(unsigned mode)
 	return mode == 3 ? "rdma" : mode == 0 ? "tcp" : mode == 1 ? "shm" : "none";
 }
 
+/* "client: MODE, reason N" for fd on stderr (the scripts that run a test
+ * through the in-band handshake look for it). */
+static inline void say_client_mode(int fd)
+{
+	struct shunt_info si = sock_info(fd);
+
+	fprintf(stderr, "client: %s, reason %u\n", mode_name(si.mode), si.reason);
+}
+
+/* A request-answer pair's two ends (spin_read, late_wake): the server's
+ * "ok", blocking, then the client's end; the client's wait for that "ok"
+ * (the first connection's mode said), its mode checked, its close. */
+static inline void answer_ok_to_end(int c)
+{
+	char b;
+
+	CHECK(fcntl(c, F_SETFL, 0) == 0);
+	write_all(c, "ok", 2);
+	CHECK(read(c, &b, 1) == 0); /* the client's end */
+	close(c);
+}
+
+static inline void client_ok_end(int fd, int first)
+{
+	char b[2];
+
+	read_all(fd, b, 2);
+	CHECK(!memcmp(b, "ok", 2));
+	if (first)
+		say_client_mode(fd);
+	expect_mode(fd);
+	close(fd);
+}
+
 /* tests/tools' "NAME server|client ADDR PORT": the address (exit 2 on bad
  * arguments); a server role gets a listening socket in *l and says
  * "listening" (its script starts the client then). */

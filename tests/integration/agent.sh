@@ -105,6 +105,13 @@ out=$(in_cg env LD_PRELOAD="$ROOT/$BUILD/libshunt.so" SHUNT_DIR="$WORK/hostA" SH
 out=$(in_cg env LD_PRELOAD="$ROOT/$BUILD/libshunt-faults.so" SHUNT_FAULT_PUBLISH_MS=50 SHUNT_DIR="$WORK/hostA" \
 	SHUNT_LOCAL=0 "$B/spin_read" 2>&1) || die "in-band, late PROPOSAL, spinning reader: $out"
 echo "$out" | grep -q 'client: tcp, reason 13' || die "in-band, late PROPOSAL: not the late one? $out"
+# ... to a server waiting in poll() or select() for the request, 300 ms
+# later: the PROPOSAL alone wakes neither, nor counts in FIONREAD
+# (tests/behave/late_wake; before, each woke with POLLIN, FIONREAD 100,
+# and the read said EAGAIN).
+out=$(in_cg env LD_PRELOAD="$ROOT/$BUILD/libshunt-faults.so" SHUNT_FAULT_PUBLISH_MS=50 SHUNT_DIR="$WORK/hostA" \
+	SHUNT_LOCAL=0 "$B/late_wake" 2>&1) || die "in-band, late PROPOSAL, a server in poll: $out"
+echo "$out" | grep -q 'client: tcp, reason 13' || die "in-band, late PROPOSAL to a poll: not the late one? $out"
 # ... to a non-blocking accept(): it waits a fortieth of SHUNT_ACCEPT_WAIT_MS
 # (5 ms) for the PROPOSAL, a blocking one a tenth (tests/behave/late_offer:
 # 15 and 100 ms at most; before, both 20 ms).
@@ -128,6 +135,7 @@ echo "  one host through the in-band handshake: shared memory, the server's exit
 echo "  servers accepting past shunt (sandbox, io_uring, a static image): the agent answers none"
 echo "  a listener that defers its accept to the first byte: in-band, shared memory"
 echo "  in-band, a late PROPOSAL to a server spinning on non-blocking reads: removed, never read"
+echo "  in-band, a late PROPOSAL to a server in poll/select: no wake-up, not in FIONREAD"
 echo "  in-band, a late PROPOSAL: a non-blocking accept() waits 5 ms for it, a blocking one 20 ms"
 echo "  in-band, non-blocking connect: shared memory; a server slow to accept holds it 5 ms at most"
 echo "  shim + agent across hosts: in-band PROPOSAL/DECLINE (no transport yet: reason 12) with data intact"

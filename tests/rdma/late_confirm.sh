@@ -12,18 +12,22 @@
 # for A's CONFIRM up to 10 s: B's connect took ~3.5 s), and A's connection
 # must still become RDMA at its late CONFIRM and carry every byte: with a
 # thread a connection whose first act is a banner (the write waits for
-# the word), and with one epoll thread that registered A before the word
-# came (the registration follows the connection).
+# the word), with one epoll thread that registered A before the word
+# came (the registration follows the connection), and with one poll()
+# thread that writes a banner first: poll must not report room its write
+# would wait for - before, each poll said writable, each write waited
+# 5 ms for the word and said EAGAIN, and the loop spun in such stalls for
+# the 4 s (it must stall under 100 ms in all).
 set -eu
 . "$(dirname "$0")/lib.sh"
 T=$BUILD/tests/tools/lateconfirm
 S=/tmp/lc-s.out A=/tmp/lc-a.out B=/tmp/lc-b.out
 die() { echo "FAIL: $*"; tail -15 $S; tail -5 $A; tail -5 $B; exit 1; }
 port=7870
-for mode in threads epoll; do
+for mode in threads epoll poll; do
 	port=$((port + 1))
 	wait_ms=2000
-	[ $mode = epoll ] && wait_ms=20000
+	[ $mode != threads ] && wait_ms=20000
 	: > $S # a stale "listening" must not start the clients
 	env LD_PRELOAD="$LIB" SHUNT_TRANSPORT=rdma SHUNT_LOG=1 SHUNT_ACCEPT_WAIT_MS=$wait_ms \
 		timeout 60 "$T" server 10.0.0.1 $port $mode 2 > $S 2>&1 &
@@ -44,5 +48,12 @@ for mode in threads epoll; do
 	grep -q "the client's word has not come" $S || die "$mode: A's word came in time (the fault did not hold it)"
 	grep -q 'settled at its first call: rdma, none' $S || die "$mode: A's connection did not become RDMA at its CONFIRM"
 	[ "$(grep -c 'accept fd .*: rdma, none' $S)" -ge 1 ] || die "$mode: B's connection is not RDMA"
-	echo "late_confirm $mode: B connected in $bconn ms while A's CONFIRM took 4 s; $(sed -n 's/^client A: //p' $A) (RDMA from its CONFIRM)"
+	stall=
+	if [ $mode = poll ]; then
+		stall=$(sed -n 's/^stalled \([0-9]*\) ms in \([0-9]*\) writes/\1 ms in \2 writes/p' $S)
+		[ -n "$stall" ] || die "poll: no stall reported"
+		[ "${stall%% *}" -lt 100 ] || die "poll: the loop stalled $stall (its poll reported room before the word)"
+		stall="; the loop stalled $stall"
+	fi
+	echo "late_confirm $mode: B connected in $bconn ms while A's CONFIRM took 4 s ($(sed -n 's/^client B: //p' $B)); A: $(sed -n 's/^client A: //p' $A) (RDMA from its CONFIRM)$stall"
 done

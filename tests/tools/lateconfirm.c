@@ -9,10 +9,17 @@
  *       blocking accept() loop and a thread a connection that first writes
  *       a banner (the write waits for the client's word); "epoll", one
  *       thread, non-blocking, level-triggered, no banner (the registration
- *       made before the word must follow the connection).  Prints
- *       "listening", then "accepted I after MS ms" for each.
+ *       made before the word must follow the connection); "poll", one
+ *       thread, non-blocking, level-triggered poll(), a banner first (an
+ *       event loop's server that speaks first: SMTP, MySQL) - it must not
+ *       be told of room its write would wait for (before, poll said
+ *       writable, each write waited 5 ms for the word and said EAGAIN:
+ *       the loop spun in 5 ms stalls until the word came).  Prints
+ *       "listening", then "accepted I after MS ms" for each, and in poll
+ *       mode "stalled MS ms in N writes" at the end: the time its writes
+ *       took that said EAGAIN.
  *   lateconfirm client ADDR PORT threads|epoll TAG
- *       connects, reads the banner (threads), writes 8 bytes of length and
+ *       connects, reads the banner (threads, poll), writes 8 bytes of length and
  *       a 1 MiB request, reads its echo and checks it; prints "client TAG:
  *       connect MS ms, first MS ms, done MS ms, ok" (first: the banner, or
  *       the echo's first byte). */
@@ -50,11 +57,63 @@ static void *serve_one(void *arg)
 	return NULL;
 }
 
-struct ec { /* an epoll connection */
-	int fd;
+struct ec { /* an event loop's connection */
+	int fd, banner;
 	uint64_t len, got, sent;
 	char *buf;
 };
+
+static struct ec *ec_new(int fd)
+{
+	struct ec *c = calloc(1, sizeof *c);
+
+	if (!c || !(c->buf = malloc(REQ + 8)))
+		die("calloc");
+	c->fd = fd;
+	return c;
+}
+
+static void ec_free(struct ec *c)
+{
+	close(c->fd);
+	free(c->buf);
+	free(c);
+}
+
+static int ec_reading(const struct ec *c)
+{
+	return !c->len || c->got < c->len + 8;
+}
+
+/* A non-blocking read of the request (its length, then its bytes). */
+static void ec_read(struct ec *c)
+{
+	ssize_t r = read(c->fd, c->buf + c->got, REQ + 8 - c->got);
+
+	if (r < 0 && errno == EAGAIN)
+		return;
+	if (r <= 0)
+		die("server read");
+	c->got += (uint64_t)r;
+	if (c->got >= 8 && !c->len) {
+		memcpy(&c->len, c->buf, 8);
+		if (!c->len || c->len > REQ)
+			die("server: bad length");
+	}
+}
+
+/* A non-blocking write of the echo: 1 once all of it went. */
+static int ec_write(struct ec *c)
+{
+	ssize_t w = write(c->fd, c->buf + 8 + c->sent, c->len - c->sent);
+
+	if (w < 0 && errno == EAGAIN)
+		return 0;
+	if (w <= 0)
+		die("server write");
+	c->sent += (uint64_t)w;
+	return c->sent == c->len;
+}
 
 static void serve_epoll(int l, int n)
 {
@@ -77,47 +136,96 @@ static void serve_epoll(int l, int n)
 					continue;
 				printf("accepted %d after %.0f ms\n", ++accepted, ms_since(t0));
 				fflush(stdout);
-				if (!(c = calloc(1, sizeof *c)) || !(c->buf = malloc(REQ + 8)))
-					die("calloc");
-				c->fd = fd;
+				c = ec_new(fd);
 				struct epoll_event in = { .events = EPOLLIN, .data.ptr = c };
 				if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &in))
 					die("epoll_ctl add");
 				continue;
 			}
-			if (!c->len || c->got < c->len + 8) {
-				ssize_t r = read(c->fd, c->buf + c->got, REQ + 8 - c->got);
-				if (r < 0 && errno == EAGAIN)
-					continue;
-				if (r <= 0)
-					die("server read");
-				c->got += (uint64_t)r;
-				if (c->got >= 8 && !c->len) {
-					memcpy(&c->len, c->buf, 8);
-					if (!c->len || c->len > REQ)
-						die("server: bad length");
-				}
-				if (c->len && c->got == c->len + 8) {
+			if (ec_reading(c)) {
+				ec_read(c);
+				if (!ec_reading(c)) {
 					struct epoll_event out = { .events = EPOLLOUT, .data.ptr = c };
 					if (epoll_ctl(ep, EPOLL_CTL_MOD, c->fd, &out))
 						die("epoll_ctl mod");
 				}
 				continue;
 			}
-			ssize_t w = write(c->fd, c->buf + 8 + c->sent, c->len - c->sent);
-			if (w < 0 && errno == EAGAIN)
-				continue;
-			if (w <= 0)
-				die("server write");
-			c->sent += (uint64_t)w;
-			if (c->sent == c->len) {
-				close(c->fd);
-				free(c->buf);
-				free(c);
+			if (ec_write(c)) {
+				ec_free(c);
 				done++;
 			}
 		}
 	}
+}
+
+/* One step of c for what poll reported: the banner, the request, the
+ * echo; 1 when it is done.  A banner write that said EAGAIN adds its
+ * time to *stall. */
+static int poll_step(struct ec *c, short re, double *stall, int *nstall)
+{
+	if (c->banner < (int)sizeof BANNER - 1) {
+		if (!(re & POLLOUT))
+			return 0;
+		double t = now_s();
+		ssize_t r = write(c->fd, BANNER + c->banner, sizeof BANNER - 1 - (size_t)c->banner);
+		if (r < 0 && errno == EAGAIN) {
+			*stall += ms_since(t);
+			++*nstall;
+			return 0;
+		}
+		if (r <= 0)
+			die("server banner");
+		c->banner += (int)r;
+		return 0;
+	}
+	if (ec_reading(c)) {
+		if (re & (POLLIN | POLLHUP | POLLERR))
+			ec_read(c);
+		return 0;
+	}
+	return (re & POLLOUT) && ec_write(c);
+}
+
+static void serve_poll(int l, int n)
+{
+	double t0 = now_s(), stall = 0;
+	struct pollfd p[65];
+	struct ec *cs[64];
+	int nc = 0, done = 0, accepted = 0, nstall = 0;
+
+	if (fcntl(l, F_SETFL, O_NONBLOCK))
+		die("fcntl");
+	while (done < n) {
+		p[0] = (struct pollfd){ .fd = l, .events = POLLIN };
+		for (int i = 0; i < nc; i++) {
+			int out = cs[i]->banner < (int)sizeof BANNER - 1 || !ec_reading(cs[i]);
+			p[i + 1] = (struct pollfd){ .fd = cs[i]->fd, .events = out ? POLLOUT : POLLIN };
+		}
+		if (poll(p, (nfds_t)nc + 1, 60000) <= 0)
+			die("poll (nothing for 60 s)");
+		if (p[0].revents & POLLIN) {
+			int fd = accept4(l, NULL, NULL, SOCK_NONBLOCK);
+			if (fd >= 0) {
+				printf("accepted %d after %.0f ms\n", ++accepted, ms_since(t0));
+				fflush(stdout);
+				if (nc == 64)
+					die("too many connections");
+				cs[nc++] = ec_new(fd);
+			}
+		}
+		for (int i = 0; i < nc; i++) {
+			if (!p[i + 1].revents || !poll_step(cs[i], p[i + 1].revents, &stall, &nstall))
+				continue;
+			ec_free(cs[i]);
+			cs[i] = cs[--nc];
+			p[i + 1] = p[nc + 1];
+			p[i + 1].revents = 0; /* (its report comes again next round) */
+			i--;
+			done++;
+		}
+	}
+	printf("stalled %.0f ms in %d writes\n", stall, nstall);
 }
 
 static int server(const char *addr, int port, const char *mode, int n)
@@ -135,6 +243,10 @@ static int server(const char *addr, int port, const char *mode, int n)
 	fflush(stdout);
 	if (!strcmp(mode, "epoll")) {
 		serve_epoll(l, n);
+		return 0;
+	}
+	if (!strcmp(mode, "poll")) {
+		serve_poll(l, n);
 		return 0;
 	}
 	t0 = now_s();
@@ -198,6 +310,6 @@ int main(int argc, char **argv)
 		return server(argv[2], atoi(argv[3]), argv[4], atoi(argv[5]));
 	if (argc == 6 && !strcmp(argv[1], "client"))
 		return client(argv[2], atoi(argv[3]), argv[4], argv[5]);
-	fprintf(stderr, "usage: lateconfirm server ADDR PORT threads|epoll N | client ADDR PORT threads|epoll TAG\n");
+	fprintf(stderr, "usage: lateconfirm server ADDR PORT threads|epoll|poll N | client ADDR PORT threads|epoll|poll TAG\n");
 	return 2;
 }
