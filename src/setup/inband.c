@@ -617,15 +617,29 @@ static int confirm_locked(struct sk *s, int fd, int mode, int try)
 	return r;
 }
 
+/* A blocking read waits for the client's first bytes as the kernel's
+ * would (SO_RCVTIMEO and signals: the read's own answer), in naps: another
+ * thread's call may take the word off the socket meanwhile and attach the
+ * connection, whose bytes then never come here (a read asleep on the
+ * socket would wait for ever). */
+#define CONFIRM_NAP_MS 20
+
 int inband_confirm(struct sk *s, int fd, int writing, int nonblock)
 {
 	int mode = writing ? (nonblock ? CF_WRITE_NB : CF_WRITE) : (nonblock ? CF_TRY : CF_READ);
-	int r;
-	char b;
+	int r, left = -2;
 
+	if (mode == CF_READ)
+		shunt_fault_confirm_read(); /* tests only (fault.c): preempted before the sleep */
 	for (;;) {
-		if (mode == CF_READ && real.recv(fd, &b, 1, MSG_PEEK) < 0)
-			return -errno; /* SO_RCVTIMEO, a signal: the read's own answer */
+		if (mode == CF_READ) {
+			if ((r = sock_nap_in(fd, CONFIRM_NAP_MS, &left)) < 0)
+				return r;
+			if (__atomic_load_n(&s->hs, __ATOMIC_ACQUIRE) != HS_CONFIRM)
+				return 0; /* settled by another thread: the read goes on there */
+			if (!r)
+				continue;
+		}
 		r = confirm_locked(s, fd, mode, 0);
 		/* again: a blocking read whose bytes another thread's read
 		 * took, a blocking write whose wait a signal cut short (TCP's

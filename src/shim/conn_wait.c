@@ -112,6 +112,38 @@ static int handler_restarts(void)
 	return rs < 0 ? signals_restart() : rs;
 }
 
+/* A blocking read's wait for bytes on a socket that may stop being the
+ * connection's while it waits (inband.c: another thread's call attaches
+ * an RDMA connection from under it), in naps of nap_ms between which the
+ * caller looks: 1 bytes (or an end, an error) are there, 0 the nap ended,
+ * -EAGAIN past SO_RCVTIMEO, -EINTR a signal the kernel's recv would not
+ * have restarted (no SA_RESTART, or a receive time-out set: signal(7)).
+ * *left_ms: the time-out's rest (-2 before the first nap: read then; -1
+ * none). */
+int sock_nap_in(int fd, int nap_ms, int *left_ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	uint64_t t0;
+	int r, t;
+
+	if (*left_ms == -2)
+		*left_ms = __atomic_load_n(&conn_timeouts_maybe, __ATOMIC_RELAXED) ? sock_timeout_ms(fd, SO_RCVTIMEO)
+										     : -1;
+	t = *left_ms >= 0 && *left_ms < nap_ms ? *left_ms : nap_ms;
+	t0 = shunt_now_ns();
+	r = real.poll(&p, 1, t);
+	if (r < 0)
+		return errno == EINTR && (*left_ms >= 0 || !handler_restarts()) ? -EINTR : 0;
+	if (r > 0)
+		return 1;
+	if (*left_ms >= 0) {
+		*left_ms -= (int)((shunt_now_ns() - t0) / 1000000);
+		if (*left_ms <= 0)
+			return -EAGAIN;
+	}
+	return 0;
+}
+
 /* Spin longer when spinning pays (the data came while we spun, or soon
  * after we went to sleep), shorter when it does not (long idle gaps). */
 static void adapt_spin(struct conn *c, int hit)

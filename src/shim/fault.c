@@ -122,6 +122,14 @@
  *                         answers): its server's accept() must not wait
  *                         for it, nor hold up the accepts of others; the
  *                         connection settles at its first call.
+ *   SHUNT_FAULT_CONFIRM_READ_MS=MS   a server's blocking read on a socket
+ *                         whose client's word after our ACCEPT(RDMA) has
+ *                         not come waits MS ms before it sleeps on the
+ *                         socket (a thread preempted there): another
+ *                         thread's call meanwhile takes the word off the
+ *                         socket and attaches the connection, whose bytes
+ *                         then never come there - the read must still get
+ *                         them.
  *   SHUNT_FAULT_CLOSE_MS=MS   a process closing its last descriptor of a
  *                         shared-memory connection waits MS ms after it
  *                         counted itself among the closers, before it looks
@@ -283,6 +291,14 @@ void shunt_fault_confirm(void)
 	uint64_t ms;
 
 	if (fault_num("SHUNT_FAULT_CONFIRM_MS", &ms) && ms)
+		fault_sleep_ms(ms);
+}
+
+void shunt_fault_confirm_read(void)
+{
+	uint64_t ms;
+
+	if (fault_num("SHUNT_FAULT_CONFIRM_READ_MS", &ms) && ms)
 		fault_sleep_ms(ms);
 }
 

@@ -251,6 +251,7 @@ ssize_t shim_splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t len
 unsigned conn_events(struct conn *c);            /* POLL* mask, no system call */
 int conn_read_interrupted(struct conn *c);      /* a signal in a read's set-up wait: EINTR? */
 int conn_wait_poll(struct conn *c, unsigned want, int *deadline_ms, uint64_t sig0); /* poll.c */
+int sock_nap_in(int fd, int nap_ms, int *left_ms); /* a nap for bytes on a plain socket (inband.c) */
 int conn_move_for(struct sk *s, const char *what); /* a kernel-only feature: to TCP first */
 int conn_move_why(struct sk *s, int why, const char *what); /* ... for reason why */
 unsigned conn_urgent(struct conn *c);            /* POLLPRI if urgent data waits (a look at the socket) */
@@ -404,6 +405,7 @@ void shunt_fault_seg_free(void);
 void shunt_fault_reserve(void);
 void shunt_fault_publish(void);
 void shunt_fault_confirm(void);
+void shunt_fault_confirm_read(void);
 void shunt_fault_close(void);
 #else
 static inline void shunt_fault_hs(uint8_t *msg, int len) { (void)msg; (void)len; }
@@ -426,6 +428,7 @@ static inline void shunt_fault_seg_free(void) {}
 static inline void shunt_fault_reserve(void) {}
 static inline void shunt_fault_publish(void) {}
 static inline void shunt_fault_confirm(void) {}
+static inline void shunt_fault_confirm_read(void) {}
 static inline void shunt_fault_close(void) {}
 #endif
 

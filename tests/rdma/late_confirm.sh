@@ -17,20 +17,27 @@
 # thread that writes a banner first: poll must not report room its write
 # would wait for - before, each poll said writable, each write waited
 # 5 ms for the word and said EAGAIN, and the loop spun in such stalls for
-# the 4 s (it must stall under 100 ms in all).
+# the 4 s (it must stall under 100 ms in all); and with a reader thread
+# that is about to sleep on the socket when another thread's call takes
+# the word and attaches the connection (the fault build's
+# SHUNT_FAULT_CONFIRM_READ_MS: the reader preempted 6 s there) - the read
+# must still get A's request, which comes over RDMA (before, it slept on
+# the socket for ever).
 set -eu
 . "$(dirname "$0")/lib.sh"
 T=$BUILD/tests/tools/lateconfirm
 S=/tmp/lc-s.out A=/tmp/lc-a.out B=/tmp/lc-b.out
 die() { echo "FAIL: $*"; tail -15 $S; tail -5 $A; tail -5 $B; exit 1; }
 port=7870
-for mode in threads epoll poll; do
+for mode in threads epoll poll race; do
 	port=$((port + 1))
 	wait_ms=2000
-	[ $mode != threads ] && wait_ms=20000
+	case $mode in epoll | poll) wait_ms=20000 ;; esac
 	: > $S # a stale "listening" must not start the clients
-	env LD_PRELOAD="$LIB" SHUNT_TRANSPORT=rdma SHUNT_LOG=1 SHUNT_ACCEPT_WAIT_MS=$wait_ms \
-		timeout 60 "$T" server 10.0.0.1 $port $mode 2 > $S 2>&1 &
+	slib=$LIB
+	[ $mode = race ] && slib="$(dirname "$LIB")/libshunt-faults.so"
+	env LD_PRELOAD="$slib" SHUNT_TRANSPORT=rdma SHUNT_LOG=1 SHUNT_ACCEPT_WAIT_MS=$wait_ms \
+		SHUNT_FAULT_CONFIRM_READ_MS=6000 timeout 60 "$T" server 10.0.0.1 $port $mode 2 > $S 2>&1 &
 	sp=$!
 	listening $S
 	env LD_PRELOAD="$(dirname "$LIB")/libshunt-faults.so" SHUNT_TRANSPORT=rdma SHUNT_LOG=1 \

@@ -17,7 +17,11 @@
  *       the loop spun in 5 ms stalls until the word came).  Prints
  *       "listening", then "accepted I after MS ms" for each, and in poll
  *       mode "stalled MS ms in N writes" at the end: the time its writes
- *       took that said EAGAIN.
+ *       took that said EAGAIN; "race", a blocking accept() loop, two
+ *       threads a connection, no banner: a reader, and one that asks the
+ *       connection's SHUNT_INFO every 5 ms until the request is in (with SHUNT_FAULT_CONFIRM_READ_MS longer than the client's
+ *       CONFIRM_MS the asking thread takes the word off the socket
+ *       while the reader is about to sleep there).
  *   lateconfirm client ADDR PORT threads|epoll TAG
  *       connects, reads the banner (threads, poll), writes 8 bytes of length and
  *       a 1 MiB request, reads its echo and checks it; prints "client TAG:
@@ -228,6 +232,44 @@ static void serve_poll(int l, int n)
 	printf("stalled %.0f ms in %d writes\n", stall, nstall);
 }
 
+struct racer {
+	int fd;
+	_Atomic int read_in;
+};
+
+static void *race_reader(void *arg)
+{
+	struct racer *r = arg;
+	uint64_t len;
+	char *buf;
+
+	read_all(r->fd, &len, sizeof len);
+	CHECK(len <= REQ && (buf = malloc(len)));
+	read_all(r->fd, buf, len);
+	r->read_in = 1;
+	write_all(r->fd, buf, len);
+	free(buf);
+	close(r->fd);
+	return NULL;
+}
+
+/* Another thread's calls on the connection while its reader reads: any
+ * call settles a waiting word (fdtab.c) */
+static void *race_one(void *arg)
+{
+	struct racer r = { .fd = (int)(intptr_t)arg };
+	pthread_t t;
+
+	if (pthread_create(&t, NULL, race_reader, &r))
+		die("pthread_create");
+	while (!r.read_in) {
+		(void)sock_info(r.fd);
+		usleep(5000);
+	}
+	pthread_join(t, NULL);
+	return NULL;
+}
+
 static int server(const char *addr, int port, const char *mode, int n)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
@@ -256,7 +298,7 @@ static int server(const char *addr, int port, const char *mode, int n)
 			die("accept");
 		printf("accepted %d after %.0f ms\n", i + 1, ms_since(t0));
 		fflush(stdout);
-		if (pthread_create(&t[i], NULL, serve_one, (void *)(intptr_t)fd))
+		if (pthread_create(&t[i], NULL, strcmp(mode, "race") ? serve_one : race_one, (void *)(intptr_t)fd))
 			die("pthread_create");
 	}
 	for (int i = 0; i < n; i++)
@@ -267,7 +309,7 @@ static int server(const char *addr, int port, const char *mode, int n)
 static int client(const char *addr, int port, const char *mode, const char *tag)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-	int fd = socket(AF_INET, SOCK_STREAM, 0), banner = strcmp(mode, "epoll") != 0;
+	int fd = socket(AF_INET, SOCK_STREAM, 0), banner = strcmp(mode, "epoll") && strcmp(mode, "race");
 	uint64_t len = REQ;
 	char *req = malloc(REQ), *back = malloc(REQ), b[sizeof BANNER - 1];
 	double t_conn, t_first, t0;
@@ -310,6 +352,6 @@ int main(int argc, char **argv)
 		return server(argv[2], atoi(argv[3]), argv[4], atoi(argv[5]));
 	if (argc == 6 && !strcmp(argv[1], "client"))
 		return client(argv[2], atoi(argv[3]), argv[4], argv[5]);
-	fprintf(stderr, "usage: lateconfirm server ADDR PORT threads|epoll|poll N | client ADDR PORT threads|epoll|poll TAG\n");
+	fprintf(stderr, "usage: lateconfirm server ADDR PORT threads|epoll|poll|race N | client ADDR PORT threads|epoll|poll|race TAG\n");
 	return 2;
 }
