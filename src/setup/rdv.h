@@ -114,6 +114,7 @@ int rdv_sock_tuple(int fd, struct shunt_addr *local, struct shunt_addr *remote);
 int rdv_is_other_host(int fd, const struct shunt_addr *dst);
 int rdv_tuple_eq(const struct shunt_tuple *a, const struct shunt_tuple *b);
 struct portreg *rdv_reg_get(uint16_t port, int create, int fresh);
+void rdv_offers_refuse(struct portreg *p, const struct shunt_addr *listen, uint64_t netns);
 int rdv_reg_live(struct portreg *p);
 int rdv_reg_may_match(struct portreg *p, const struct shunt_addr *dst, int *deferred);
 struct shunt_slot *rdv_slot_reserve(struct portreg *p, uint64_t sock_id, uint64_t *nonce,

@@ -435,7 +435,7 @@ static void reg_add_listener(struct portreg *p, const struct shunt_addr *addr, i
  * made stays as it is (a forked child that chroots or sets up io_uring
  * while it holds a copy of the listener - its accept()s refuse the offers
  * at once, server.c - must not turn its parent's clients away). */
-void rdv_listen_off(struct sk *s)
+void rdv_listen_off(struct sk *s, int refuse)
 {
 	struct portreg *p;
 	uint64_t ns = shunt_netns_ino();
@@ -449,6 +449,10 @@ void rdv_listen_off(struct sk *s)
 		    !memcmp(&l->addr, &s->listen_addr, sizeof l->addr))
 			__atomic_fetch_or(&l->used, SHUNT_LISTENER_OFF, __ATOMIC_ACQ_REL);
 	}
+	/* (refused whoever registered it: a forked server's parent, which
+	 * may claim some of them, loses those to plain, once - the safe side) */
+	if (refuse)
+		rdv_offers_refuse(p, &s->listen_addr, ns);
 }
 
 /* Listener s's TCP_DEFER_ACCEPT changed: its record says so (wire.h). */

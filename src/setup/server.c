@@ -128,6 +128,32 @@ static void slot_refuse(struct shunt_slot *sl, uint32_t gen, uint32_t to)
 		shunt_futex_wake(&sl->state, INT32_MAX);
 }
 
+/* Before a seccomp filter goes in (core.c), while a futex wake-up is
+ * still ours to make: the offers already made to our listener at listen
+ * (netns: its network namespace) - published before its record said off
+ * - are refused, waking their clients, which go plain at once.  In the
+ * sandbox its accept() makes no call of ours, and each such client
+ * waited for a claim (200 ms) before its first bytes left the slot.  One
+ * published after this look, by a client that read the record just
+ * before it said off, still waits. */
+void rdv_offers_refuse(struct portreg *p, const struct shunt_addr *listen, uint64_t netns)
+{
+	unsigned used = __atomic_load_n(&p->r->slots_used, __ATOMIC_ACQUIRE);
+	int any = rdv_is_any(listen);
+	uint64_t nonce, sock_id, ns;
+
+	for (unsigned i = 0; i < used && i < SHUNT_REG_SLOTS; i++) {
+		struct shunt_slot *sl = &p->r->slots[i];
+		uint32_t sw = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE);
+
+		if (SHUNT_SLOT_STATE(sw) != SLOT_OFFERED || sl->netns != netns ||
+		    sl->tuple.server.port != listen->port || (!any && memcmp(sl->tuple.server.ip, listen->ip, 16)))
+			continue;
+		if (claim(sl, sw, &nonce, &sock_id, &ns))
+			slot_refuse(sl, SHUNT_SLOT_GEN(sw), SLOT_FAILED);
+	}
+}
+
 /* The server's side of the segment's confirm word: decline (0 -> 2)
  * unless the client decided first.  The word's decided value: 2 if we
  * declined (or the client did), 1 if the client attached. */

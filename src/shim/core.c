@@ -176,7 +176,8 @@ static void atfork_prepare(void)
 /* From now on every connection of this process is plain, for reason why
  * (the first reason stays): its listeners' records say so, so that
  * clients stop offering (registry.c rdv_listen_off); an offer already
- * made is refused at accept() (server.c).  If its accepts may not come
+ * made is refused at accept() (server.c) - in a sandbox, whose accept()
+ * makes no call of ours, here, as the filter goes in.  If its accepts may not come
  * through us any more (io_uring's IORING_OP_ACCEPT; a seccomp sandbox,
  * where we make no call to read a PROPOSAL), the agent stops answering
  * for its listeners as well (past: a PROPOSAL's bytes - a client of
@@ -186,7 +187,7 @@ static void listener_off(int fd, struct sk *s, void *why)
 {
 	if (s->kind != SK_LISTEN)
 		return;
-	rdv_listen_off(s);
+	rdv_listen_off(s, shunt_sandboxed);
 	if (why && s->ag_listen)
 		agent_listener_off(fd, why);
 }
