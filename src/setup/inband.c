@@ -621,8 +621,7 @@ static int confirm_locked(struct sk *s, int fd, int mode, int try)
  * would (SO_RCVTIMEO and signals: the read's own answer), in naps: another
  * thread's call may take the word off the socket meanwhile and attach the
  * connection, whose bytes then never come here (a read asleep on the
- * socket would wait for ever). */
-#define CONFIRM_NAP_MS 20
+ * socket would wait for ever; CONFIRM_NAP_MS: shim.h). */
 
 int inband_confirm(struct sk *s, int fd, int writing, int nonblock)
 {

@@ -350,8 +350,7 @@ static int pend_look(struct pollfd *fds, nfds_t n, struct sk **kept, int msg)
  * not reported - the kernel is asked for the word (POLLIN) instead - and
  * the sleep is cut into naps (another thread's call may take the word
  * off the socket), not past the word's wait (then the write ends it, and
- * room is the kernel's to report). */
-#define CONFIRM_NAP_MS 20
+ * room is the kernel's to report; CONFIRM_NAP_MS: shim.h). */
 
 struct hs_ent {
 	struct sk *s;

@@ -453,6 +453,9 @@ int inband_settle_nb(struct sk *s, int fd); /* what has come decides, no wait: 1
  * that puts bytes on the stream) waiting for it; 0, or -errno for the
  * call (-EAGAIN: not yet).  _try never waits; _all before fork, exec,
  * spawn, a sandbox (quick: at the exit, a short wait). */
+/* a wait for that word (a blocking read, poll, select) looks every this
+ * often whether another thread's call took it meanwhile */
+#define CONFIRM_NAP_MS 20
 int inband_confirm(struct sk *s, int fd, int writing, int nonblock);
 void inband_confirm_try(struct sk *s, int fd);
 void inband_confirm_all(int quick);
