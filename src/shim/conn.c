@@ -503,6 +503,23 @@ int conn_move_why(struct sk *s, int why, const char *what)
 	return -EOPNOTSUPP;
 }
 
+/* fd's connection to TCP at the exact byte for what (conn_move_why) and,
+ * its socket holding all of it, plain to shunt from now on (reason why:
+ * giveback.c conn_retire).  0: retired; 1: moved but kept (a thread in a
+ * call on it - its calls use the socket too, which holds all of it);
+ * -EBUSY: moved, but bytes of it are in our memory still; -EOPNOTSUPP:
+ * it could not move. */
+int conn_move_retire(int fd, struct sk *s, int why, const char *what)
+{
+	int r = conn_move_why(s, why, what);
+
+	if (r)
+		return r;
+	if (!move_settled(s->conn, SHUNT_R_FD_PASSED))
+		return -EBUSY;
+	return !conn_retire(fd, s, why);
+}
+
 /* sendmsg's control data that TCP acts on: its socket-level messages
  * (SO_TIMESTAMPING asks for the send's timestamps, SO_MARK, SCM_TXTIME;
  * an unknown type is its EINVAL) but for SCM_RIGHTS and SCM_CREDENTIALS,

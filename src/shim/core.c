@@ -266,16 +266,9 @@ void shunt_sandbox_enter(void)
  * a pending one's first bytes, or its client's word, are on no socket. */
 static int uring_move(int fd, struct sk *s)
 {
-	int r = s->conn->passed ? 0 : move_pass_wait(s, SHUNT_R_IO_URING);
+	int r = conn_move_retire(fd, s, SHUNT_R_IO_URING, "io_uring set up");
 
-	if (r)
-		return r;
-	if (!move_settled(s->conn, SHUNT_R_FD_PASSED))
-		return -EBUSY; /* moved, but bytes of it are in our memory still */
-	/* (a thread in a call on it keeps the moved connection: its calls
-	 * use the socket too, which holds all of it) */
-	conn_retire(fd, s, SHUNT_R_IO_URING);
-	return 0;
+	return r < 0 ? r : 0;
 }
 
 void shunt_uring_seen(void)

@@ -657,17 +657,18 @@ static int stream_to_kernel(int fd, int level, int name, const void *val, sockle
 	} else if (s->kind == SK_CONN && shunt_sandboxed) {
 		r = -EOPNOTSUPP; /* no move, and no scratch socket: a call the filter may refuse */
 	} else if (s->kind == SK_CONN && !(r = kernel_takes(level, name, val, len))) {
-		r = conn_move_for(s, what);
-		if (!r && !move_settled(s->conn, SHUNT_R_FD_PASSED)) {
+		r = conn_move_retire(fd, s, SHUNT_R_UNSUPPORTED, what);
+		if (r == -EBUSY) {
 			shunt_warn("fd %d: %s refused: the connection is plain TCP now, but bytes of it are "
 				   "not on its socket yet", fd, what);
 			r = -EOPNOTSUPP;
-		} else if (!r && !conn_retire(fd, s, SHUNT_R_UNSUPPORTED)) {
+		} else if (r == 1) {
 			/* another thread is in a call on it: it stays a moved
 			 * connection, whose byte counts kernel TLS no longer
 			 * keeps (records in, plaintext out) - no end is judged
 			 * short by them */
 			s->conn->mv.rx_end = 0;
+			r = 0;
 		}
 	}
 	sk_put(s);

@@ -253,6 +253,7 @@ int conn_read_interrupted(struct conn *c);      /* a signal in a read's set-up w
 int conn_wait_poll(struct conn *c, unsigned want, int *deadline_ms, uint64_t sig0); /* poll.c */
 int sock_nap_in(int fd, int nap_ms, int *left_ms); /* a nap for bytes on a plain socket (inband.c) */
 int conn_move_for(struct sk *s, const char *what); /* a kernel-only feature: to TCP first */
+int conn_move_retire(int fd, struct sk *s, int why, const char *what); /* ... and plain to shunt */
 int conn_move_why(struct sk *s, int why, const char *what); /* ... for reason why */
 unsigned conn_urgent(struct conn *c);            /* POLLPRI if urgent data waits (a look at the socket) */
 int conn_take_error(struct conn *c);              /* the peer's error, once (0: told before) */
