@@ -1,7 +1,8 @@
 # tests/runner.sh - sourced by tests/run.sh and tests/rdma/run.sh: run one
 # test with a time limit and count it; select by TESTS; print the summary.
 #   run_one NAME MODE CMD...   (TIMEOUT, or TEST_LIMIT for this one call);
-#                              a failure's whole output is kept in
+#                              SHOW_OUTPUT=1 prints a passed one's output
+#                              too (its figures); a failure's whole output is kept in
 #                              FAIL_LOG_DIR/NAME.MODE.log when that is set
 #   want NAME                  true if TESTS is empty or names NAME, and
 #                              SKIP_TESTS does not name it
@@ -23,6 +24,7 @@ run_one() {
 	kill -KILL -- "-$pid" 2> /dev/null
 	if [ $rc -eq 0 ]; then
 		pass=$((pass + 1)); printf 'ok    %-22s %-6s %3ss\n' "$name" "$mode" $((SECONDS - t0))
+		[ -z "${SHOW_OUTPUT:-}" ] || sed 's/^/      | /' "$log"
 	elif [ $rc -eq 77 ]; then
 		skip=$((skip + 1)); printf 'skip  %-22s %-6s %s\n' "$name" "$mode" "$(tail -1 "$log")"
 	else

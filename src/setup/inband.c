@@ -508,12 +508,13 @@ int inband_settle(struct sk *s, int fd, int writing, int nonblock)
 			return -EAGAIN; /* what the kernel's read says now */
 		/* another thread's read took the bytes we waited for: again */
 	}
-	s->hs = HS_NONE;
+	__atomic_store_n(&s->hs, HS_NONE, __ATOMIC_RELEASE);
 	if (rc == 1 && st == HS_LAZY && m.type == SHUNT_HS_PROPOSAL)
 		decline(fd, SHUNT_R_HS_TIMEOUT, shunt_now_ns() + REST_WAIT_NS);
 	else if (rc == 1 && st == HS_STRIP_ANSWER && m.type == SHUNT_HS_ACCEPT)
 		decline(fd, SHUNT_R_HS_TIMEOUT, shunt_now_ns() + REST_WAIT_NS);
 	pthread_mutex_unlock(&s->hs_lock);
+	ep_pend_settled(fd, s); /* (an epoll set's registration: the program's own now) */
 	return 0;
 }
 

@@ -170,9 +170,19 @@ static void pend_unmark(struct epset *ep, struct epreg *r)
 	r->pend_many = 0;
 }
 
+static void hs_unlist(struct epset *ep, struct epreg *r)
+{
+	for (struct epreg **pp = &ep->hs_list; *pp; pp = &(*pp)->next_hs)
+		if (*pp == r) {
+			*pp = r->next_hs;
+			break;
+		}
+}
+
 /* (a pending offer's registration is the kernel's own, on fd: whoever
  * drops ours - a close, a dup2 over the number - ends the kernel's too,
- * or deletes it first) */
+ * or deletes it first; a socket in a handshake state is held under our
+ * token, taken out here) */
 static void reg_drop(struct epset *ep, int fd)
 {
 	struct epreg *r = fd < ep->cap ? ep->regs[fd] : NULL;
@@ -183,8 +193,10 @@ static void reg_drop(struct epset *ep, int fd)
 		unqueue(ep, r);
 	if (r->bell)
 		bell_leave(ep, r);
-	if (r->tcp_on)
+	if (r->tcp_on || r->hs_tok)
 		real.epoll_ctl(ep->epfd, EPOLL_CTL_DEL, r->fd, NULL);
+	if (r->hs_tok)
+		hs_unlist(ep, r);
 	pend_unmark(ep, r);
 	sk_put(r->s);
 	free(r);
@@ -450,6 +462,10 @@ static struct epreg *reg_current(struct epset *ep, int fd, const struct sk *s)
 	struct epreg *r = fd < ep->cap ? ep->regs[fd] : NULL;
 
 	if (r && r->pend && r->s != s) {
+		if (r->hs_tok) { /* (the number is another socket's now) */
+			hs_unlist(ep, r);
+			r->hs_tok = 0;
+		}
 		reg_drop(ep, fd);
 		r = NULL;
 	}
@@ -561,9 +577,12 @@ out:
 static void pend_convert(struct epset *ep, struct epreg *r)
 {
 	struct sk *s = r->s;
+	int tok = r->hs_tok;
 
 	pend_unmark(ep, r);
-	r->pend = 0;
+	if (tok)
+		hs_unlist(ep, r);
+	r->pend = r->hs_tok = r->hs_held = 0;
 	if (s->kind == SK_CONN) {
 		if (!reg_attach(ep, r, 1)) {
 			enqueue(ep, r); /* (its socket's first report wakes a sleeper too) */
@@ -572,7 +591,14 @@ static void pend_convert(struct epset *ep, struct epreg *r)
 		real.epoll_ctl(ep->epfd, EPOLL_CTL_DEL, r->fd, NULL);
 		shunt_warn("epoll: no memory for descriptor %d's registration: dropped", r->fd);
 	} else {
-		ep->nplain++; /* the kernel's registration, plain from now on */
+		/* the kernel's registration, plain from now on: the program's
+		 * own events and data (the kernel reports what is ready, as at
+		 * a modification; a one-shot that fired stays off until the
+		 * program's own EPOLL_CTL_MOD, which now goes to the kernel) */
+		struct epoll_event own = { .events = r->events, .data = r->data };
+		if (tok && r->active)
+			real.epoll_ctl(ep->epfd, EPOLL_CTL_MOD, r->fd, &own);
+		ep->nplain++;
 	}
 	ep->regs[r->fd] = NULL;
 	ep->nregs--;
@@ -595,18 +621,90 @@ void ep_pend_settled(int fd, struct sk *s)
 	pthread_mutex_unlock(&sets_lock);
 }
 
-/* A server's socket whose client's word after our ACCEPT(RDMA) has not
- * come (inband.c HS_CONFIRM) is plain until its first call settles it:
- * the kernel holds it with the program's events and data, and our record
- * of that (pend, as a pending offer's) lets the registration follow when
- * it becomes the connection (ep_pend_settled, from the settle; or here,
- * settled meanwhile).  1 and *err: done. */
-static int confirm_ctl(struct epset *ep, int epfd, int op, int fd, struct sk *s, struct epoll_event *ev, int *err)
+/* ---- a socket in a handshake state in a set ----
+ * A plain socket whose in-band handshake ended by a time-out may still see
+ * a late message head its stream (inband.c: HS_LAZY, HS_STRIP_*), and a
+ * server's socket whose client's word after our ACCEPT(RDMA) has not come
+ * (HS_CONFIRM) is plain until its first call settles it.  The kernel
+ * holds such a socket under our token (TOK_TCP, its number), with the
+ * program's events - for HS_CONFIRM, the word (EPOLLIN) instead of room,
+ * edge-triggered, until the word's wait ends (a write would wait for the
+ * word: reported room, an event loop that writes first stalled in a wait
+ * each time, 5 ms, until the client spoke).  What the kernel reports for
+ * it is looked at first, outside the set's lock (hs_settle): a late
+ * message all there is taken off (and answered), a CONFIRM attaches the
+ * connection - and then the registration follows (ep_pend_settled: the
+ * connection's own, or the kernel's with the program's data, which then
+ * reports what is ready) and nothing is reported for the message itself.
+ * Else the kernel's events are reported with the program's data.  Before,
+ * the kernel held such a socket as the program made it: a late message
+ * alone woke the loop (its read said EAGAIN), HS_CONFIRM reported room. */
+
+/* The events the kernel is asked for (*held: the word instead of room). */
+static uint32_t hs_kev(uint32_t events, struct sk *s, int *held)
+{
+	*held = (events & (EPOLLOUT | EPOLLWRNORM)) && __atomic_load_n(&s->hs, __ATOMIC_ACQUIRE) == HS_CONFIRM &&
+		shunt_now_ns() < s->hs_until;
+	if (!*held)
+		return events;
+	events &= ~(uint32_t)(EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND);
+	/* (a partial word must not spin a level-triggered registration) */
+	return events & EPOLLIN ? events : events | EPOLLIN | EPOLLET;
+}
+
+/* r's kernel registration again, as hs_kev says now: it reports what is
+ * ready at once (a one-shot that fired with nothing for the program is
+ * armed again; a report with no room for it comes again). */
+static void hs_rearm(struct epset *ep, struct epreg *r)
+{
+	struct epoll_event in = { .data.u64 = token((unsigned)r->fd, TOK_TCP) };
+
+	in.events = hs_kev(r->events, r->s, &r->hs_held);
+	real.epoll_ctl(ep->epfd, EPOLL_CTL_MOD, r->fd, &in);
+}
+
+/* The kernel's registration of fd under our token (an ADD or a MOD) and
+ * our record of it, made at an ADD (*rp).  0 or -errno. */
+static int hs_kernel_ctl(struct epset *ep, int epfd, int op, int fd, struct sk *s, struct epoll_event *ev,
+			 struct epreg **rp)
+{
+	struct epoll_event in = { .data.u64 = token((unsigned)fd, TOK_TCP) };
+	struct epreg *r = *rp;
+	int err, held;
+
+	if (!r && ((err = ensure_cap(ep, fd)) || !(r = calloc(1, sizeof *r))))
+		return err ? err : -ENOMEM;
+	in.events = hs_kev(ev->events, s, &held);
+	if (real.epoll_ctl(epfd, op, fd, &in)) {
+		err = -errno;
+		if (op == EPOLL_CTL_ADD)
+			free(r);
+		return err;
+	}
+	if (op == EPOLL_CTL_ADD) {
+		*r = (struct epreg){ .fd = fd, .present = 1, .pend = 1, .hs_tok = 1, .s = sk_ref(s) };
+		r->next_hs = ep->hs_list;
+		ep->hs_list = r;
+		ep->regs[fd] = r;
+		ep->nregs++;
+	}
+	r->hs_held = held;
+	r->active = 1;
+	r->events = ev->events;
+	r->data = ev->data;
+	*rp = r;
+	return 0;
+}
+
+/* 1 and *err: done (0: the plain path's). */
+static int hs_ctl(struct epset *ep, int epfd, int op, int fd, struct sk *s, struct epoll_event *ev, int *err)
 {
 	struct epreg *r;
-	int done = 1;
+	int done = 1, st;
 
-	if (op != EPOLL_CTL_DEL && !ev)
+	/* (no event given: the kernel's EFAULT; an exclusive wake-up cannot
+	 * be modified, as hs_rearm does: as the program made it) */
+	if (op != EPOLL_CTL_DEL && (!ev || (ev->events & EPOLLEXCLUSIVE)))
 		return 0;
 	pthread_mutex_lock(&ep->lock);
 	r = reg_current(ep, fd, s);
@@ -618,17 +716,94 @@ static int confirm_ctl(struct epset *ep, int epfd, int op, int fd, struct sk *s,
 		*err = r ? -EEXIST : -ENOENT;
 		goto out;
 	}
-	if (op != EPOLL_CTL_DEL) {
-		*err = pend_kernel_ctl(ep, epfd, op, fd, s, ev, &r);
-	} else if (!(*err = real.epoll_ctl(epfd, op, fd, ev) ? -errno : 0)) {
-		reg_drop(ep, fd);
-	}
+	if (op != EPOLL_CTL_DEL)
+		*err = hs_kernel_ctl(ep, epfd, op, fd, s, ev, &r);
+	else
+		reg_drop(ep, fd); /* (the kernel's goes with it) */
 out:
 	pthread_mutex_unlock(&ep->lock);
 	/* settled meanwhile, before its settler could see this registration */
-	if (done && __atomic_load_n(&s->hs, __ATOMIC_ACQUIRE) != HS_CONFIRM)
+	st = __atomic_load_n(&s->hs, __ATOMIC_ACQUIRE);
+	if (done && (st == HS_NONE || s->kind == SK_CONN))
 		ep_pend_settled(fd, s);
 	return done;
+}
+
+/* What the kernel reported for sockets in a handshake state, noted under
+ * the set's lock by translate and looked at without it (hs_settle). */
+#define HS_SEEN_MAX 16
+struct hs_seen {
+	int fd;
+	uint32_t ev;
+	struct sk *s;
+};
+
+/* Under the lock: r's report noted (one with no room: again later). */
+static void hs_note(struct epset *ep, struct epreg *r, uint32_t ev, struct hs_seen *seen, int *nseen)
+{
+	if (*nseen >= HS_SEEN_MAX) {
+		hs_rearm(ep, r);
+		return;
+	}
+	seen[(*nseen)++] = (struct hs_seen){ r->fd, ev, sk_ref(r->s) };
+}
+
+/* Under the lock: r's report (the kernel's events ev) into evs[n]. */
+static int hs_report(struct epset *ep, struct epreg *r, uint32_t ev, struct epoll_event *evs, int n, int max)
+{
+	ev &= r->events | EPOLLERR | EPOLLHUP;
+	if (!r->active)
+		return n; /* (a one-shot's second report: raced with its first) */
+	if (!ev || n >= max) {
+		if (n >= max || (r->events & EPOLLONESHOT))
+			hs_rearm(ep, r);
+		return n;
+	}
+	if (r->events & EPOLLONESHOT)
+		r->active = 0;
+	evs[n].events = ev;
+	evs[n].data = r->data;
+	return n + 1;
+}
+
+/* The noted sockets: a message there settles (and the registration
+ * follows, with nothing reported for it); the others' reports go out. */
+static int hs_settle(struct epset *ep, struct hs_seen *seen, int nseen, struct epoll_event *evs, int n, int max)
+{
+	int changed[HS_SEEN_MAX], cs;
+
+	for (int i = 0; i < nseen; i++)
+		changed[i] = seen[i].s->kind == SK_CONN || inband_settle_nb(seen[i].s, seen[i].fd);
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
+	pthread_mutex_lock(&ep->lock);
+	for (int i = 0; i < nseen; i++) {
+		struct epreg *r = seen[i].fd < ep->cap ? ep->regs[seen[i].fd] : NULL;
+		if (!changed[i] && r && r->hs_tok && r->s == seen[i].s)
+			n = hs_report(ep, r, seen[i].ev, evs, n, max);
+	}
+	pthread_mutex_unlock(&ep->lock);
+	pthread_setcancelstate(cs, NULL);
+	for (int i = 0; i < nseen; i++)
+		sk_put(seen[i].s);
+	return n;
+}
+
+/* Under the lock, before a sleep: the held registrations whose word's
+ * wait ended ask for room (a write ends the wait: inband.c); the end of
+ * the others' waits. */
+static uint64_t hs_due(struct epset *ep)
+{
+	uint64_t now = shunt_now_ns(), due = UINT64_MAX;
+
+	for (struct epreg *r = ep->hs_list; r; r = r->next_hs) {
+		if (!r->hs_held)
+			continue;
+		if (now >= r->s->hs_until || __atomic_load_n(&r->s->hs, __ATOMIC_ACQUIRE) != HS_CONFIRM)
+			hs_rearm(ep, r);
+		else if (r->s->hs_until < due)
+			due = r->s->hs_until;
+	}
+	return due;
 }
 
 int ep_ctl(struct sk *eps, int epfd, int op, int fd, struct epoll_event *ev)
@@ -656,8 +831,8 @@ int ep_ctl(struct sk *eps, int epfd, int op, int fd, struct epoll_event *ev)
 		}
 		rdv_offer_settle_nb(s); /* (and its registrations follow) */
 	}
-	if (s && s->kind != SK_CONN && __atomic_load_n(&s->hs, __ATOMIC_ACQUIRE) == HS_CONFIRM &&
-	    confirm_ctl(ep, epfd, op, fd, s, ev, &err)) {
+	if (s && s->kind != SK_CONN && __atomic_load_n(&s->hs, __ATOMIC_ACQUIRE) != HS_NONE &&
+	    hs_ctl(ep, epfd, op, fd, s, ev, &err)) {
 		sk_put(s);
 		return err;
 	}
@@ -829,7 +1004,8 @@ static int emit(struct epset *ep, struct epreg *r, struct epoll_event *evs, int 
  * ones as they are (each has its place: the kernel was asked for no more
  * than there was room for), tagged ones replaced by the applications'
  * events for the sockets they name (or dropped). */
-static int translate(struct epset *ep, struct epoll_event *evs, int k, int n, int max)
+static int translate(struct epset *ep, struct epoll_event *evs, int k, int n, int max, struct hs_seen *seen,
+		     int *nseen)
 {
 	for (int i = 0; i < k; i++)
 		if (!is_token(ep->kev[i].data.u64))
@@ -852,6 +1028,10 @@ static int translate(struct epset *ep, struct epoll_event *evs, int k, int n, in
 			continue;
 		}
 		r = (int)x < ep->cap ? ep->regs[x] : NULL;
+		if (r && r->hs_tok) { /* (looked at without the lock: hs_settle) */
+			hs_note(ep, r, ep->kev[i].events, seen, nseen);
+			continue;
+		}
 		/* stale: the socket was removed - and its number may be a
 		 * pending offer's now (taken by the kernel before our DEL) */
 		if (!r || r->pend)
@@ -949,8 +1129,9 @@ static int wait_loop(struct epset *ep, int epfd, struct epoll_event *evs, int ma
 	int again = 0;
 
 	for (;;) {
-		uint64_t due = UINT64_MAX;
-		int n, k, cs, wait_ms = timeout_ms, msg;
+		uint64_t due = UINT64_MAX, hs_end = UINT64_MAX;
+		struct hs_seen seen[HS_SEEN_MAX];
+		int n, k, cs, wait_ms = timeout_ms, msg, nseen = 0;
 
 		if (__atomic_load_n(&ep->pend_list, __ATOMIC_RELAXED))
 			pend_due(ep, &due);
@@ -960,6 +1141,8 @@ static int wait_loop(struct epset *ep, int epfd, struct epoll_event *evs, int ma
 		pthread_mutex_lock(&ep->lock);
 		ep->round++;
 		n = run_checks(ep, evs, 0, max);
+		if (ep->hs_list)
+			hs_end = hs_due(ep);
 		pthread_mutex_unlock(&ep->lock);
 		pthread_setcancelstate(cs, NULL);
 		/* not past an offer's wait (pend_due), nor - once the set
@@ -975,6 +1158,12 @@ static int wait_loop(struct epset *ep, int epfd, struct epoll_event *evs, int ma
 			if (wait_ms < 0 || cap_ms < wait_ms)
 				wait_ms = cap_ms;
 		}
+		if (hs_end != UINT64_MAX) { /* (not past a word's wait: hs_due) */
+			uint64_t now = shunt_now_ns();
+			int left_ms = hs_end > now ? (int)((hs_end - now + 999999) / 1000000) : 0;
+			if (wait_ms < 0 || left_ms < wait_ms)
+				wait_ms = left_ms;
+		}
 		/* the kernel writes into the caller's array (threads may wait
 		 * on one set at once); a doorbell's group may report more than
 		 * one event, so its answer is copied aside under the lock */
@@ -985,11 +1174,13 @@ static int wait_loop(struct epset *ep, int epfd, struct epoll_event *evs, int ma
 		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
 		pthread_mutex_lock(&ep->lock);
 		memcpy(ep->kev, evs + n, (size_t)k * sizeof *evs);
-		n = translate(ep, evs, k, n, max);
+		n = translate(ep, evs, k, n, max, seen, &nseen);
 		msg = ep->msg_seen;
 		ep->msg_seen = 0;
 		pthread_mutex_unlock(&ep->lock);
 		pthread_setcancelstate(cs, NULL);
+		if (nseen)
+			n = hs_settle(ep, seen, nseen, evs, n, max);
 		if (msg) /* an answer: the offers are looked at next turn */
 			rdv_msg_pump();
 		if (n)

@@ -22,6 +22,11 @@ struct epreg {
 	int pend_many;         /* ... waited for bytes in a set of many: on
 				* the set's pend_list, woken by our socket */
 	struct epreg *next_pend;
+	int hs_tok;            /* a socket in a handshake state (inband.c): the
+				* kernel holds it under our token (hs_ctl) */
+	int hs_held;           /* ... asked for the client's word instead of
+				* room (HS_CONFIRM: a write would wait for it) */
+	struct epreg *next_hs; /* on the set's hs_list */
 	/* Edge-triggered: what the last report saw, so a late wake-up for
 	 * bytes already reported is not reported twice. */
 	uint64_t seen_prod, seen_cons;
@@ -62,6 +67,7 @@ struct epset {
 				* (pend_ctl's look), taken off without it */
 	struct epreg *pend_in; /* the pending offer waited for bytes alone, if any */
 	struct epreg *pend_list; /* pending offers waited for among others */
+	struct epreg *hs_list; /* sockets in a handshake state (hs_tok) */
 	pid_t msg_pid;         /* the process whose answer socket (rdv_msg_fd)
 				* the set holds, if any (a child has its own) */
 	int msg_seen;          /* that socket reported since the last look */

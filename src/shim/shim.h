@@ -351,7 +351,7 @@ int ep_wait(struct sk *eps, int epfd, struct epoll_event *evs, int max, int time
 void ep_free(struct epset *ep);
 void ep_forget_fd(int fd);
 int ep_in_use(void); /* the process has an epoll set */
-void ep_pend_settled(int fd, struct sk *s); /* s's offer settled: its registrations follow */
+void ep_pend_settled(int fd, struct sk *s); /* s's offer or handshake state settled: its registrations follow */
 int ep_regs_of(int fd, struct sk *s, int *blocked); /* registrations holding s */
 void ep_retire(int fd, struct sk *s);     /* s is plain now: the kernel's own */
 int shim_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t *mask);

@@ -1,4 +1,5 @@
-/* Description: a server waiting in poll() (and select()) for its client's
+/* Description: a server waiting in poll() (and select(), and epoll_wait,
+ * level- and edge-triggered) for its client's
  * request wakes when the request is there, and not before: each report
  * of bytes is followed by a non-blocking read that gets them, and
  * FIONREAD counts exactly the client's bytes.  Run plainly the
@@ -8,25 +9,35 @@
  * PROPOSAL comes 50 ms after its connect, after the server's accept()
  * stopped waiting for it, and its request 300 ms later - the late
  * PROPOSAL is taken off the stream (and declined) by the server's poll,
- * which sleeps on.  Before, the PROPOSAL alone ended the poll with
+ * which sleeps on (as does epoll_wait).  Before, the PROPOSAL alone ended the poll with
  * POLLIN, FIONREAD counted its 100 bytes and the read that followed said
  * EAGAIN (an event loop's spurious wake-up; a program that trusts
- * FIONREAD waits for bytes that never come). */
+ * FIONREAD waits for bytes that never come; until the thirty-sixth
+ * session epoll_wait still woke so). */
 #include "common.h"
 #include <sys/ioctl.h>
+#include <sys/epoll.h>
 #include <sys/select.h>
 
-#define CONNS 4
+#define CONNS 8
 #define GAP_MS 300
 
-/* The connection's one request, waited for by poll (even i) or select */
+/* The connection's one request, waited for by poll, select, or epoll_wait
+ * (level-, then edge-triggered), by turns */
 static void wait_request(int c, int i)
 {
 	char buf[64];
 	int avail = -1, r;
 	ssize_t n;
 
-	if (i % 2 == 0) {
+	if (i % 4 >= 2) {
+		int ep = epoll_create1(0);
+		struct epoll_event ev = { .events = EPOLLIN | (i % 4 == 3 ? EPOLLET : 0), .data.u64 = 77 };
+		CHECK(ep >= 0 && epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev) == 0);
+		r = epoll_wait(ep, &ev, 1, 5000);
+		CHECK(r == 1 && (ev.events & EPOLLIN) && ev.data.u64 == 77);
+		close(ep);
+	} else if (i % 4 == 0) {
 		struct pollfd p = { .fd = c, .events = POLLIN };
 		r = poll(&p, 1, 5000);
 		CHECK(r == 1 && (p.revents & POLLIN));

@@ -105,10 +105,10 @@ out=$(in_cg env LD_PRELOAD="$ROOT/$BUILD/libshunt.so" SHUNT_DIR="$WORK/hostA" SH
 out=$(in_cg env LD_PRELOAD="$ROOT/$BUILD/libshunt-faults.so" SHUNT_FAULT_PUBLISH_MS=50 SHUNT_DIR="$WORK/hostA" \
 	SHUNT_LOCAL=0 "$B/spin_read" 2>&1) || die "in-band, late PROPOSAL, spinning reader: $out"
 echo "$out" | grep -q 'client: tcp, reason 13' || die "in-band, late PROPOSAL: not the late one? $out"
-# ... to a server waiting in poll() or select() for the request, 300 ms
-# later: the PROPOSAL alone wakes neither, nor counts in FIONREAD
+# ... to a server waiting in poll(), select() or epoll_wait for the request, 300 ms
+# later: the PROPOSAL alone wakes none of them, nor counts in FIONREAD
 # (tests/behave/late_wake; before, each woke with POLLIN, FIONREAD 100,
-# and the read said EAGAIN).
+# and the read said EAGAIN; epoll_wait until the thirty-sixth session).
 out=$(in_cg env LD_PRELOAD="$ROOT/$BUILD/libshunt-faults.so" SHUNT_FAULT_PUBLISH_MS=50 SHUNT_DIR="$WORK/hostA" \
 	SHUNT_LOCAL=0 "$B/late_wake" 2>&1) || die "in-band, late PROPOSAL, a server in poll: $out"
 echo "$out" | grep -q 'client: tcp, reason 13' || die "in-band, late PROPOSAL to a poll: not the late one? $out"

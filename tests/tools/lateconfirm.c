@@ -4,7 +4,7 @@
  * the clients behind it, and its own connection must still carry every
  * byte once it confirms.
  *
- *   lateconfirm server ADDR PORT threads|epoll N
+ *   lateconfirm server ADDR PORT threads|epoll|eloop|poll|race N
  *       accepts N connections and echoes each one's request: "threads", a
  *       blocking accept() loop and a thread a connection that first writes
  *       a banner (the write waits for the client's word); "epoll", one
@@ -16,13 +16,15 @@
  *       writable, each write waited 5 ms for the word and said EAGAIN:
  *       the loop spun in 5 ms stalls until the word came).  Prints
  *       "listening", then "accepted I after MS ms" for each, and in poll
- *       mode "stalled MS ms in N writes" at the end: the time its writes
- *       took that said EAGAIN; "race", a blocking accept() loop, two
+ *       mode "stalled MS ms in N writes" at the end (eloop too): the time its writes
+ *       took that said EAGAIN; "eloop", as "poll" with level-triggered
+ *       epoll (before, the set reported room as the kernel's socket had
+ *       it, and the loop stalled as poll's did); "race", a blocking accept() loop, two
  *       threads a connection, no banner: a reader, and one that asks the
  *       connection's SHUNT_INFO every 5 ms until the request is in (with SHUNT_FAULT_CONFIRM_READ_MS longer than the client's
  *       CONFIRM_MS the asking thread takes the word off the socket
  *       while the reader is about to sleep there).
- *   lateconfirm client ADDR PORT threads|epoll TAG
+ *   lateconfirm client ADDR PORT threads|epoll|eloop|poll|race TAG
  *       connects, reads the banner (threads, poll), writes 8 bytes of length and
  *       a 1 MiB request, reads its echo and checks it; prints "client TAG:
  *       connect MS ms, first MS ms, done MS ms, ok" (first: the banner, or
@@ -119,50 +121,6 @@ static int ec_write(struct ec *c)
 	return c->sent == c->len;
 }
 
-static void serve_epoll(int l, int n)
-{
-	double t0 = now_s();
-	int ep = epoll_create1(0), done = 0, accepted = 0;
-	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
-
-	if (ep < 0 || fcntl(l, F_SETFL, O_NONBLOCK) || epoll_ctl(ep, EPOLL_CTL_ADD, l, &ev))
-		die("epoll");
-	while (done < n) {
-		struct epoll_event evs[16];
-		int k = epoll_wait(ep, evs, 16, 60000);
-		if (k <= 0)
-			die("epoll_wait (nothing for 60 s)");
-		for (int i = 0; i < k; i++) {
-			struct ec *c = evs[i].data.ptr;
-			if (!c) {
-				int fd = accept4(l, NULL, NULL, SOCK_NONBLOCK);
-				if (fd < 0)
-					continue;
-				printf("accepted %d after %.0f ms\n", ++accepted, ms_since(t0));
-				fflush(stdout);
-				c = ec_new(fd);
-				struct epoll_event in = { .events = EPOLLIN, .data.ptr = c };
-				if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &in))
-					die("epoll_ctl add");
-				continue;
-			}
-			if (ec_reading(c)) {
-				ec_read(c);
-				if (!ec_reading(c)) {
-					struct epoll_event out = { .events = EPOLLOUT, .data.ptr = c };
-					if (epoll_ctl(ep, EPOLL_CTL_MOD, c->fd, &out))
-						die("epoll_ctl mod");
-				}
-				continue;
-			}
-			if (ec_write(c)) {
-				ec_free(c);
-				done++;
-			}
-		}
-	}
-}
-
 /* One step of c for what poll reported: the banner, the request, the
  * echo; 1 when it is done.  A banner write that said EAGAIN adds its
  * time to *stall. */
@@ -189,6 +147,57 @@ static int poll_step(struct ec *c, short re, double *stall, int *nstall)
 		return 0;
 	}
 	return (re & POLLOUT) && ec_write(c);
+}
+
+/* What c waits for: room for its banner or echo, or its request. */
+static uint32_t ec_wants(const struct ec *c)
+{
+	return c->banner < (int)sizeof BANNER - 1 || !ec_reading(c) ? EPOLLOUT : EPOLLIN;
+}
+
+/* epoll (banner 0: the request first) and eloop (a banner first) */
+static void serve_epoll(int l, int n, int banner)
+{
+	double t0 = now_s(), stall = 0;
+	int ep = epoll_create1(0), done = 0, accepted = 0, nstall = 0;
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
+
+	if (ep < 0 || fcntl(l, F_SETFL, O_NONBLOCK) || epoll_ctl(ep, EPOLL_CTL_ADD, l, &ev))
+		die("epoll");
+	while (done < n) {
+		struct epoll_event evs[16];
+		int k = epoll_wait(ep, evs, 16, 60000);
+		if (k <= 0)
+			die("epoll_wait (nothing for 60 s)");
+		for (int i = 0; i < k; i++) {
+			struct ec *c = evs[i].data.ptr;
+			if (!c) {
+				int fd = accept4(l, NULL, NULL, SOCK_NONBLOCK);
+				if (fd < 0)
+					continue;
+				printf("accepted %d after %.0f ms\n", ++accepted, ms_since(t0));
+				fflush(stdout);
+				c = ec_new(fd);
+				if (!banner)
+					c->banner = sizeof BANNER - 1;
+				struct epoll_event in = { .events = ec_wants(c), .data.ptr = c };
+				if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &in))
+					die("epoll_ctl add");
+				continue;
+			}
+			uint32_t was = ec_wants(c);
+			if (poll_step(c, (short)evs[i].events, &stall, &nstall)) {
+				ec_free(c);
+				done++;
+				continue;
+			}
+			struct epoll_event mod = { .events = ec_wants(c), .data.ptr = c };
+			if (mod.events != was && epoll_ctl(ep, EPOLL_CTL_MOD, c->fd, &mod))
+				die("epoll_ctl mod");
+		}
+	}
+	if (banner)
+		printf("stalled %.0f ms in %d writes\n", stall, nstall);
 }
 
 static void serve_poll(int l, int n)
@@ -283,8 +292,8 @@ static int server(const char *addr, int port, const char *mode, int n)
 		die("listen");
 	printf("listening\n");
 	fflush(stdout);
-	if (!strcmp(mode, "epoll")) {
-		serve_epoll(l, n);
+	if (!strcmp(mode, "epoll") || !strcmp(mode, "eloop")) {
+		serve_epoll(l, n, !strcmp(mode, "eloop"));
 		return 0;
 	}
 	if (!strcmp(mode, "poll")) {
@@ -352,6 +361,6 @@ int main(int argc, char **argv)
 		return server(argv[2], atoi(argv[3]), argv[4], atoi(argv[5]));
 	if (argc == 6 && !strcmp(argv[1], "client"))
 		return client(argv[2], atoi(argv[3]), argv[4], argv[5]);
-	fprintf(stderr, "usage: lateconfirm server ADDR PORT threads|epoll|poll|race N | client ADDR PORT threads|epoll|poll|race TAG\n");
+	fprintf(stderr, "usage: lateconfirm server ADDR PORT threads|epoll|eloop|poll|race N | client ADDR PORT threads|epoll|eloop|poll|race TAG\n");
 	return 2;
 }
