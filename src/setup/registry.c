@@ -490,6 +490,31 @@ int rdv_reg_may_match(struct portreg *p, const struct shunt_addr *dst, int *defe
 	return may;
 }
 
+/* A listener whose port's registry could not be opened or made: if the
+ * directory is not writable by this process - one that changed its user
+ * after it started (mosquitto, a daemon dropping root before it listens:
+ * the directory, opened then, is the first user's) - its clients find no
+ * listener, and its connections say why (reason unsafe-dir), once in a
+ * warning too.  (Else: a registry of another version, logged there.) */
+static void listen_unregistered(struct sk *s, uint16_t port)
+{
+	static int warned;
+	int e = errno;
+
+	if (!faccessat(shunt_dirfd, ".", W_OK, AT_EACCESS) || errno != EACCES) {
+		errno = e;
+		return;
+	}
+	s->listen_unreg = 1;
+	if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+		shunt_warn("port %u: its listener cannot be registered - the rendezvous directory %s is not "
+			   "writable by uid %u (the process changed its user since it started?): its "
+			   "connections stay plain TCP (reason unsafe-dir); a SHUNT_DIR shared by both users "
+			   "(sticky: chmod 1777) accelerates them (docs/configuration.md)",
+			   port, shunt_cfg.dir, (unsigned)geteuid());
+	errno = e;
+}
+
 int rdv_listen(int fd, struct sk *s)
 {
 	struct sockaddr_storage ss;
@@ -509,8 +534,10 @@ int rdv_listen(int fd, struct sk *s)
 	for (int tries = 0; tries < 3; tries++) {
 		int lk = -1;
 		p = rdv_reg_get(a.port, 1, 1);
-		if (!p)
+		if (!p) {
+			listen_unregistered(s, a.port);
 			return 0;
+		}
 		pthread_mutex_lock(&reg_lock);
 		if (p->lock_fd < 0) {
 			/* the lock, then the check that the name still leads to

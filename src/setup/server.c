@@ -529,8 +529,8 @@ int rdv_accept(const struct sk *ls, int fd, struct sk *s, const struct sockaddr 
 	 * 200 ms, or the server's first bytes). */
 	if (!shunt_active || (off && ((!ls->listen_port && !ls->ag_listen) || shunt_sandboxed)))
 		return 0;
-	if (!off)
-		s->reason = SHUNT_R_PEER_NOT_SHUNT;
+	if (!off) /* (a listener unregistered: no client could offer) */
+		s->reason = ls->listen_unreg ? SHUNT_R_UNSAFE_DIR : SHUNT_R_PEER_NOT_SHUNT;
 	if (accept_unoffered(ls, s, peer))
 		return server_agent_path(ls, fd, s);
 	if (peer && ls->listen_port && !rdv_is_any(&ls->listen_addr)) {

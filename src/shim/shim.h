@@ -66,6 +66,8 @@ struct sk {
 	int has_tuple;            /* SK_TUPLE_*: what of tuple is known */
 	int ag_listen;            /* a listener registered with the agent (saves SYNs) */
 	int defer_accept;         /* TCP_DEFER_ACCEPT set (registry.c rdv_listen_deferred) */
+	int listen_unreg;         /* a listener whose port's registry this process could not
+				     write (registry.c rdv_listen): its connections' reason */
 	int kernel_opts;          /* timestamps asked for: what it connects or accepts goes to TCP */
 	uint16_t short_port;      /* client: the port whose registry learns how long it lived */
 	uint64_t born_ns;         /* ... and when its connect was decided */

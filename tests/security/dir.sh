@@ -11,7 +11,8 @@
 # answer in the offer slot): plain, reason 4, the real server gets every
 # byte, nothing reaches the attacker;
 # a real server whose worker runs as another user than its listener's
-# owns the sockets it accepts and is accelerated.
+# owns the sockets it accepts and is accelerated; one that changes its user
+# before it listens says why it cannot be, unless the directory is shared.
 . "$(dirname "$0")/lib.sh"
 PEER="$BIN/peer"
 V=shunt-victim A=shunt-attacker
@@ -93,17 +94,41 @@ echo "  ... answering in the offer slot instead: refused as well (reason 4), eve
 ms=$(hijack hij-garbage garbage) || die "$ms"
 echo "  ... writing a slot state of its own: the victim's wait ends (${ms} ms; an older library waited for ever), plain (reason 4)"
 
+# dropped NAME DIR [early]: a root-started server that becomes the attacker's
+# user (dropserver: after its listen(), or before it with "early", as
+# mosquitto does) and its client, root, both with SHUNT_DIR=DIR; their
+# report lines and warnings in $WORK/NAME.{s,c,err}
+dropped() {
+	local name=$1 dir=$2 P sp; shift 2; P=$(free_port)
+	env LD_PRELOAD="$LIBV" SHUNT_DIR="$dir" "$BIN/dropserver" "$P" "$AUID" "$@" > "$WORK/$name.s" 2> "$WORK/$name.err" &
+	sp=$!
+	wait_port "$P"
+	env LD_PRELOAD="$LIBV" SHUNT_DIR="$dir" "$BIN/dropserver" client "$P" > "$WORK/$name.c" 2>> "$WORK/$name.err" ||
+		die "client of a server that changed its user ($name): $(cat "$WORK/$name.c" "$WORK/$name.err")"
+	wait "$sp" || die "server that changed its user ($name): $(cat "$WORK/$name.s" "$WORK/$name.err")"
+}
+
 # 1g. ... while a real server whose worker runs as another user than the
 # one that made its listener (nginx, sshd) is accelerated: the kernel gives
 # an accepted socket to the user of the process that accepted it
-P=$(free_port)
-env LD_PRELOAD="$LIBV" SHUNT_DIR="$shared" "$BIN/dropserver" "$P" "$AUID" > "$WORK/drop.s" 2> "$WORK/drop.err" &
-sp=$!
-wait_port "$P"
-preload $V "$LIBV" SHUNT_DIR="$shared" "$BIN/dropserver" client "$P" > "$WORK/drop.c" 2>> "$WORK/drop.err" ||
-	die "client of a worker server: $(cat "$WORK/drop.c" "$WORK/drop.err")"
-wait "$sp" || die "worker server: $(cat "$WORK/drop.s" "$WORK/drop.err")"
+dropped drop "$shared"
 grep -q 'role=server mode=shm reason=0' "$WORK/drop.s" && grep -q 'role=client mode=shm reason=0' "$WORK/drop.c" ||
 	die "a worker of another user than its listener's: $(cat "$WORK/drop.s" "$WORK/drop.c" "$WORK/drop.err")"
 echo "  shared directory, a server whose worker is not its listener's user: accelerated (it owns what it accepted)"
+
+# 1h. a server that changes its user before it listens (mosquitto) in a
+# directory of root's own cannot register its listener: plain, every byte,
+# and it says why - its connections' reason unsafe-dir (19) and one warning
+# (before, silently peer-not-shunt on both ends); in the shared directory
+# it is accelerated.
+priv="$WORK/priv"; mkdir -m 0700 "$priv"
+dropped early-priv "$priv" early
+grep -q 'role=server mode=tcp reason=19' "$WORK/early-priv.s" && grep -q 'role=client mode=tcp reason=1' "$WORK/early-priv.c" ||
+	die "a server that changed its user before listen(), private directory: $(cat "$WORK/early-priv.s" "$WORK/early-priv.c" "$WORK/early-priv.err")"
+[ "$(grep -c "its listener cannot be registered - the rendezvous directory $priv is not writable by uid $AUID" "$WORK/early-priv.err")" = 1 ] ||
+	die "no warning (or more than one): $(cat "$WORK/early-priv.err")"
+dropped early-shared "$shared" early
+grep -q 'role=server mode=shm reason=0' "$WORK/early-shared.s" && grep -q 'role=client mode=shm reason=0' "$WORK/early-shared.c" ||
+	die "a server that changed its user before listen(), shared directory: $(cat "$WORK/early-shared.s" "$WORK/early-shared.c" "$WORK/early-shared.err")"
+echo "  a server that changes its user before it listens: plain with reason unsafe-dir and a warning in a directory of its first user's; accelerated in a shared one"
 echo "dir: ok"

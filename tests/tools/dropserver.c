@@ -4,6 +4,9 @@
  * process drops to UID before accept().  It exchanges "hello"/"world" and
  * prints "role=server mode=M reason=R" (getsockopt(SOL_SHUNT)).
  *   dropserver PORT UID
+ *   dropserver PORT UID early  drops to UID before it makes its listener
+ *                              (mosquitto: the shim, started as root,
+ *                              opened the directory as root's)
  *   dropserver client PORT    the other end, "role=client ..." */
 #include "../behave/common.h" /* first: it sets _GNU_SOURCE */
 #include <grp.h>
@@ -19,13 +22,18 @@ static void report(const char *role, int fd)
 		printf("role=%s mode=%s reason=%u\n", role, in.mode == 1 ? "shm" : "tcp", in.reason);
 }
 
+static void drop(const char *uid)
+{
+	CHECK(setgroups(0, NULL) == 0 && setgid((gid_t)atoi(uid)) == 0 && setuid((uid_t)atoi(uid)) == 0);
+}
+
 int main(int argc, char **argv)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	char b[5];
 	int s, c, one = 1;
 
-	CHECK(argc == 3);
+	CHECK(argc == 3 || argc == 4);
 	if (!strcmp(argv[1], "client")) {
 		a.sin_port = htons((uint16_t)atoi(argv[2]));
 		c = socket(AF_INET, SOCK_STREAM, 0);
@@ -37,11 +45,13 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	a.sin_port = htons((uint16_t)atoi(argv[1]));
+	if (argc == 4)
+		drop(argv[2]);
 	s = socket(AF_INET, SOCK_STREAM, 0);
 	setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
 	CHECK(bind(s, (void *)&a, sizeof a) == 0 && listen(s, 8) == 0);
-	CHECK(setgroups(0, NULL) == 0 && setgid((gid_t)atoi(argv[2])) == 0 &&
-	      setuid((uid_t)atoi(argv[2])) == 0);
+	if (argc == 3)
+		drop(argv[2]);
 	printf("listening\n");
 	fflush(stdout);
 	c = accept(s, NULL, NULL);
