@@ -374,7 +374,14 @@ EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 	return R(sendmsg)(fd, m, flags);
 }
 
-/* sendfile to an accelerated socket: read the file, write the ring. */
+/* sendfile to an accelerated socket: read the file, write the ring.  No
+ * byte is taken from the file that the ring did not take: a non-blocking
+ * socket reads no more than its room, and without an offset the file's
+ * position is given back what was read and not sent (before, a send that
+ * said EAGAIN or failed at the call's first chunk kept the file's
+ * position past it, and those bytes never reached the peer: Ruby's
+ * IO.copy_stream lost 64 KiB each time the ring was full -
+ * tests/behave/sendfile_nb). */
 static ssize_t accel_sendfile(struct sk *s, int in, off_t *off, size_t count)
 {
 	char buf[65536];
@@ -383,9 +390,18 @@ static ssize_t accel_sendfile(struct sk *s, int in, off_t *off, size_t count)
 
 	while (total < count) {
 		size_t want = count - total < sizeof buf ? count - total : sizeof buf;
-		ssize_t n = off ? pread(in, buf, want, pos) : R(read)(in, buf, want);
+		ssize_t n, w;
 		struct iovec iov = { buf, 0 };
-		ssize_t w;
+		if (s->nonblock) {
+			size_t room = conn_send_room(s->conn);
+			if (!room && !total)
+				return -EAGAIN;
+			if (!room)
+				break;
+			if (want > room)
+				want = room;
+		}
+		n = off ? pread(in, buf, want, pos) : R(read)(in, buf, want);
 		if (n <= 0) {
 			if (n < 0 && !total)
 				return -errno;
@@ -393,13 +409,13 @@ static ssize_t accel_sendfile(struct sk *s, int in, off_t *off, size_t count)
 		}
 		iov.iov_len = (size_t)n;
 		w = conn_send(s, &iov, 1, 0);
+		/* Give back what the ring did not take. */
+		if (!off && (w < 0 ? 0 : w) < n)
+			lseek(in, (w < 0 ? 0 : w) - n, SEEK_CUR);
 		if (w < 0 && !total)
 			return w;
 		if (w <= 0)
-			w = 0;
-		/* Give back what the ring did not take. */
-		if (!off && w < n)
-			lseek(in, w - n, SEEK_CUR);
+			break;
 		total += (size_t)w;
 		pos += w;
 		if (w < n)
