@@ -727,6 +727,7 @@ struct portreg *rdv_reg_peek(uint16_t port)
 void rdv_atfork_child(void)
 {
 	rdv_msgsock_atfork_child();
+	peercred_atfork_child();
 	rdv_client_atfork_child();
 	arena_atfork_child();
 	shunt_mutex_reset(&reg_lock);

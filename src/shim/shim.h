@@ -326,6 +326,7 @@ int shunt_addr_from_sockaddr(struct shunt_addr *a, const struct sockaddr *sa);
 
 /* peercred.c: the uid owning the TCP socket src -> dst on this host */
 int tcp_owner_uid(const struct shunt_addr *src, const struct shunt_addr *dst, uint32_t *uid);
+void peercred_atfork_child(void);
 
 /* stats.c */
 struct shunt_stat_rec *stats_alloc(int fd, struct sk *s);
