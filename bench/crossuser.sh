@@ -8,7 +8,8 @@
 # each round.  Each such connection is checked across users at both ends
 # (sock_diag: docs/security.md).  Prints each variant's median requests a
 # second and the median of its ratio to TCP's in the same round; writes
-# the table to OUT (docs/bench/crossuser.md by default).  Needs root.
+# the table to OUT (docs/bench/crossuser.md by default) and the ratios'
+# plot beside it (.tsv, .png).  Needs root.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 N=${1:-3}
@@ -53,6 +54,12 @@ runs = [l.split() for l in open(sys.argv[1])]
 rate = {(r, n, c): float(x) for r, n, c, x in runs}
 names = list(dict.fromkeys(n for _, n, _, _ in runs))
 rounds = sorted({r for r, _, _, _ in runs})
+tsv = ["group\tvariant\trate\tratio"]
+for n in names:
+    for c in ("1", "8"):
+        tsv.append(f"ab -c {c}\t{n}\t{statistics.median(rate[(r, n, c)] for r in rounds):.0f}\t"
+                   f"{statistics.median(rate[(r, n, c)] / rate[(r, 'tcp', c)] for r in rounds):.3f}")
+open(sys.argv[2][:-3] + ".tsv", "w").write("\n".join(tsv) + "\n")
 lines = [f"nginx (one www-data worker) and ab, both under each library, shared SHUNT_DIR; {sys.argv[3]} rounds, alternated; requests a second (median) and the median ratio to TCP's in the same round", "",
          "| variant | ab -c 1 | ratio | ab -c 8 | ratio |", "|---|---:|---:|---:|---:|"]
 for n in names:
@@ -64,3 +71,7 @@ for n in names:
 open(sys.argv[2], "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
 PY
+. "$ROOT/bench/bars.sh"
+# shellcheck disable=SC2046 # the variants' names, one word each
+bars "${OUT%.md}" "nginx (www-data worker) and ab across users: short connections" "requests a second, ratio to TCP" \
+	", 1 notitle lw 2" $(for v in "${variants[@]}"; do echo "${v%%=*}"; done)
