@@ -559,7 +559,7 @@ ssize_t conn_sendmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int fla
 	struct iovec copy[IOV_MAX], *iov = copy;
 	struct conn_stuck stuck = { 0 };
 
-	if (iovcnt < 0 || iovcnt > IOV_MAX)
+	if (iovcnt < 0 || iovcnt > IOV_MAX || iov_len_bad(iov0, iovcnt))
 		return -EINVAL;
 	if (iov_null(iov0, iovcnt))
 		return -EFAULT;
@@ -717,7 +717,7 @@ ssize_t conn_recvmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int fla
 	uint64_t sig0 = shunt_signals_seen();
 	struct iovec copy[IOV_MAX], *iov = copy;
 
-	if (iovcnt < 0 || iovcnt > IOV_MAX)
+	if (iovcnt < 0 || iovcnt > IOV_MAX || iov_len_bad(iov0, iovcnt))
 		return -EINVAL;
 	/* recvmsg's control buffer, for a read off the socket (its capacity
 	 * kept in sock); ctl says what came: none from the rings */

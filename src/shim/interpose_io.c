@@ -164,7 +164,11 @@ EXPORT ssize_t read(int fd, void *buf, size_t n)
 {
 	struct iovec iov = { buf, n };
 	int h;
-	ssize_t r = accel_recv(fd, &iov, 1, 0, &h, NULL, 1);
+	ssize_t r;
+
+	if (n > (size_t)SSIZE_MAX) /* the kernel's EFAULT, before any byte (a vector's: EINVAL) */
+		return R(read)(fd, buf, n);
+	r = accel_recv(fd, &iov, 1, 0, &h, NULL, 1);
 
 	return h ? r : R(read)(fd, buf, n);
 }
@@ -293,7 +297,11 @@ EXPORT ssize_t write(int fd, const void *buf, size_t n)
 {
 	struct iovec iov = { (void *)buf, n };
 	int h;
-	ssize_t r = accel_send(fd, &iov, 1, 0, &h, NULL);
+	ssize_t r;
+
+	if (n > (size_t)SSIZE_MAX) /* as read() */
+		return R(write)(fd, buf, n);
+	r = accel_send(fd, &iov, 1, 0, &h, NULL);
 
 	return h ? r : R(write)(fd, buf, n);
 }

@@ -209,13 +209,24 @@ static inline ssize_t conn_recv(struct sk *s, const struct iovec *iov, int iovcn
 	return conn_recvmsg(s, iov, iovcnt, flags, NULL);
 }
 int conn_shutdown(struct sk *s, int how);
+/* (at most SSIZE_MAX: a sum past it is cut, as the kernel cuts a call's
+ * count) */
 static inline size_t iov_total(const struct iovec *iov, int n)
 {
 	size_t t = 0;
 
 	for (int i = 0; iov && i < n; i++)
-		t += iov[i].iov_len;
+		t += iov[i].iov_len < (size_t)SSIZE_MAX - t ? iov[i].iov_len : (size_t)SSIZE_MAX - t;
 	return t;
+}
+/* A length past SSIZE_MAX (a negative ssize_t): the kernel's EINVAL, for a
+ * vector's element as for a write's count. */
+static inline int iov_len_bad(const struct iovec *iov, int n)
+{
+	for (int i = 0; iov && i < n; i++)
+		if (iov[i].iov_len > (size_t)SSIZE_MAX)
+			return 1;
+	return 0;
 }
 /* An array, or a buffer of positive length, at NULL: the kernel's EFAULT
  * (other bad addresses fault in the copy, where the kernel would say

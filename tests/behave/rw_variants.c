@@ -1,7 +1,12 @@
 /* Description: the other ways a program reads and writes a socket behave
  * as on TCP: pwritev2/preadv2 at offset -1 (the stream's position;
  * RWF_NOWAIT does not wait: EAGAIN), at another offset ESPIPE, with an
- * unknown flag EOPNOTSUPP, each leaving the stream as it was; and POSIX
+ * unknown flag EOPNOTSUPP, each leaving the stream as it was; vectors
+ * the kernel refuses - more than IOV_MAX entries, an element longer than
+ * SSIZE_MAX - EINVAL, and a write's or read's count past SSIZE_MAX
+ * EFAULT, nothing sent or taken (before the thirty-sixth session such an
+ * element was written as 0 bytes - a writer's loop never ended - and
+ * such a write crashed in the copy); and POSIX
  * AIO (aio_write, aio_read, aio_suspend, aio_return; lio_listio, on a
  * connection of its own), whose glibc threads use libc's internal read
  * and write.  With the previous library the preadv2 waited for ever on
@@ -10,6 +15,7 @@
  * the peer read its ring. */
 #include "common.h"
 #include <aio.h>
+#include <limits.h>
 #include <sys/uio.h>
 
 static void aio_do(int fd, int wr, char *buf, size_t n)
@@ -69,6 +75,25 @@ int main(void)
 	close(l);
 	fd = connect_to(&ss, len);
 	expect_mode(fd);
+	{
+		static struct iovec many[IOV_MAX + 1];
+		struct iovec huge[2] = { { "abc", 3 }, { a, (size_t)SSIZE_MAX + 1 } };
+		for (int i = 0; i <= IOV_MAX; i++)
+			many[i] = (struct iovec){ "x", 1 };
+		errno = 0;
+		CHECK(writev(fd, many, IOV_MAX + 1) == -1 && errno == EINVAL);
+		errno = 0;
+		CHECK(writev(fd, huge, 2) == -1 && errno == EINVAL);
+		errno = 0;
+		CHECK(readv(fd, huge, 2) == -1 && errno == EINVAL);
+		errno = 0;
+		CHECK(readv(fd, many, IOV_MAX + 1) == -1 && errno == EINVAL);
+		errno = 0;
+		volatile size_t past = (size_t)SSIZE_MAX + 1; /* (the compiler would refuse it) */
+		CHECK(write(fd, "abc", past) == -1 && errno == EFAULT);
+		errno = 0;
+		CHECK(read(fd, a, past) == -1 && errno == EFAULT);
+	}
 	{
 		struct iovec w[2] = { { "abc", 3 }, { "defg", 4 } }, r[2] = { { a, 3 }, { b, 4 } };
 		errno = 0;
