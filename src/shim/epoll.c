@@ -49,6 +49,21 @@ static int is_token(uint64_t v)
 	return (v & ~((1ull << TOK_BITS) - 1)) == tag;
 }
 
+/* May this process take a registration out of the kernel's set?  A set a
+ * forked child inherited is its parent's kernel instance: the child's
+ * close of a connection it shares with the parent drops the child's
+ * record, and the kernel's registrations stay - the parent's (as the
+ * kernel keeps a registration while any process holds the file).  Before,
+ * a child's close (or its exit: redis's BGSAVE child) took the parent's
+ * doorbell and socket out of the set, and the parent's event loop never
+ * heard of room again (redis's replication stalled at the ring's 256 KiB:
+ * tests/behave/fork_epoll).  Stale registrations a child leaves report
+ * edges nobody is named for: dropped (translate). */
+static int ep_mine(pid_t pid)
+{
+	return pid == shunt_pid();
+}
+
 /* Put r in the group of its connection's doorbell, made (and the doorbell
  * registered) if r is the first. */
 static int bell_join(struct epset *ep, struct epreg *r)
@@ -83,7 +98,7 @@ static int bell_join(struct epset *ep, struct epreg *r)
 			free(b);
 			return err;
 		}
-		*b = (struct epbell){ .efd = c->efd_mine, .id = c->bell_id, .slot = slot };
+		*b = (struct epbell){ .efd = c->efd_mine, .id = c->bell_id, .slot = slot, .pid = shunt_pid() };
 		ep->bells[slot] = b;
 	}
 	r->bell = b;
@@ -104,7 +119,8 @@ static void bell_leave(struct epset *ep, struct epreg *r)
 	r->bell = NULL;
 	if (b->members)
 		return;
-	real.epoll_ctl(ep->epfd, EPOLL_CTL_DEL, b->efd, NULL);
+	if (ep_mine(b->pid))
+		real.epoll_ctl(ep->epfd, EPOLL_CTL_DEL, b->efd, NULL);
 	ep->bells[b->slot] = NULL;
 	free(b);
 }
@@ -193,7 +209,7 @@ static void reg_drop(struct epset *ep, int fd)
 		unqueue(ep, r);
 	if (r->bell)
 		bell_leave(ep, r);
-	if (r->tcp_on || r->hs_tok)
+	if ((r->tcp_on || r->hs_tok) && ep_mine(r->pid))
 		real.epoll_ctl(ep->epfd, EPOLL_CTL_DEL, r->fd, NULL);
 	if (r->hs_tok)
 		hs_unlist(ep, r);
@@ -286,8 +302,9 @@ void ep_retire(int fd, struct sk *s)
 			/* ours out first: the connection's socket may be this
 			 * very number (borrowed: fdtab.c), the kernel's key */
 			reg_drop(ep, fd);
-			if (present)
-				real.epoll_ctl(ep->epfd, EPOLL_CTL_ADD, fd, &ev);
+			/* (a child's: the parent's token registration is there still) */
+			if (present && real.epoll_ctl(ep->epfd, EPOLL_CTL_ADD, fd, &ev) && errno == EEXIST)
+				real.epoll_ctl(ep->epfd, EPOLL_CTL_MOD, fd, &ev);
 		}
 		pthread_mutex_unlock(&ep->lock);
 	}
@@ -410,6 +427,7 @@ static int reg_add(struct epset *ep, int fd, struct sk *s, struct epoll_event *e
 		return -ENOMEM;
 	r->s = s;
 	r->fd = fd;
+	r->pid = shunt_pid();
 	if ((err = reg_attach(ep, r, 0))) {
 		free(r);
 		return err;
@@ -527,7 +545,7 @@ static int pend_kernel_ctl(struct epset *ep, int epfd, int op, int fd, struct sk
 		return err;
 	}
 	if (op == EPOLL_CTL_ADD) {
-		*r = (struct epreg){ .fd = fd, .present = 1, .active = 1, .pend = 1, .s = sk_ref(s) };
+		*r = (struct epreg){ .fd = fd, .pid = shunt_pid(), .present = 1, .active = 1, .pend = 1, .s = sk_ref(s) };
 		ep->regs[fd] = r;
 		ep->nregs++;
 	}
@@ -682,7 +700,7 @@ static int hs_kernel_ctl(struct epset *ep, int epfd, int op, int fd, struct sk *
 		return err;
 	}
 	if (op == EPOLL_CTL_ADD) {
-		*r = (struct epreg){ .fd = fd, .present = 1, .pend = 1, .hs_tok = 1, .s = sk_ref(s) };
+		*r = (struct epreg){ .fd = fd, .pid = shunt_pid(), .present = 1, .pend = 1, .hs_tok = 1, .s = sk_ref(s) };
 		r->next_hs = ep->hs_list;
 		ep->hs_list = r;
 		ep->regs[fd] = r;

@@ -7,6 +7,8 @@
 
 struct epreg {
 	int fd;
+	pid_t pid;             /* the process that made it: a forked child's set
+				* is its parent's kernel instance (ep_mine) */
 	int present;           /* the application's registration exists; after
 				* EPOLL_CTL_DEL our kernel registrations stay
 				* (event loops delete and re-add per request) */
@@ -44,6 +46,7 @@ struct epreg {
  * every member (a member with nothing new reports nothing). */
 struct epbell {
 	int efd;
+	pid_t pid;                /* as epreg's */
 	uint64_t id;              /* conn's bell_id */
 	unsigned slot;
 	struct epreg *members;
