@@ -527,28 +527,54 @@ static void pend_mark(struct epset *ep, struct epreg *r, int in, int many)
 	}
 }
 
-/* The kernel's own registration of fd (an ADD or a MOD, with the
- * program's events and data) and our pending record of it, made at an ADD
- * (*rp).  0 or -errno. */
-static int pend_kernel_ctl(struct epset *ep, int epfd, int op, int fd, struct sk *s,
-			   struct epoll_event *ev, struct epreg **rp)
+/* The events the kernel is asked for a socket in a handshake state (below:
+ * *held, the word instead of room). */
+static uint32_t hs_kev(uint32_t events, struct sk *s, int *held)
 {
+	*held = (events & (EPOLLOUT | EPOLLWRNORM)) && __atomic_load_n(&s->hs, __ATOMIC_ACQUIRE) == HS_CONFIRM &&
+		shunt_now_ns() < s->hs_until;
+	if (!*held)
+		return events;
+	events &= ~(uint32_t)(EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND);
+	/* (a partial word must not spin a level-triggered registration) */
+	return events & EPOLLIN ? events : events | EPOLLIN | EPOLLET;
+}
+
+/* The kernel's registration of fd (an ADD or a MOD) and our pending record
+ * of it, made at an ADD (*rp): the program's events and data as they are
+ * (a pending offer's socket), or - hs, a socket in a handshake state - under
+ * our token, asked for what hs_kev says.  0 or -errno. */
+static int pend_kernel_ctl(struct epset *ep, int epfd, int op, int fd, struct sk *s,
+			   struct epoll_event *ev, struct epreg **rp, int hs)
+{
+	struct epoll_event in = *ev;
 	struct epreg *r = *rp;
-	int err;
+	int err, held = 0;
 
 	if (!r && ((err = ensure_cap(ep, fd)) || !(r = calloc(1, sizeof *r))))
 		return err ? err : -ENOMEM;
-	if (real.epoll_ctl(epfd, op, fd, ev)) {
+	if (hs) {
+		in.events = hs_kev(ev->events, s, &held);
+		in.data.u64 = token((unsigned)fd, TOK_TCP);
+	}
+	if (real.epoll_ctl(epfd, op, fd, &in)) {
 		err = -errno;
 		if (op == EPOLL_CTL_ADD)
 			free(r);
 		return err;
 	}
 	if (op == EPOLL_CTL_ADD) {
-		*r = (struct epreg){ .fd = fd, .pid = shunt_pid(), .present = 1, .active = 1, .pend = 1, .s = sk_ref(s) };
+		*r = (struct epreg){ .fd = fd, .pid = shunt_pid(), .present = 1, .pend = 1, .hs_tok = hs,
+				     .s = sk_ref(s) };
+		if (hs) {
+			r->next_hs = ep->hs_list;
+			ep->hs_list = r;
+		}
 		ep->regs[fd] = r;
 		ep->nregs++;
 	}
+	r->hs_held = held;
+	r->active = 1; /* (a one-shot's MOD arms it again) */
 	r->events = ev->events;
 	r->data = ev->data;
 	*rp = r;
@@ -579,7 +605,7 @@ static int pend_ctl(struct epset *ep, int epfd, int op, int fd, struct sk *s, st
 	if (many && !pend_many_ok(ep, s))
 		goto out;
 	done = 1;
-	if (!(*err = pend_kernel_ctl(ep, epfd, op, fd, s, ev, &r)))
+	if (!(*err = pend_kernel_ctl(ep, epfd, op, fd, s, ev, &r, 0)))
 		pend_mark(ep, r, in, many);
 out:
 	pthread_mutex_unlock(&ep->lock);
@@ -658,18 +684,6 @@ void ep_pend_settled(int fd, struct sk *s)
  * the kernel held such a socket as the program made it: a late message
  * alone woke the loop (its read said EAGAIN), HS_CONFIRM reported room. */
 
-/* The events the kernel is asked for (*held: the word instead of room). */
-static uint32_t hs_kev(uint32_t events, struct sk *s, int *held)
-{
-	*held = (events & (EPOLLOUT | EPOLLWRNORM)) && __atomic_load_n(&s->hs, __ATOMIC_ACQUIRE) == HS_CONFIRM &&
-		shunt_now_ns() < s->hs_until;
-	if (!*held)
-		return events;
-	events &= ~(uint32_t)(EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND);
-	/* (a partial word must not spin a level-triggered registration) */
-	return events & EPOLLIN ? events : events | EPOLLIN | EPOLLET;
-}
-
 /* r's kernel registration again, as hs_kev says now: it reports what is
  * ready at once (a one-shot that fired with nothing for the program is
  * armed again; a report with no room for it comes again). */
@@ -679,39 +693,6 @@ static void hs_rearm(struct epset *ep, struct epreg *r)
 
 	in.events = hs_kev(r->events, r->s, &r->hs_held);
 	real.epoll_ctl(ep->epfd, EPOLL_CTL_MOD, r->fd, &in);
-}
-
-/* The kernel's registration of fd under our token (an ADD or a MOD) and
- * our record of it, made at an ADD (*rp).  0 or -errno. */
-static int hs_kernel_ctl(struct epset *ep, int epfd, int op, int fd, struct sk *s, struct epoll_event *ev,
-			 struct epreg **rp)
-{
-	struct epoll_event in = { .data.u64 = token((unsigned)fd, TOK_TCP) };
-	struct epreg *r = *rp;
-	int err, held;
-
-	if (!r && ((err = ensure_cap(ep, fd)) || !(r = calloc(1, sizeof *r))))
-		return err ? err : -ENOMEM;
-	in.events = hs_kev(ev->events, s, &held);
-	if (real.epoll_ctl(epfd, op, fd, &in)) {
-		err = -errno;
-		if (op == EPOLL_CTL_ADD)
-			free(r);
-		return err;
-	}
-	if (op == EPOLL_CTL_ADD) {
-		*r = (struct epreg){ .fd = fd, .pid = shunt_pid(), .present = 1, .pend = 1, .hs_tok = 1, .s = sk_ref(s) };
-		r->next_hs = ep->hs_list;
-		ep->hs_list = r;
-		ep->regs[fd] = r;
-		ep->nregs++;
-	}
-	r->hs_held = held;
-	r->active = 1;
-	r->events = ev->events;
-	r->data = ev->data;
-	*rp = r;
-	return 0;
 }
 
 /* 1 and *err: done (0: the plain path's). */
@@ -735,7 +716,7 @@ static int hs_ctl(struct epset *ep, int epfd, int op, int fd, struct sk *s, stru
 		goto out;
 	}
 	if (op != EPOLL_CTL_DEL)
-		*err = hs_kernel_ctl(ep, epfd, op, fd, s, ev, &r);
+		*err = pend_kernel_ctl(ep, epfd, op, fd, s, ev, &r, 1);
 	else
 		reg_drop(ep, fd); /* (the kernel's goes with it) */
 out:
@@ -1140,6 +1121,16 @@ static void pend_due(struct epset *ep, uint64_t *due)
 		*due = now; /* more: look again at once */
 }
 
+/* A sleep of wait_ms (-1: none set) not past end (shunt_now_ns()'s clock),
+ * in whole milliseconds rounded up. */
+static int wait_until(int wait_ms, uint64_t end)
+{
+	uint64_t now = shunt_now_ns();
+	int left_ms = end > now ? (int)((end - now + 999999) / 1000000) : 0;
+
+	return wait_ms < 0 || left_ms < wait_ms ? left_ms : wait_ms;
+}
+
 static int wait_loop(struct epset *ep, int epfd, struct epoll_event *evs, int max, int timeout_ms,
 		     const sigset_t *mask)
 {
@@ -1170,18 +1161,11 @@ static int wait_loop(struct epset *ep, int epfd, struct epoll_event *evs, int ma
 		 * where a shunt server listens too - would leave its first
 		 * bytes in the slot) */
 		if (due != UINT64_MAX || __atomic_load_n(&ep->many_seen, __ATOMIC_RELAXED)) {
-			uint64_t now = shunt_now_ns(), left = due > now ? due - now : 0;
-			uint64_t cap = shunt_accept_wait_ns(&shunt_cfg);
-			int cap_ms = (int)(((left < cap ? left : cap) + 999999) / 1000000);
-			if (wait_ms < 0 || cap_ms < wait_ms)
-				wait_ms = cap_ms;
+			uint64_t cap = shunt_now_ns() + shunt_accept_wait_ns(&shunt_cfg);
+			wait_ms = wait_until(wait_ms, due < cap ? due : cap);
 		}
-		if (hs_end != UINT64_MAX) { /* (not past a word's wait: hs_due) */
-			uint64_t now = shunt_now_ns();
-			int left_ms = hs_end > now ? (int)((hs_end - now + 999999) / 1000000) : 0;
-			if (wait_ms < 0 || left_ms < wait_ms)
-				wait_ms = left_ms;
-		}
+		if (hs_end != UINT64_MAX) /* (not past a word's wait: hs_due) */
+			wait_ms = wait_until(wait_ms, hs_end);
 		/* the kernel writes into the caller's array (threads may wait
 		 * on one set at once); a doorbell's group may report more than
 		 * one event, so its answer is copied aside under the lock */

@@ -219,8 +219,9 @@ static inline size_t iov_total(const struct iovec *iov, int n)
 		t += iov[i].iov_len < (size_t)SSIZE_MAX - t ? iov[i].iov_len : (size_t)SSIZE_MAX - t;
 	return t;
 }
-/* A length past SSIZE_MAX (a negative ssize_t): the kernel's EINVAL, for a
- * vector's element as for a write's count. */
+/* A vector's element longer than SSIZE_MAX (a negative ssize_t): the
+ * kernel's EINVAL (a read's or write's count past it is its EFAULT, which
+ * the wrappers leave to the kernel: interpose_io.c). */
 static inline int iov_len_bad(const struct iovec *iov, int n)
 {
 	for (int i = 0; iov && i < n; i++)
