@@ -31,12 +31,12 @@ T=$BUILD/tests/tools/lateconfirm
 S=/tmp/lc-s.out A=/tmp/lc-a.out B=/tmp/lc-b.out
 die() { echo "FAIL: $*"; tail -15 $S; tail -5 $A; tail -5 $B; exit 1; }
 port=7870
-for mode in threads epoll eloop poll race; do
+# run_mode MODE: the server and clients A and B, each one's output in S, A, B
+run_mode() {
+	local mode=$1 wait_ms=2000 slib=$LIB sp ap
 	port=$((port + 1))
-	wait_ms=2000
 	case $mode in epoll | eloop | poll) wait_ms=20000 ;; esac
 	: > $S # a stale "listening" must not start the clients
-	slib=$LIB
 	[ $mode = race ] && slib="$(dirname "$LIB")/libshunt-faults.so"
 	env LD_PRELOAD="$slib" SHUNT_TRANSPORT=rdma SHUNT_LOG=1 SHUNT_ACCEPT_WAIT_MS=$wait_ms \
 		SHUNT_FAULT_CONFIRM_READ_MS=6000 timeout 60 "$T" server 10.0.0.1 $port $mode 2 > $S 2>&1 &
@@ -51,6 +51,19 @@ for mode in threads epoll eloop poll race; do
 	wait $ap || die "$mode: client A"
 	wait $sp || die "$mode: server"
 	grep -q 'client A: .* ok' $A || die "$mode: A's data"
+}
+for mode in threads epoll eloop poll race; do
+	run_mode $mode
+	# The scenario needs A's PROPOSAL within the accept's wait (200 ms
+	# where SHUNT_ACCEPT_WAIT_MS is 2000): under emulation a client's
+	# first RDMA set-up has made it later (its accept then took it plain,
+	# handshake-timeout, and no word was ever awaited) - that run tested
+	# nothing here, so the mode runs once more; every check below holds
+	# for the run that counts.
+	if ! grep -q "the client's word has not come" $S && grep -q 'accept fd .*: tcp, handshake-timeout' $S; then
+		echo "late_confirm $mode: A's PROPOSAL came after the accept's wait (its word was never awaited): once more"
+		run_mode $mode
+	fi
 	bconn=$(sed -n 's/^client B: connect \([0-9]*\) ms.*/\1/p' $B)
 	[ -n "$bconn" ] || die "$mode: B's connect not reported"
 	[ "$bconn" -lt 1500 ] || die "$mode: B connected after $bconn ms: the server's accept() waited for A's CONFIRM"
