@@ -42,13 +42,20 @@ int fdtab_is_internal(int fd)
 		  (1ull << ((unsigned)fd % 64)));
 }
 
+/* The upper half of the limit as the process loaded: programs put their
+ * own files on low numbers they never opened (a shell's `exec 7>file`, a
+ * daemon's dup2() onto 3..9), and Debian's default limit is 1,024 (before
+ * the thirty-seventh session only a limit of 2,048 or more moved them:
+ * under 1,024 they sat at 3-9).  Below HIDE_MIN there is no half to spare. */
+#define HIDE_MIN 64
+
 static int base(void)
 {
 	struct rlimit rl;
 
 	if (hide_base < 0)
-		hide_base = !getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur >= 2048 &&
-				    rl.rlim_cur != RLIM_INFINITY ? (int)(rl.rlim_cur / 2) : 0;
+		hide_base = !getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur >= HIDE_MIN &&
+				    rl.rlim_cur <= INT_MAX ? (int)(rl.rlim_cur / 2) : 0;
 	return hide_base;
 }
 
