@@ -11,8 +11,15 @@
  * link - "m fd,memfd,side,reason;" with the region of its unread bytes),
  * the descriptors it names are made inheritable, and the new image loads
  * the shim; its constructor has each transport adopt its entries.  If exec
- * fails, nothing changed.  Sockets marked close-on-exec are not handed
- * over.
+ * fails, nothing changed.  A connection whose every descriptor here is
+ * marked close-on-exec is the new image's to let go of: the kernel closes
+ * its socket at the exec, but this process's share of the rings (a forked
+ * child's: socat's `fork EXEC:`, a server's helper) would go with it,
+ * dropped by nobody - the segment held for good.  So its entry goes too,
+ * prefixed "c ", its socket inheritable for the exec alone, and the new
+ * image closes it as the program would have (the last holder's close ends
+ * the connection: a FIN, or a reset with bytes unread, as the kernel's
+ * close at the exec does).
  */
 #define _GNU_SOURCE
 #include <alloca.h>
@@ -41,8 +48,10 @@ struct handover {
 	char *buf;
 	size_t len, cap;
 	int count, listeners;
-	int fds[3 * EXEC_CONNS_MAX];
+	int fds[4 * EXEC_CONNS_MAX];
 	int nfds;
+	const struct sk *sent[EXEC_CONNS_MAX]; /* connections handed over */
+	int nsent;
 };
 
 static void set_cloexec(int fd, int on)
@@ -75,22 +84,50 @@ static int inheritable(int fd)
 	return f >= 0 && !(f & FD_CLOEXEC);
 }
 
-static void collect(int fd, struct sk *s, void *arg)
+static int sent(const struct handover *h, const struct sk *s)
 {
-	struct handover *h = arg;
-	struct conn *c = s->conn;
-	char item[96];
-	int n, nfds;
+	for (int i = 0; i < h->nsent; i++)
+		if (h->sent[i] == s)
+			return 1;
+	return 0;
+}
 
-	if (s->kind != SK_CONN || !c->tp->exec_item ||
-	    h->nfds + EXEC_FDS_MAX > (int)(sizeof h->fds / sizeof h->fds[0]) || !inheritable(fd))
+/* A descriptor's entry (each number of a connection has one: the new
+ * image knows them all); closing: "c " first, one for the connection, and
+ * its socket is made inheritable for the exec too. */
+static void collect_one(struct handover *h, int fd, struct sk *s, int closing)
+{
+	struct conn *c = s->conn;
+	char item[96] = "c ";
+	int n, nfds, at = closing ? 2 : 0;
+
+	if (s->kind != SK_CONN || !c->tp->exec_item || h->nsent == EXEC_CONNS_MAX ||
+	    h->nfds + EXEC_FDS_MAX + 1 > (int)(sizeof h->fds / sizeof h->fds[0]) ||
+	    (closing && sent(h, s)))
 		return;
 	nfds = h->nfds;
-	n = c->tp->exec_item(c, fd, item, sizeof item, h->fds, &nfds);
-	if (n <= 0 || add_item(h, item, n))
+	n = c->tp->exec_item(c, fd, item + at, sizeof item - (size_t)at, h->fds, &nfds);
+	if (n <= 0 || add_item(h, item, n + at))
 		return; /* it stays behind: a plain socket after exec */
+	if (closing)
+		h->fds[nfds++] = fd;
 	h->count++;
 	h->nfds = nfds;
+	h->sent[h->nsent++] = s;
+}
+
+static void collect(int fd, struct sk *s, void *arg)
+{
+	if (inheritable(fd))
+		collect_one(arg, fd, s, 0);
+}
+
+/* ... after every inheritable one: a connection none of whose numbers
+ * the new image inherits. */
+static void collect_closing(int fd, struct sk *s, void *arg)
+{
+	if (!inheritable(fd))
+		collect_one(arg, fd, s, 1);
 }
 
 /* A listener of ours (registered, or marked for the agent) the new image
@@ -424,6 +461,7 @@ static char **prepare(char *const envp[], struct handover *h, const char *path, 
 	if (why)
 		return NULL;
 	fdtab_each(collect, h);
+	fdtab_each(collect_closing, h);
 	collect_listeners(h);
 	if (!(out = env_handover(envp, h))) {
 		free(h->buf);
@@ -583,8 +621,9 @@ EXPORT int execle(const char *path, const char *arg, ...)
 
 /* ---- in the new image ---- */
 
-/* The adopted connection becomes fd's. */
-static int install(int fd, struct conn *c)
+/* The adopted connection becomes fd's (listed: in `shunt ss`; one to
+ * close at once is not). */
+static int install(int fd, struct conn *c, int listed)
 {
 	struct sk *s = sk_new(SK_CONN, AF_INET);
 
@@ -596,7 +635,8 @@ static int install(int fd, struct conn *c)
 	s->reason = SHUNT_R_NONE;
 	s->is_client = !c->side;
 	s->nonblock = !!(R(fcntl)(fd, F_GETFL) & O_NONBLOCK);
-	stats_update(s, fd);
+	if (listed)
+		stats_update(s, fd);
 	fdtab_set(fd, s);
 	return 0;
 }
@@ -646,7 +686,7 @@ static int sock_id(int fd, struct adopted *a)
 
 /* One entry: the transport named by its first character adopts it, unless
  * its socket is one adopted already (done[0..*ndone)). */
-static int adopt(const char *item, int *used, int *nused, struct adopted *done, int *ndone)
+static int adopt(const char *item, int closing, int *used, int *nused, struct adopted *done, int *ndone)
 {
 	struct adopted me;
 	int fd = atoi(item + 1);
@@ -668,7 +708,7 @@ static int adopt(const char *item, int *used, int *nused, struct adopted *done, 
 		if (!(*t)->exec_adopt || item[0] != (*t)->exec_tag)
 			continue;
 		r = (*t)->exec_adopt(item + 1, &fd, &c, used, nused);
-		if (!r && !(r = install(fd, c)) && *ndone < EXEC_CONNS_MAX)
+		if (!r && !(r = install(fd, c, !closing)) && *ndone < EXEC_CONNS_MAX)
 			done[(*ndone)++] = me;
 		return r;
 	}
@@ -704,15 +744,19 @@ void exec_inherit(void)
 		__atomic_store_n(&conn_timeouts_maybe, 1, __ATOMIC_RELAXED);
 	if (!v || !(copy = strdup(v)))
 		return;
-	int inherited[3 * EXEC_CONNS_MAX], n = 0, ndone = 0;
+	int inherited[3 * EXEC_CONNS_MAX], n = 0, ndone = 0, closing[EXEC_CONNS_MAX], nclosing = 0;
 	struct adopted done[EXEC_CONNS_MAX];
 
 	for (item = strtok_r(copy, ";", &save); item; item = strtok_r(NULL, ";", &save)) {
+		int c = item[0] == 'c' && item[1] == ' ';
 		if (item[0] == 'l' && item[1] == ' ') {
 			adopt_listener(item + 2);
 			continue;
 		}
-		int used[EXEC_FDS_MAX], nused = 0, r = adopt(item, used, &nused, done, &ndone);
+		int used[EXEC_FDS_MAX], nused = 0, r = adopt(item + 2 * c, c, used, &nused, done, &ndone);
+		/* (only an adopted entry's socket: a forged one closes nothing) */
+		if (c && !r && nclosing < EXEC_CONNS_MAX)
+			closing[nclosing++] = atoi(item + 3);
 		if (r == -EINVAL) {
 			shunt_warn("SHUNT_INHERIT entry '%s' invalid: ignored", item);
 			continue;
@@ -732,6 +776,12 @@ void exec_inherit(void)
 		if (!seen && inherited[i] >= 0)
 			real.close(inherited[i]);
 	}
+	/* close-on-exec in the old image: closed as the program would (the
+	 * connection's share goes), then what holds no connection here */
+	for (int i = 0; i < nclosing; i++)
+		close(closing[i]);
+	if (nclosing)
+		transports_drop_unused();
 	free(copy);
 	unsetenv("SHUNT_INHERIT");
 }

@@ -9,8 +9,9 @@
 . "$(dirname "$0")/lib.sh"
 V=shunt-victim
 
-# 4a. forged hand-over entries naming stdin/stdout/stderr
-for inh in "7,1,1,0,0,2,2" "m1,2,0,5" "0,1,abc" "3,3,1,0,0,4,4;m2,1,1,1"; do
+# 4a. forged hand-over entries naming stdin/stdout/stderr ("c ": one the old
+# image had close-on-exec, which the new one closes once adopted)
+for inh in "7,1,1,0,0,2,2" "m1,2,0,5" "0,1,abc" "3,3,1,0,0,4,4;m2,1,1,1" "c s1,1,1,0,0,2,2" "c m2,1,1,1;c x"; do
 	out=$(preload $V "$LIBV" SHUNT_INHERIT="$inh" sh -c 'echo out; echo err >&2' 2> "$WORK/inh.err") ||
 		die "SHUNT_INHERIT=$inh: the program failed"
 	[ "$out" = out ] && grep -q '^err$' "$WORK/inh.err" ||
