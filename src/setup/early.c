@@ -136,6 +136,7 @@ static void send_early(const struct offer *o)
 static void settle_within(struct sk *s, uint64_t wait_ns)
 {
 	int e = errno, resend, cut, reason, fd, in_epoll;
+	uint32_t sent;
 	struct offer *o;
 
 	pthread_mutex_lock(&s->offer_lock);
@@ -158,6 +159,7 @@ static void settle_within(struct sk *s, uint64_t wait_ns)
 	s->reason = reason;
 	fd = o->counted ? o->sockfd : -1; /* pending: said now, not by connect() */
 	in_epoll = o->in_epoll;
+	sent = o->len;
 	/* what settled is visible to whoever sees no offer (fdtab.c) */
 	__atomic_store_n(&s->offer, NULL, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&s->offer_lock);
@@ -174,6 +176,8 @@ static void settle_within(struct sk *s, uint64_t wait_ns)
 		stats_update(s, fd);
 		connect_log(fd, s);
 	}
+	if (sent && s->stat) /* the program's first bytes (slot or socket) count */
+		__atomic_store_n(&s->stat->tx, s->stat->tx + sent, __ATOMIC_RELAXED);
 	errno = e;
 }
 
