@@ -49,6 +49,7 @@ static void scan(void)
 				devs_refused = errno;
 			continue;
 		}
+
 		if (!ibv.query_device(ctx, &da)) {
 			for (uint8_t p = 1; p <= da.phys_port_cnt; p++) {
 				struct ibv_port_attr pa;
@@ -74,8 +75,16 @@ static void scan(void)
 				}
 			}
 		}
-		if (!kept)
+		if (!kept) {
 			ibv.close_device(ctx);
+			continue;
+		}
+		/* libibverbs opened them at the lowest free numbers, which a
+		 * program's dup2() may make its own (a shell's `exec 7>file`):
+		 * among shunt's descriptors instead (it reads the context's
+		 * fields at each use) */
+		ctx->cmd_fd = fd_hide(ctx->cmd_fd);
+		ctx->async_fd = fd_hide(ctx->async_fd);
 	}
 	ibv.free_device_list(list);
 }
@@ -135,8 +144,8 @@ struct rdma_dev *rdma_dev_for(const struct sockaddr *local)
 		for (o = devs; o; o = o->next)
 			if (o->ctx == best->ctx && o->ch)
 				best->ch = o->ch;
-		if (!best->ch)
-			best->ch = ibv.create_comp_channel(best->ctx);
+		if (!best->ch && (best->ch = ibv.create_comp_channel(best->ctx)))
+			best->ch->fd = fd_hide(best->ch->fd); /* (as the context's, above) */
 		if (!best->ch)
 			best = NULL;
 	}
