@@ -147,6 +147,15 @@ const struct procnet_sock *procnet_of_fd(const struct procnet *t, unsigned pid, 
 	return t->n ? bsearch(&key, t->v, t->n, sizeof *t->v, by_ino) : NULL;
 }
 
+int procnet_holds(const struct procnet *t, uint16_t lport, const struct shunt_addr *remote)
+{
+	for (size_t i = 0; i < t->n; i++)
+		if (t->v[i].ino && (!lport || t->v[i].local.port == lport) &&
+		    !memcmp(&t->v[i].remote, remote, sizeof *remote))
+			return 1;
+	return 0;
+}
+
 void procnet_free(struct procnet *t)
 {
 	free(t->v);

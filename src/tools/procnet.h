@@ -21,5 +21,8 @@ int procnet_parse_line(const char *line, struct procnet_sock *out);
 int procnet_load(struct procnet *t, unsigned pid);
 /* The socket PID's descriptor FD is, if t holds it. */
 const struct procnet_sock *procnet_of_fd(const struct procnet *t, unsigned pid, int fd);
+/* Does a process hold a socket (TIME_WAIT's have no inode) connected to
+ * remote from local port lport (0: any)? */
+int procnet_holds(const struct procnet *t, uint16_t lport, const struct shunt_addr *remote);
 void procnet_free(struct procnet *t);
 #endif

@@ -62,6 +62,26 @@ static const struct shunt_addr *local_of(struct procnet *pn, int *loaded, const 
 	return &so->local;
 }
 
+/* A connection's record outlives it when its last holder was a program
+ * the process exec'd (the record is in the maker's file, out of that
+ * program's reach): the kernel's TCP connection, which lives exactly as
+ * long as it, is gone then - listed no more.  (No table to look in - a
+ * /proc we may not read - lists it.) */
+static int gone(struct procnet *pn, int *loaded, const struct shunt_stats_file *f,
+		const struct shunt_stat_rec *r)
+{
+	const struct shunt_addr *p = r->is_client ? &r->tuple.server : &r->tuple.client;
+	const struct shunt_addr *l = r->is_client ? &r->tuple.client : &r->tuple.server;
+
+	if (r->mode == SHUNT_M_LISTEN)
+		return 0;
+	if (!*loaded) {
+		*loaded = 1;
+		procnet_load(pn, f->pid);
+	}
+	return pn->n && !procnet_holds(pn, r->flags & SHUNT_STAT_LOCAL_UNKNOWN ? 0 : l->port, p);
+}
+
 static void print_rec(struct opts *o, const struct shunt_stats_file *f, const struct shunt_stat_rec *r,
 		      const struct shunt_addr *l)
 {
@@ -124,6 +144,8 @@ static void show_file(struct opts *o, int dfd, const char *name)
 			const struct shunt_stat_rec *r = &f->rec[i];
 			if (__atomic_load_n(&r->used, __ATOMIC_ACQUIRE) != 1)
 				continue; /* free, or being filled */
+			if (gone(&pn, &loaded, f, r))
+				continue;
 			print_rec(o, f, r, r->flags & SHUNT_STAT_LOCAL_UNKNOWN ? local_of(&pn, &loaded, f, r)
 						: r->is_client ? &r->tuple.client : &r->tuple.server);
 		}

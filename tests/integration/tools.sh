@@ -53,4 +53,38 @@ sleep 2.2
 "$SHUNT" ss > /dev/null
 [ ! -e "$young" ] && [ ! -e "$SHUNT_DIR/c00000000deadbeef" ] || die "ss left a dead process's files"
 echo "  ss: a dead process's files reaped, a new one's not"
+
+# A connection whose last holder was a program exec'd by a child of the
+# server (close-on-exec: the exec ends it) is over once the client read
+# its EOF: its record, in the server's file, is not listed (it was, until
+# the server ended).
+P=$(free_port)
+cat > "$WORK/execsrv.py" << 'PY'
+import os, socket, sys, time
+l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind(('127.0.0.1', int(sys.argv[1]))); l.listen(); print('listening', flush=True)
+c, _ = l.accept(); c.recv(10)
+if os.fork() == 0:
+    time.sleep(0.2); os.execv('/bin/sleep', ['sleep', '5'])
+c.sendall(b'reply'); c.close()
+time.sleep(30)
+PY
+"$SHUNT" run -- python3 "$WORK/execsrv.py" "$P" > "$WORK/execsrv.out" 2>&1 &
+srv=$!; PIDS+=($srv)
+for _ in $(seq 100); do grep -q listening "$WORK/execsrv.out" && break; sleep 0.05; done
+got=$("$SHUNT" run -- python3 -c '
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1]))); s.sendall(b"hi"); d = b""
+while True:
+    b = s.recv(100)
+    if not b: break
+    d += b
+print(d.decode())' "$P") || die "exec'd holder: the client failed"
+[ "$got" = reply ] || die "exec'd holder: the client read '$got'"
+pypid=$(pgrep -n -f "execsrv.py $P") || die "no server"
+"$SHUNT" ss -p "$pypid" | grep -q "server .*127.0.0.1:$P " &&
+	die "ss lists a connection that ended: $("$SHUNT" ss -p "$pypid")"
+"$SHUNT" ss -p "$pypid" | grep -q "listen .*:$P" || die "ss lost the listener: $("$SHUNT" ss -p "$pypid")"
+pkill -P "$pypid" 2> /dev/null; kill "$srv" 2> /dev/null
+echo "  ss: a connection ended by an exec'd holder is not listed"
 echo "tools: ok"
