@@ -56,10 +56,7 @@ struct handover {
 
 static void set_cloexec(int fd, int on)
 {
-	int f = R(fcntl)(fd, F_GETFD);
-
-	if (f >= 0)
-		R(fcntl)(fd, F_SETFD, on ? f | FD_CLOEXEC : f & ~FD_CLOEXEC);
+	R(fcntl)(fd, F_SETFD, on ? FD_CLOEXEC : 0); /* (the one descriptor flag) */
 }
 
 static int add_item(struct handover *h, const char *item, int n)
@@ -118,7 +115,7 @@ static void collect_one(struct handover *h, int fd, struct sk *s, int closing)
 
 static void collect(int fd, struct sk *s, void *arg)
 {
-	if (inheritable(fd))
+	if (s->kind == SK_CONN && inheritable(fd))
 		collect_one(arg, fd, s, 0);
 }
 
@@ -126,8 +123,25 @@ static void collect(int fd, struct sk *s, void *arg)
  * the new image inherits. */
 static void collect_closing(int fd, struct sk *s, void *arg)
 {
-	if (!inheritable(fd))
+	if (s->kind == SK_CONN && !inheritable(fd))
 		collect_one(arg, fd, s, 1);
+}
+
+static int int_order(const void *a, const void *b)
+{
+	return (*(const int *)a > *(const int *)b) - (*(const int *)a < *(const int *)b);
+}
+
+/* Each descriptor once (an arena's are every one of its entries'). */
+static void fds_unique(struct handover *h)
+{
+	int n = 0;
+
+	qsort(h->fds, (size_t)h->nfds, sizeof h->fds[0], int_order);
+	for (int i = 0; i < h->nfds; i++)
+		if (!n || h->fds[n - 1] != h->fds[i])
+			h->fds[n++] = h->fds[i];
+	h->nfds = n;
 }
 
 /* A listener of ours (registered, or marked for the agent) the new image
@@ -468,6 +482,7 @@ static char **prepare(char *const envp[], struct handover *h, const char *path, 
 		h->buf = NULL;
 		return NULL;
 	}
+	fds_unique(h);
 	for (int i = 0; i < h->nfds; i++)
 		set_cloexec(h->fds[i], 0);
 	return out;
@@ -715,6 +730,16 @@ static int adopt(const char *item, int closing, int *used, int *nused, struct ad
 	return -EINVAL;
 }
 
+/* A close-on-exec entry the transport lets go of without a connection
+ * (-EAGAIN: adopt it, then close it). */
+static int drop(const char *item, int *fd, int *used, int *nused)
+{
+	for (const struct transport *const *t = shunt_transports; *t; t++)
+		if (item[0] == (*t)->exec_tag)
+			return (*t)->exec_drop ? (*t)->exec_drop(item + 1, fd, used, nused) : -EAGAIN;
+	return -EINVAL;
+}
+
 /* "l fd": a listener the old image had registered.  Only a listening TCP
  * socket is taken (listener_of asks if it is TCP; the entry may be forged:
  * then nothing happens - a listener is the process's own to register); a
@@ -753,10 +778,14 @@ void exec_inherit(void)
 			adopt_listener(item + 2);
 			continue;
 		}
-		int used[EXEC_FDS_MAX], nused = 0, r = adopt(item + 2 * c, c, used, &nused, done, &ndone);
-		/* (only an adopted entry's socket: a forged one closes nothing) */
+		int used[EXEC_FDS_MAX], nused = 0, fd = -1, r = -EAGAIN;
+		if (c) /* let go of at once, unless it is the last holder */
+			r = drop(item + 2, &fd, used, &nused);
+		if (r == -EAGAIN && !(r = adopt(item + 2 * c, c, used, &nused, done, &ndone)))
+			fd = atoi(item + 2 * c + 1);
+		/* (only an entry's validated socket: a forged one closes nothing) */
 		if (c && !r && nclosing < EXEC_CONNS_MAX)
-			closing[nclosing++] = atoi(item + 3);
+			closing[nclosing++] = fd;
 		if (r == -EINVAL) {
 			shunt_warn("SHUNT_INHERIT entry '%s' invalid: ignored", item);
 			continue;

@@ -98,6 +98,10 @@ struct transport {
 	char exec_tag;
 	int (*exec_item)(struct conn *c, int fd, char *item, size_t cap, int *fds, int *nfds);
 	int (*exec_adopt)(const char *entry, int *fd, struct conn **out, int *used, int *nused);
+	/* An entry whose descriptors were all close-on-exec: the old image's
+	 * share let go of without adopting it, its socket *fd (NULL: adopted,
+	 * then closed); -EAGAIN: adopt it, then close it (the last holder). */
+	int (*exec_drop)(const char *entry, int *fd, int *used, int *nused);
 
 	/* ---- the process (NULL: nothing to do) ---- */
 	void (*share_prepare)(const char *why, int reason); /* before fork, exec, a sandbox */

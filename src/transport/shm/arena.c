@@ -565,3 +565,17 @@ int arena_close_begin(struct arena *a, unsigned seg, int side)
 	 * connection - a reset or a FIN) */
 	return __atomic_sub_fetch(&arena_seg(a, seg)->unclosed[side], 1, __ATOMIC_SEQ_CST) == 0;
 }
+
+int arena_let_go_shared(struct arena *a, unsigned seg, int side)
+{
+	_Atomic uint32_t *unclosed = &arena_seg(a, seg)->unclosed[side];
+	uint32_t u = __atomic_load_n(unclosed, __ATOMIC_SEQ_CST);
+
+	/* (owners >= unclosed: a holder's close begins before its owner goes) */
+	do
+		if (u <= 1)
+			return -EAGAIN;
+	while (!__atomic_compare_exchange_n(unclosed, &u, u - 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST));
+	arena_drop_owner(a, seg, side);
+	return 0;
+}

@@ -67,4 +67,8 @@ void arena_hold_more(struct arena *a, unsigned seg, int side);
  * its fork is undone): 1 if it is the side's last to - every other holder
  * closed or closing, reading the ring no more (wire.h unclosed[]). */
 int arena_close_begin(struct arena *a, unsigned seg, int side);
+/* A holder's share let go of, if others of its side still hold it (its
+ * close changes nothing at the peer then): 0; -EAGAIN if it is the last
+ * (its close ends the side: the connection's own close does that). */
+int arena_let_go_shared(struct arena *a, unsigned seg, int side);
 #endif

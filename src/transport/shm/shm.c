@@ -281,37 +281,89 @@ static int shm_drop_unused(void)
 	return 3 * arena_drop_unused();
 }
 
-/* In the new image: "<fd>,<memfd>,<arena id>,<segment>,<side>,<bell 0>,<bell 1>" */
+/* In the new image: "<fd>,<memfd>,<arena id>,<segment>,<side>,<bell 0>,<bell 1>"
+ * - its numbers, and the arena (validated and mapped by its first entry:
+ * several sockets may share it). */
+struct exec_entry {
+	int fd, memfd, bell[2], side;
+	unsigned long long id;
+	unsigned seg;
+};
+
+static int entry_arena(const char *e, struct exec_entry *x, struct arena **a)
+{
+	/* (the entries of one arena name the same descriptors: those of the
+	 * one validated last are not looked at again - the new image's
+	 * constructor, one thread) */
+	static struct exec_entry ok = { .memfd = -1 };
+	int fds[3];
+
+	if (sscanf(e, "%d,%d,%llx,%u,%d,%d,%d", &x->fd, &x->memfd, &x->id, &x->seg, &x->side, &x->bell[0],
+		   &x->bell[1]) != 7 ||
+	    x->fd < 0 || x->memfd < 0 || x->bell[0] < 0 || x->bell[1] < 0 || (x->side != 0 && x->side != 1) ||
+	    x->fd == x->memfd || x->fd == x->bell[0] || x->fd == x->bell[1] || x->memfd == x->bell[0] ||
+	    x->memfd == x->bell[1] || x->bell[0] == x->bell[1] || x->seg >= SHUNT_ARENA_SLOTS ||
+	    !exec_is_tcp_socket(x->fd))
+		return -EINVAL;
+	if (x->id == ok.id && x->memfd == ok.memfd && x->bell[0] == ok.bell[0] && x->bell[1] == ok.bell[1] &&
+	    !arena_adopt(x->id, NULL, x->side, a)) /* mapped by an entry before */
+		return 0;
+	if (!exec_is_shmem(x->memfd) || !fd_is_eventfd(x->bell[0]) || !fd_is_eventfd(x->bell[1]))
+		return -EINVAL;
+	fds[0] = real.fcntl(x->memfd, F_DUPFD_CLOEXEC, 0);
+	fds[1] = real.fcntl(x->bell[0], F_DUPFD_CLOEXEC, 0);
+	fds[2] = real.fcntl(x->bell[1], F_DUPFD_CLOEXEC, 0);
+	if (arena_adopt(x->id, fds, x->side, a))
+		return -EPROTO;
+	ok = *x;
+	return 0;
+}
+
+static void entry_used(const struct exec_entry *x, int *used, int *nused)
+{
+	used[(*nused)++] = x->memfd;
+	used[(*nused)++] = x->bell[0];
+	used[(*nused)++] = x->bell[1];
+}
+
+/* A close-on-exec entry: the old image's share let go of, without a
+ * connection made for it, while others of its side hold it (-EAGAIN:
+ * this is the last - the connection's own close ends it). */
+static int shm_exec_drop(const char *e, int *fdp, int *used, int *nused)
+{
+	struct exec_entry x;
+	struct arena *a;
+	int r = entry_arena(e, &x, &a);
+
+	if (r)
+		return r;
+	r = shunt_seg_hdr_check(arena_seg(a, x.seg), arena_seg(a, x.seg)->nonce, a->ring_size) ? -EPROTO
+		: arena_let_go_shared(a, x.seg, x.side);
+	arena_put(a);
+	if (!r) { /* (-EAGAIN: the adoption names them) */
+		*fdp = x.fd;
+		entry_used(&x, used, nused);
+	}
+	return r;
+}
+
 static int shm_exec_adopt(const char *e, int *fdp, struct conn **out, int *used, int *nused)
 {
-	int fd, memfd, bell[2], side, dupfd, fds[3];
-	unsigned long long id;
+	struct exec_entry x;
 	struct arena *a;
-	unsigned seg;
+	int dupfd, r = entry_arena(e, &x, &a);
 
-	if (sscanf(e, "%d,%d,%llx,%u,%d,%d,%d", &fd, &memfd, &id, &seg, &side, &bell[0], &bell[1]) != 7 ||
-	    fd < 0 || memfd < 0 || bell[0] < 0 || bell[1] < 0 || (side != 0 && side != 1) || fd == memfd ||
-	    fd == bell[0] || fd == bell[1] || memfd == bell[0] || memfd == bell[1] || bell[0] == bell[1] ||
-	    !exec_is_tcp_socket(fd) || !exec_is_shmem(memfd) || !fd_is_eventfd(bell[0]) ||
-	    !fd_is_eventfd(bell[1]))
-		return -EINVAL;
-	fds[0] = real.fcntl(memfd, F_DUPFD_CLOEXEC, 0);
-	fds[1] = real.fcntl(bell[0], F_DUPFD_CLOEXEC, 0);
-	fds[2] = real.fcntl(bell[1], F_DUPFD_CLOEXEC, 0);
-	/* Several sockets may share the arena: the first adopts it. */
-	if (arena_adopt(id, fds, side, &a))
-		return -EPROTO;
-	dupfd = fd_dup_hidden(fd);
-	if (dupfd < 0 || shm_attach(out, a, seg, side, dupfd, 0, NULL)) {
+	if (r)
+		return r;
+	dupfd = fd_dup_hidden(x.fd);
+	if (dupfd < 0 || shm_attach(out, a, x.seg, x.side, dupfd, 0, NULL)) {
 		fd_close_internal(dupfd);
 		arena_put(a);
 		return -EPROTO;
 	}
 	(*out)->shared = 1; /* the old image's parent may hold it too */
-	*fdp = fd;
-	used[(*nused)++] = memfd;
-	used[(*nused)++] = bell[0];
-	used[(*nused)++] = bell[1];
+	*fdp = x.fd;
+	entry_used(&x, used, nused);
 	return 0;
 }
 
@@ -344,6 +396,7 @@ const struct transport shm_transport = {
 	.exec_tag = 's',
 	.exec_item = shm_exec_item,
 	.exec_adopt = shm_exec_adopt,
+	.exec_drop = shm_exec_drop,
 	.drop_unused = shm_drop_unused,
 };
 
