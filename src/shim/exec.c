@@ -17,9 +17,10 @@
  * child's: socat's `fork EXEC:`, a server's helper) would go with it,
  * dropped by nobody - the segment held for good.  So its entry goes too,
  * prefixed "c ", its socket inheritable for the exec alone, and the new
- * image closes it as the program would have (the last holder's close ends
- * the connection: a FIN, or a reset with bytes unread, as the kernel's
- * close at the exec does).
+ * image lets go of it before main(): the transport drops a share others
+ * of its side still hold (exec_drop), and the last holder's is adopted and
+ * closed (its close ends the connection: a FIN, or a reset with bytes
+ * unread, as the kernel's close at the exec does).
  */
 #define _GNU_SOURCE
 #include <alloca.h>
