@@ -49,7 +49,6 @@ static void scan(void)
 				devs_refused = errno;
 			continue;
 		}
-
 		if (!ibv.query_device(ctx, &da)) {
 			for (uint8_t p = 1; p <= da.phys_port_cnt; p++) {
 				struct ibv_port_attr pa;
