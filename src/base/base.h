@@ -15,6 +15,7 @@ extern int shunt_sandboxed;  /* a seccomp filter: no system call of shunt's own 
 void shunt_log_file(const char *path); /* SHUNT_LOG_FILE: lines go there */
 void shunt_log_check(void);           /* is standard error a socket? (before a sandbox) */
 void shunt_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int shunt_log_seen(void); /* shunt_log()'s lines go to a file or a terminal */
 void shunt_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* proc.c */

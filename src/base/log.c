@@ -46,6 +46,14 @@ static int log_target(void)
 	return stderr_socket ? -1 : 2;
 }
 
+/* Lines go to SHUNT_LOG_FILE, or standard error is a terminal: a line for
+ * a person, not into a pipe that may be a program's data (an sshd login
+ * session's standard error is its client's). */
+int shunt_log_seen(void)
+{
+	return shunt_log_on && (log_fd != 2 || isatty(2));
+}
+
 void shunt_log_check(void)
 {
 	struct stat st;

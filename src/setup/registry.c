@@ -527,6 +527,11 @@ int rdv_listen(int fd, struct sk *s)
 	s->kind = SK_LISTEN;
 	if (s->listen_port)
 		return 0; /* registered already (listen() again) */
+	/* off for its user (core.c shunt_creds_changed): said here, where it
+	 * costs the process its clients (mosquitto drops root, then listens) */
+	if (shunt_active && shunt_off_reason == SHUNT_R_UNSAFE_DIR && !shunt_sandboxed &&
+	    !getsockname(fd, (void *)&ss, &l) && !shunt_addr_from_sockaddr(&a, (void *)&ss))
+		listen_unregistered(s, a.port);
 	if (!shunt_active || shunt_off_reason || getsockname(fd, (void *)&ss, &l) || shunt_addr_from_sockaddr(&a, (void *)&ss))
 		return 0;
 	if (!shunt_config_port_allowed(&shunt_cfg, a.port))

@@ -210,6 +210,23 @@ void shunt_read_ahead(void)
 	(void)shunt_proc_name();
 }
 
+static void count_listener(int fd, struct sk *s, void *n)
+{
+	(void)fd;
+	*(int *)n += s->kind == SK_LISTEN && s->listen_port;
+}
+
+/* Going off costs a server its clients: a warning then; else the log's
+ * line (postfix's queue manager, pickup and cleanup chroot and drop root
+ * too, and make no TCP connection). */
+static int listening(void)
+{
+	int n = 0;
+
+	fdtab_each(count_listener, &n);
+	return n;
+}
+
 /* The process chrooted (dovecot's login processes, OpenSSH's privilege
  * separation): if SHUNT_DIR's path no longer leads to the directory we
  * hold, no message reaches a client from here, nor one us (unix sockets
@@ -224,9 +241,39 @@ void shunt_chrooted(void)
 	if (!stat(shunt_cfg.dir, &a) && !fstat(shunt_dirfd, &b) && a.st_dev == b.st_dev &&
 	    a.st_ino == b.st_ino)
 		return;
-	shunt_log("chroot: %s is out of sight: new connections stay plain (reason unsafe-dir)",
-		  shunt_cfg.dir);
+	(listening() ? shunt_warn : shunt_log)(
+		"chroot: %s is out of sight: new connections stay plain (reason unsafe-dir)", shunt_cfg.dir);
 	shunt_go_off(SHUNT_R_UNSAFE_DIR, NULL); /* (its accept()s decline) */
+}
+
+/* The process changed its user or groups for good (a daemon that drops
+ * root after it started: postfix's smtpd, registered as root from its
+ * master's listener and serving as postfix; Apache's and dovecot's
+ * workers): if the rendezvous directory, opened as the first user, is no
+ * longer the process's to use (a private one: no message reaches a client
+ * from here, no segment is passed), new connections stay plain (reason
+ * unsafe-dir) and clients of its listeners stop offering - said once.
+ * Before, each connection made a 16 MB segment, failed to pass it, and
+ * fell back as handshake-failed.  A change the process can undo (its saved
+ * user id is still another: seteuid() for a moment) goes on as it is. */
+void shunt_creds_changed(void)
+{
+	uid_t r, e, s;
+	int err = errno;
+
+	if (!shunt_active || shunt_dirfd < 0 || shunt_sandboxed || shunt_off_reason ||
+	    !faccessat(shunt_dirfd, ".", W_OK | X_OK, AT_EACCESS) || errno != EACCES ||
+	    getresuid(&r, &e, &s) || r != e || e != s) {
+		errno = err;
+		return;
+	}
+	(listening() ? shunt_warn : shunt_log)(
+		"uid %u cannot use the rendezvous directory %s (the process changed its user since it "
+		"started): its new connections stay plain TCP (reason unsafe-dir); a SHUNT_DIR shared by "
+		"both users (sticky: chmod 1777) accelerates them (docs/configuration.md)",
+		(unsigned)e, shunt_cfg.dir);
+	shunt_go_off(SHUNT_R_UNSAFE_DIR, NULL); /* (its accept()s decline) */
+	errno = err;
 }
 
 /* A seccomp filter is being installed (interpose.c saw prctl or seccomp):

@@ -445,6 +445,26 @@ static void collect_listeners(struct handover *h)
 		fdtab_each(collect_listener, h);
 }
 
+/* An image that inherits nothing of ours keeps the environment it was
+ * given, with or without us: one without us is named in the log (the
+ * `postfix` command starts its master with only what import_environment
+ * names - LD_PRELOAD must be among it - and nothing of ours to inherit;
+ * `env -u LD_PRELOAD` means it) - in a log file or on a terminal only: an
+ * sshd's login session execs its shell so, and its standard error is the
+ * session's, its client's to read. */
+static void env_kept(char *const envp[], const char *path)
+{
+	const char *lib = self_path();
+
+	if (shunt_sandboxed || !lib || !shunt_log_seen())
+		return;
+	for (; envp && *envp; envp++)
+		if (!strncmp(*envp, "LD_PRELOAD=", 11) && strstr(*envp + 11, lib))
+			return;
+	shunt_log("exec %s: its environment has no LD_PRELOAD of shunt's: it runs without shunt",
+		  path ? path : "(a descriptor)");
+}
+
 /* h's entries as SHUNT_INHERIT in the new image's environment, with us. */
 static char **env_handover(char *const envp[], struct handover *h)
 {
@@ -478,6 +498,8 @@ static char **prepare(char *const envp[], struct handover *h, const char *path, 
 	fdtab_each(collect, h);
 	fdtab_each(collect_closing, h);
 	collect_listeners(h);
+	if (!h->count && !h->listeners)
+		env_kept(envp, path);
 	if (!(out = env_handover(envp, h))) {
 		free(h->buf);
 		h->buf = NULL;
@@ -700,12 +722,25 @@ static int sock_id(int fd, struct adopted *a)
 	return 0;
 }
 
-/* One entry: the transport named by its first character adopts it, unless
- * its socket is one adopted already (done[0..*ndone)). */
-static int adopt(const char *item, int closing, int *used, int *nused, struct adopted *done, int *ndone)
+/* The transport an entry's first character names (NULL: none). */
+static const struct transport *tp_of_tag(char tag)
 {
+	for (const struct transport *const *t = shunt_transports; *t; t++)
+		if ((*t)->exec_tag == tag)
+			return *t;
+	return NULL;
+}
+
+/* One entry: the transport named by its first character adopts it, unless
+ * its socket is one adopted already (done[0..*ndone)).  *sock: the entry's
+ * socket, the program's number. */
+static int adopt(const char *item, int closing, int *used, int *nused, struct adopted *done, int *ndone,
+		 int *sock)
+{
+	const struct transport *t = tp_of_tag(item[0]);
 	struct adopted me;
-	int fd = atoi(item + 1);
+	struct conn *c;
+	int fd = *sock = atoi(item + 1), r;
 
 	if (sock_id(fd, &me))
 		return -EINVAL;
@@ -718,27 +753,23 @@ static int adopt(const char *item, int closing, int *used, int *nused, struct ad
 		fdtab_set(fd, s); /* (our reference is the table's now) */
 		return 0;
 	}
-	for (const struct transport *const *t = shunt_transports; *t; t++) {
-		struct conn *c;
-		int r;
-		if (!(*t)->exec_adopt || item[0] != (*t)->exec_tag)
-			continue;
-		r = (*t)->exec_adopt(item + 1, &fd, &c, used, nused);
-		if (!r && !(r = install(fd, c, !closing)) && *ndone < EXEC_CONNS_MAX)
-			done[(*ndone)++] = me;
-		return r;
-	}
-	return -EINVAL;
+	if (!t || !t->exec_adopt)
+		return -EINVAL;
+	r = t->exec_adopt(item + 1, &fd, &c, used, nused);
+	if (!r && !(r = install(fd, c, !closing)) && *ndone < EXEC_CONNS_MAX)
+		done[(*ndone)++] = me;
+	return r;
 }
 
 /* A close-on-exec entry the transport lets go of without a connection
  * (-EAGAIN: adopt it, then close it). */
 static int drop(const char *item, int *fd, int *used, int *nused)
 {
-	for (const struct transport *const *t = shunt_transports; *t; t++)
-		if (item[0] == (*t)->exec_tag)
-			return (*t)->exec_drop ? (*t)->exec_drop(item + 1, fd, used, nused) : -EAGAIN;
-	return -EINVAL;
+	const struct transport *t = tp_of_tag(item[0]);
+
+	if (!t)
+		return -EINVAL;
+	return t->exec_drop ? t->exec_drop(item + 1, fd, used, nused) : -EAGAIN;
 }
 
 /* "l fd": a listener the old image had registered.  Only a listening TCP
@@ -782,8 +813,8 @@ void exec_inherit(void)
 		int used[EXEC_FDS_MAX], nused = 0, fd = -1, r = -EAGAIN;
 		if (c) /* let go of at once, unless it is the last holder */
 			r = drop(item + 2, &fd, used, &nused);
-		if (r == -EAGAIN && !(r = adopt(item + 2 * c, c, used, &nused, done, &ndone)))
-			fd = atoi(item + 2 * c + 1);
+		if (r == -EAGAIN)
+			r = adopt(item + 2 * c, c, used, &nused, done, &ndone, &fd);
 		/* (only an entry's validated socket: a forged one closes nothing) */
 		if (c && !r && nclosing < EXEC_CONNS_MAX)
 			closing[nclosing++] = fd;

@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -161,6 +162,31 @@ EXPORT int chroot(const char *path)
 	errno = e;
 	return r;
 }
+
+/* setuid() and its kin: a daemon dropping root may lose the rendezvous
+ * directory with it (core.c shunt_creds_changed) */
+#define CREDS_WRAPPER(name, params, args)                                  \
+	EXPORT int name params                                             \
+	{                                                                  \
+		static int(*next) params;                                  \
+		int res;                                                   \
+		if (!next && !(*(void **)&next = dlsym(RTLD_NEXT, #name))) { \
+			errno = ENOSYS;                                    \
+			return -1;                                         \
+		}                                                          \
+		if (!(res = next args))                                    \
+			shunt_creds_changed();                             \
+		return res;                                                \
+	}
+CREDS_WRAPPER(setuid, (uid_t u), (u))
+CREDS_WRAPPER(seteuid, (uid_t u), (u))
+CREDS_WRAPPER(setreuid, (uid_t r, uid_t e), (r, e))
+CREDS_WRAPPER(setresuid, (uid_t r, uid_t e, uid_t s), (r, e, s))
+CREDS_WRAPPER(setgid, (gid_t g), (g))
+CREDS_WRAPPER(setegid, (gid_t g), (g))
+CREDS_WRAPPER(setregid, (gid_t r, gid_t e), (r, e))
+CREDS_WRAPPER(setresgid, (gid_t r, gid_t e, gid_t s), (r, e, s))
+CREDS_WRAPPER(setgroups, (size_t n, const gid_t *g), (n, g))
 
 typedef int spawn_fn(pid_t *, const char *, const posix_spawn_file_actions_t *,
 		     const posix_spawnattr_t *, char *const[], char *const[]);

@@ -101,6 +101,7 @@ void shunt_sandbox_enter(void);
 void shunt_uring_seen(void);
 void shunt_read_ahead(void);          /* what a child reads of /proc, now (core.c) */
 void shunt_chrooted(void);
+void shunt_creds_changed(void);       /* after setuid() and its kin (core.c) */
 void shunt_fork_before(void);          /* the fork() wrapper's, around the real one */
 void shunt_fork_after(pid_t pid);
 void shunt_clone_before(void);         /* a fork by clone(), past libc's fork(): its handlers too */

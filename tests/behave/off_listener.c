@@ -1,9 +1,12 @@
-/* Description: a server that, after it began to listen, set up io_uring
- * or chrooted (dovecot's login processes chroot; OpenSSH's privilege
- * separation too) serves its connections as TCP does: a client that
+/* Description: a server that, after it began to listen, set up io_uring,
+ * chrooted (dovecot's login processes chroot; OpenSSH's privilege
+ * separation too) or dropped root for good with a private rendezvous
+ * directory (postfix's smtpd: registered as root from its master's
+ * listener, serving as postfix) serves its connections as TCP does: a client that
  * writes first and reads the answer gets it at once.  Under shunt such a
  * process makes every new connection plain (reasons io-uring, 22, and
- * unsafe-dir, 19: from its chroot no message reaches a client); before,
+ * unsafe-dir, 19: from its chroot, or as a user the directory is not
+ * for, no message reaches a client); before,
  * its listener's record in the registry still drew offers, which it never
  * claimed - each client waited 200 ms for a claim (accept-timeout) - or
  * claimed and could not answer, and the client slept 20 ms on.  Now the
@@ -19,15 +22,19 @@
  * each ten connections, each round trip well under 100 ms (200 ms
  * before); the last one speaks first, 5 ms after its client began to
  * read: the greeting comes in under 15 ms (the median; 20 ms before: the
- * refused client slept on).  The chroot needs root: skipped without it. */
+ * refused client slept on).  The user's drop made a 16 MB segment a
+ * connection, failed to send it and fell back as handshake-failed.  The
+ * chroot and the drop need root: skipped without it. */
 #include "common.h"
+#include <grp.h>
 #include <sys/syscall.h>
 #include <linux/io_uring.h>
 
 #define CONNS 10
 
-enum { IO_URING, CHROOT, REREGISTER, SERVER_FIRST };
-static const char *names[] = { "io_uring", "chroot", "re-registered", "re-registered, server first" };
+enum { IO_URING, CHROOT, DROP_ROOT, REREGISTER, SERVER_FIRST };
+static const char *names[] = { "io_uring", "chroot", "root dropped", "re-registered",
+			       "re-registered, server first" };
 
 /* 100 ms, or four times a fortieth of a raised SHUNT_ACCEPT_WAIT_MS (the
  * RDMA suite's emulated devices) */
@@ -46,6 +53,12 @@ static int go_off(int mode)
 	char dir[] = "/tmp/off_listener.XXXXXX";
 	int fd;
 
+	if (mode == DROP_ROOT) { /* (the test's SHUNT_DIR: root's, 0700) */
+		if (geteuid() != 0)
+			return -1;
+		CHECK(setgroups(0, NULL) == 0 && setgid(65534) == 0 && setuid(65534) == 0);
+		return 0;
+	}
 	if (mode != CHROOT) {
 		memset(&p, 0, sizeof p);
 		fd = (int)syscall(SYS_io_uring_setup, 4, &p);
@@ -82,7 +95,7 @@ static void server(int l, int mode, int ready)
 		CHECK(read(c, b, 1) == 0);
 		if (i == 0 && getenv("SHUNT_EXPECT")) {
 			struct shunt_info si = sock_info(c);
-			unsigned want = mode == CHROOT ? 19 : 22;
+			unsigned want = mode == CHROOT || mode == DROP_ROOT ? 19 : 22;
 			if (si.mode != 0 || si.reason != want) {
 				fprintf(stderr, "%s server: mode %u reason %u, wanted plain, reason %u\n",
 					names[mode], si.mode, si.reason, want);
