@@ -99,7 +99,8 @@ static void take_arena_state(struct got_msg *g)
 	if (!arena_client_get(g->m.arena, g->fds, &a)) {
 		arena_put(a); /* mapped: it stays, as arenas do */
 		g->m.flags &= ~(uint32_t)SHUNT_MSG_F_ARENA;
-	} /* else the connection falls back (client_attach) */
+	} /* else the connection falls back (client_attach: an arena sent
+	   * and not taken is not looked up by its id) */
 	g->fds[0] = g->fds[1] = g->fds[2] = -1; /* consumed either way */
 }
 

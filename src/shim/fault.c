@@ -137,6 +137,12 @@
  *                         processes holding the connection close at once,
  *                         and the last close must still say what TCP's
  *                         says - a reset if bytes were left unread.
+ *   SHUNT_FAULT_ARENA_ID=ID   every arena this process makes has id ID
+ *                         (0x... or decimal): the id a shared directory's
+ *                         member chose for an arena it planted with a
+ *                         client, met by this server's (in real life: the
+ *                         id of an arena the client unmapped, which the
+ *                         server sends again) - tests/security/dir.sh 1i.
  */
 #ifdef SHUNT_FAULTS
 #define _GNU_SOURCE
@@ -300,6 +306,13 @@ void shunt_fault_confirm_read(void)
 
 	if (fault_num("SHUNT_FAULT_CONFIRM_READ_MS", &ms) && ms)
 		fault_sleep_ms(ms);
+}
+
+uint64_t shunt_fault_arena_id(uint64_t id)
+{
+	uint64_t v;
+
+	return fault_num("SHUNT_FAULT_ARENA_ID", &v) && v ? v | 1 : id;
 }
 
 void shunt_fault_close(void)

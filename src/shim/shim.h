@@ -424,6 +424,7 @@ void shunt_fault_publish(void);
 void shunt_fault_confirm(void);
 void shunt_fault_confirm_read(void);
 void shunt_fault_close(void);
+uint64_t shunt_fault_arena_id(uint64_t id);
 #else
 static inline void shunt_fault_hs(uint8_t *msg, int len) { (void)msg; (void)len; }
 static inline int shunt_fault_rdma(uint64_t staged) { (void)staged; return 0; }
@@ -447,6 +448,7 @@ static inline void shunt_fault_publish(void) {}
 static inline void shunt_fault_confirm(void) {}
 static inline void shunt_fault_confirm_read(void) {}
 static inline void shunt_fault_close(void) {}
+static inline uint64_t shunt_fault_arena_id(uint64_t id) { return id; }
 #endif
 
 /* exec.c */

@@ -9,7 +9,8 @@
 # as the listener of a plain server's port (tests/tools/fakelisten) claims
 # the victim's offers, but the victim refuses its accept message (or its
 # answer in the offer slot): plain, reason 4, the real server gets every
-# byte, nothing reaches the attacker;
+# byte, nothing reaches the attacker; nor does a member that served the
+# victim once and planted an arena under the id of its server's;
 # a real server whose worker runs as another user than its listener's
 # owns the sockets it accepts and is accelerated; one that changes its user
 # before it listens says why it cannot be, unless the directory is shared.
@@ -107,6 +108,63 @@ dropped() {
 		die "client of a server that changed its user ($name): $(cat "$WORK/$name.c" "$WORK/$name.err")"
 	wait "$sp" || die "server that changed its user ($name): $(cat "$WORK/$name.s" "$WORK/$name.err")"
 }
+
+# 1i. ... or a member that once served the victim for real (it owns that
+# connection, so the victim maps its arena) made that arena under the id
+# of an arena the victim's server is about to send it (a server sends one
+# again, under its old id, once the client unmapped it: ids are the
+# maker's to choose, and the slots show them), then copies the victim's
+# offer nonce for that server from the slot into its segments.  The
+# victim, finding the id mapped, attached its connection to the member's
+# segment: the member read its request.  Now an arena sent under a mapped
+# id must be the same memfd: refused, plain, every byte to the real server.
+# Here the server's arena id is forced to the member's (SHUNT_FAULT_ARENA_ID)
+# and its answer stalled 150 ms, so that the member plants in time.
+cat > "$BIN/planted.py" <<'PY'
+import socket, sys
+role, port = sys.argv[1], int(sys.argv[2])
+if role == 'server': # one connection, echoed back
+    l = socket.socket()
+    l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    l.bind(('127.0.0.1', port)); l.listen(4)
+    c, _ = l.accept(); got = b''
+    while True:
+        b = c.recv(65536)
+        if not b: break
+        got += b
+    c.sendall(got); c.close()
+    sys.exit(0)
+member = socket.create_connection(('127.0.0.1', int(sys.argv[3]))) # its arena now mapped here
+s = socket.create_connection(('127.0.0.1', port)); s.settimeout(10)
+req = b"the victim's request " * 1000
+s.sendall(req); s.shutdown(socket.SHUT_WR)
+got = b''
+while True:
+    b = s.recv(65536)
+    if not b: break
+    got += b
+print('reply intact' if got == req else 'reply of %d bytes' % len(got))
+sys.exit(got != req)
+PY
+chmod a+r "$BIN/planted.py"
+ID=0x5eed5eed5eed5eed SP=$(free_port) AP=$(free_port)
+preload $V "$LIBF" SHUNT_DIR="$shared" SHUNT_FAULT_ARENA_ID=$ID SHUNT_FAULT_ANSWER_STALL_MS=150 \
+	python3 "$BIN/planted.py" server "$SP" > "$WORK/plant.s" 2>&1 &
+sp=$!
+wait_port "$SP"
+run_as $A "$BIN/fakelisten" "$shared" "$AP" 5 plant "$SP" $ID > "$WORK/plant.fake" 2>&1 &
+fp=$!
+for _ in $(seq 100); do grep -q 'fake listener' "$WORK/plant.fake" && break; sleep 0.05; done
+preload $V "$LIBV" SHUNT_DIR="$shared" timeout 20 python3 "$BIN/planted.py" client "$SP" "$AP" \
+	> "$WORK/plant.c" 2> "$WORK/plant.err" ||
+	die "victim of a planted arena: $(cat "$WORK/plant.c" "$WORK/plant.err"; wait "$fp"; cat "$WORK/plant.fake")"
+wait "$sp" || die "its server: $(cat "$WORK/plant.s")"
+wait "$fp"
+grep -q 'planted the victim' "$WORK/plant.fake" || die "the member planted nothing: $(cat "$WORK/plant.fake")"
+grep -q 'claimed 1 attached 0' "$WORK/plant.fake" || die "planted arena: $(cat "$WORK/plant.fake")"
+grep -q "another process's arena was sent under its id: refused" "$WORK/plant.err" ||
+	die "no warning: $(cat "$WORK/plant.err")"
+echo "  ... or an arena a member that served the victim planted under its server's arena id: refused, every byte to the real server"
 
 # 1g. ... while a real server whose worker runs as another user than the
 # one that made its listener (nginx, sshd) is accelerated: the kernel gives

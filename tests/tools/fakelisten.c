@@ -10,7 +10,14 @@
  * refuse: anyone there can write the slot.  With "garbage" it writes a
  * state no shunt process writes (0x99), which must end the victim's wait
  * at once, plain (an older library waited for ever).
- *   fakelisten DIR PORT SECONDS [slot|garbage]
+ * With "plant VPORT ID" it serves PORT for real (its kernel listener: it
+ * owns the connections, so the victim takes its accept message and maps
+ * its arena, made with id ID), then waits for the same victim's offer to
+ * VPORT - a server of another user, whose arena for the victim has that
+ * id too (tests/security/dir.sh 1i) - and writes that offer's nonce into
+ * every segment of its arena: a victim that took the arena mapped under
+ * the id for its server's would attach here.
+ *   fakelisten DIR PORT SECONDS [slot|garbage|plant VPORT ID]
  * Prints "claimed N attached M"; M > 0 means a victim was hijacked. */
 #include "../behave/common.h" /* first: it sets _GNU_SOURCE */
 #include <limits.h>
@@ -49,8 +56,8 @@ static int send_accept(const char *dir, const struct shunt_slot *sl, unsigned id
 	return r;
 }
 
-/* A sealed arena with segment 0 made ready for this offer. */
-static struct shunt_arena_hdr *make_arena(uint64_t nonce, int *memfd)
+/* A sealed arena (id: its id) with segment 0 made ready for this offer. */
+static struct shunt_arena_hdr *make_arena(uint64_t nonce, uint64_t id, int *memfd)
 {
 	size_t len = shunt_arena_size(RS);
 	struct shunt_arena_hdr *h;
@@ -62,7 +69,7 @@ static struct shunt_arena_hdr *make_arena(uint64_t nonce, int *memfd)
 	h = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	CHECK(h != MAP_FAILED);
 	*h = (struct shunt_arena_hdr){ .magic = SHUNT_ARENA_MAGIC, .version = SHUNT_WIRE_VERSION,
-				       .id = nonce ^ 0x5a5a5a5a5a5a5a5aull, .nslots = SHUNT_ARENA_SLOTS,
+				       .id = id, .nslots = SHUNT_ARENA_SLOTS,
 				       .ring_size = RS };
 	seg = (void *)((char *)h + SHUNT_ARENA_HDR_SIZE);
 	shunt_seg_hdr_init(seg, RS, nonce);
@@ -72,26 +79,79 @@ static struct shunt_arena_hdr *make_arena(uint64_t nonce, int *memfd)
 	return h;
 }
 
-int main(int argc, char **argv)
+/* The registry of port `port` in dir, mapped (NULL: not made yet). */
+static struct shunt_registry *registry(const char *dir, int port, int create)
 {
 	char path[PATH_MAX];
 	struct shunt_registry *r;
+	int fd;
+
+	snprintf(path, sizeof path, "%s/p%d", dir, port);
+	fd = open(path, O_RDWR | (create ? O_CREAT : 0), 0666);
+	if (fd < 0 && !create)
+		return NULL;
+	CHECK(fd >= 0);
+	if (create)
+		CHECK(ftruncate(fd, sizeof *r) == 0);
+	fchmod(fd, 0666);
+	r = mmap(NULL, sizeof *r, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	CHECK(r != MAP_FAILED);
+	if (create)
+		CHECK(flock(fd, LOCK_SH) == 0); /* "a live listener" */
+	return r;
+}
+
+static struct shunt_seg_hdr *seg_of(struct shunt_arena_hdr *h, unsigned k)
+{
+	return (void *)((char *)h + SHUNT_ARENA_HDR_SIZE + k * (SHUNT_SEG_HDR_SIZE + 2 * (size_t)RS));
+}
+
+/* plant: the victim's offer to the other port, once there: its nonce in
+ * every segment of our arena h.  Returns the nonce, or 0. */
+static uint64_t plant(struct shunt_registry *v, uint64_t victim, uint64_t first, struct shunt_arena_hdr *h)
+{
+	for (unsigned i = 0; v && i < SHUNT_REG_SLOTS; i++) {
+		struct shunt_slot *sl = &v->slots[i];
+		uint32_t st = SHUNT_SLOT_STATE(__atomic_load_n(&sl->state, __ATOMIC_ACQUIRE));
+		uint64_t nonce = sl->nonce;
+		if ((st != SLOT_OFFERED && st != SLOT_CLAIMED) || sl->sock_id != victim || nonce == first)
+			continue;
+		for (unsigned k = 0; k < SHUNT_ARENA_SLOTS; k++) {
+			struct shunt_seg_hdr *seg = seg_of(h, k);
+			shunt_seg_hdr_init(seg, RS, nonce);
+			seg->in_use = 1;
+			seg->owner[0] = seg->owner[1] = 1;
+		}
+		return nonce;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct shunt_registry *r, *vreg = NULL;
 	struct shunt_arena_hdr *arenas[64];
-	int fd, port, claimed = 0, attached = 0, narenas = 0;
+	int port, claimed = 0, attached = 0, narenas = 0, lfd = -1;
+	uint64_t victim = 0, first = 0, planted = 0, id = 0;
 	double end;
 
 	int in_slot = argc == 5 && !strcmp(argv[4], "slot");
 	int garbage = argc == 5 && !strcmp(argv[4], "garbage");
+	int planting = argc == 7 && !strcmp(argv[4], "plant");
 
-	CHECK(argc == 4 || in_slot || garbage);
+	CHECK(argc == 4 || in_slot || garbage || planting);
 	port = atoi(argv[2]);
 	end = now_s() + atof(argv[3]);
-	snprintf(path, sizeof path, "%s/p%d", argv[1], port);
-	fd = open(path, O_RDWR | O_CREAT, 0666);
-	CHECK(fd >= 0 && ftruncate(fd, sizeof *r) == 0);
-	fchmod(fd, 0666);
-	r = mmap(NULL, sizeof *r, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	CHECK(r != MAP_FAILED);
+	if (planting) { /* a service of our own, for real */
+		struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+					 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+		int one = 1;
+		id = strtoull(argv[6], NULL, 0) | 1;
+		lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+		CHECK(lfd >= 0 && !setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one));
+		CHECK(!bind(lfd, (void *)&a, sizeof a) && !listen(lfd, 8));
+	}
+	r = registry(argv[1], port, 1);
 	r->magic = SHUNT_REG_MAGIC;
 	r->version = SHUNT_WIRE_VERSION;
 	r->port = (uint32_t)port;
@@ -103,7 +163,6 @@ int main(int argc, char **argv)
 		r->listeners[i].addr.port = (uint16_t)port;
 		r->listeners[i].used = 1;
 	}
-	CHECK(flock(fd, LOCK_SH) == 0); /* "a live listener" */
 	printf("fake listener on port %d\n", port);
 	fflush(stdout);
 	while (now_s() < end) {
@@ -122,7 +181,16 @@ int main(int argc, char **argv)
 					syscall(SYS_futex, &sl->state, FUTEX_WAKE, 1, NULL, NULL, 0);
 				continue;
 			}
-			arenas[narenas] = make_arena(sl->nonce, &memfd);
+			if (planting) { /* its connection, ours: accepted */
+				int c = -1;
+				for (int t = 0; t < 1000 && (c = accept(lfd, NULL, NULL)) < 0; t++)
+					usleep(1000);
+				CHECK(c >= 0);
+				victim = sl->sock_id;
+				first = sl->nonce;
+			}
+			arenas[narenas] = make_arena(sl->nonce, planting ? id : sl->nonce ^ 0x5a5a5a5a5a5a5a5aull,
+						     &memfd);
 			efd[0] = eventfd(0, 0);
 			efd[1] = eventfd(0, 0);
 			/* as a server does: the answer, then CLAIMED -> ANSWERED */
@@ -137,7 +205,27 @@ int main(int argc, char **argv)
 			narenas++;
 			close(memfd);
 		}
+		if (planting && victim && !planted) {
+			if (!vreg)
+				vreg = registry(argv[1], atoi(argv[5]), 0);
+			planted = plant(vreg, victim, first, arenas[0]);
+			if (planted)
+				printf("planted the victim's nonce for port %s\n", argv[5]);
+			continue; /* (no sleep: the victim's server answers soon) */
+		}
 		usleep(200);
+	}
+	if (planting) {
+		for (unsigned k = 0; narenas && k < SHUNT_ARENA_SLOTS; k++) {
+			struct shunt_seg_hdr *seg = seg_of(arenas[0], k);
+			if (planted && seg->nonce == planted && __atomic_load_n(&seg->confirm, __ATOMIC_ACQUIRE) == 1) {
+				attached++;
+				printf("HIJACKED: the victim's connection to port %s attached here and wrote %llu "
+				       "bytes to us\n", argv[5], (unsigned long long)seg->ring[0].prod);
+			}
+		}
+		printf("claimed %d attached %d\n", claimed, attached);
+		return 0;
 	}
 	for (int i = 0; i < narenas; i++) {
 		struct shunt_seg_hdr *seg = (void *)((char *)arenas[i] + SHUNT_ARENA_HDR_SIZE);

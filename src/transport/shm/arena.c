@@ -104,6 +104,8 @@ static int map_arena(const int *fds, uint64_t id, int side, uint64_t peer, struc
 	}
 	a->id = id;
 	a->side = side;
+	a->dev = st.st_dev;
+	a->ino = st.st_ino;
 	a->memfd = fd_hide(memfd);
 	a->bell[0] = fd_hide(fds[1]);
 	a->bell[1] = fd_hide(fds[2]);
@@ -124,7 +126,7 @@ static int create_arena(uint64_t peer, struct arena **out)
 {
 	uint32_t rs = shunt_cfg.ring_size;
 	struct shunt_arena_hdr h = { .magic = SHUNT_ARENA_MAGIC, .version = SHUNT_WIRE_VERSION,
-				     .id = shunt_random64() | 1, .nslots = SHUNT_ARENA_SLOTS,
+				     .id = shunt_fault_arena_id(shunt_random64() | 1), .nslots = SHUNT_ARENA_SLOTS,
 				     .ring_size = rs, .proc = { peer, shunt_proc_id() },
 				     .client_unmapped = 1 /* until it maps it */ };
 	int fds[3] = { real.memfd_create("shunt-arena", MFD_CLOEXEC | MFD_ALLOW_SEALING),
@@ -324,6 +326,31 @@ static void close3(const int *fds)
 			real.close(fds[i]);
 }
 
+/* Arena ids are the maker's to choose, and a shared directory's members
+ * see them (a slot's answer names one): an arena sent under the id of one
+ * mapped here must be that one - the same memfd, not another process's
+ * made with its id.  Else a member that once served this process could
+ * plant an arena under the id a server of ours is about to send again (it
+ * sends one a client unmapped anew), write the offer's nonce into it (the
+ * slot shows it), and the client, finding the id mapped, would attach
+ * there: its connection to that server read and answered by the member
+ * (tests/security/dir.sh, 1i).  A resend of the same arena (an exec'd
+ * sibling mapped it, its server thought it unmapped) is the same file. */
+static int same_arena(const struct arena *a, const int *fds)
+{
+	struct stat st;
+
+	if (!fds)
+		return 1; /* (named, not sent: the one mapped here) */
+	if (fds[0] < 0)
+		return 0; /* sent, and refused on arrival (msgsock.c) */
+	if (!fstat(fds[0], &st) && st.st_dev == a->dev && st.st_ino == a->ino)
+		return 1;
+	shunt_warn("arena %llx: another process's arena was sent under its id: refused",
+		   (unsigned long long)a->id);
+	return 0;
+}
+
 static int get_or_map(uint64_t id, int *fds, int side, struct arena **out, int adopt)
 {
 	struct arena *a;
@@ -331,7 +358,10 @@ static int get_or_map(uint64_t id, int *fds, int side, struct arena **out, int a
 
 	pthread_mutex_lock(&lock);
 	a = find(id, side);
-	if (a) {
+	if (a && !same_arena(a, fds)) {
+		close3(fds);
+		r = -EPROTO;
+	} else if (a) {
 		uint32_t closes = __atomic_load_n(&a->hdr->closes, __ATOMIC_ACQUIRE);
 		close3(fds); /* already mapped (an exec'd sibling, a resend) */
 		if (side == 0 && closes != a->closes_seen) {

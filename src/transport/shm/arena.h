@@ -10,6 +10,8 @@ struct arena {
 	uint64_t peer;        /* the other process's id (its s<id> file) */
 	int side;             /* 0: we are the client of its connections, 1: the server */
 	int memfd;
+	dev_t dev;            /* the memfd's identity: an arena sent again must be it */
+	ino_t ino;
 	struct shunt_arena_hdr *hdr;
 	size_t len;
 	uint32_t ring_size;
