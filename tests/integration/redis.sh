@@ -12,9 +12,9 @@ need redis-server; need redis-benchmark; need redis-cli
 
 start_redis() { # port log shunt?
 	if [ "$3" = 1 ]; then
-		bg "$2" env SHUNT_LOG=1 "$SHUNT" run -- redis-server --port "$1" --save '' --appendonly no
+		bg "$2" env SHUNT_LOG=1 "$SHUNT" run -- redis-server --port "$1" --save '' --appendonly no --dir "$WORK"
 	else
-		bg "$2" redis-server --port "$1" --save '' --appendonly no
+		bg "$2" redis-server --port "$1" --save '' --appendonly no --dir "$WORK"
 	fi
 	wait_port "$1"
 }
@@ -59,7 +59,9 @@ for mode in no yes; do
 	for i in $(seq 20); do echo "SET k$mode$i $(head -c 60000 /dev/urandom | base64 -w0)"; done |
 		shunted redis-cli -p "$P3" > /dev/null 2>> "$WORK/cli3.log"
 	R=$(free_port)
+	mkdir -p "$WORK/replica-$mode" # (its copy of the master's data: none in the checkout)
 	bg "$WORK/replica-$mode.log" env SHUNT_LOG=1 "$SHUNT" run -- redis-server --port "$R" --save '' --appendonly no \
+		--dir "$WORK/replica-$mode" \
 		--replicaof 127.0.0.1 "$P3"
 	wait_port "$R"
 	for _ in $(seq 100); do
