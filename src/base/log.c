@@ -51,7 +51,10 @@ static int log_target(void)
  * session's standard error is its client's). */
 int shunt_log_seen(void)
 {
-	return shunt_log_on && (log_fd != 2 || isatty(2));
+	int e = errno, seen = shunt_log_on && (log_fd != 2 || isatty(2));
+
+	errno = e; /* (isatty's ENOTTY is not the caller's) */
+	return seen;
 }
 
 void shunt_log_check(void)

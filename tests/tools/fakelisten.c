@@ -56,6 +56,12 @@ static int send_accept(const char *dir, const struct shunt_slot *sl, unsigned id
 	return r;
 }
 
+/* Segment k of our arena h. */
+static struct shunt_seg_hdr *seg_of(struct shunt_arena_hdr *h, unsigned k)
+{
+	return (void *)((char *)h + SHUNT_ARENA_HDR_SIZE + k * (SHUNT_SEG_HDR_SIZE + 2 * (size_t)RS));
+}
+
 /* A sealed arena (id: its id) with segment 0 made ready for this offer. */
 static struct shunt_arena_hdr *make_arena(uint64_t nonce, uint64_t id, int *memfd)
 {
@@ -71,7 +77,7 @@ static struct shunt_arena_hdr *make_arena(uint64_t nonce, uint64_t id, int *memf
 	*h = (struct shunt_arena_hdr){ .magic = SHUNT_ARENA_MAGIC, .version = SHUNT_WIRE_VERSION,
 				       .id = id, .nslots = SHUNT_ARENA_SLOTS,
 				       .ring_size = RS };
-	seg = (void *)((char *)h + SHUNT_ARENA_HDR_SIZE);
+	seg = seg_of(h, 0);
 	shunt_seg_hdr_init(seg, RS, nonce);
 	seg->in_use = 1;
 	seg->owner[0] = seg->owner[1] = 1;
@@ -99,11 +105,6 @@ static struct shunt_registry *registry(const char *dir, int port, int create)
 	if (create)
 		CHECK(flock(fd, LOCK_SH) == 0); /* "a live listener" */
 	return r;
-}
-
-static struct shunt_seg_hdr *seg_of(struct shunt_arena_hdr *h, unsigned k)
-{
-	return (void *)((char *)h + SHUNT_ARENA_HDR_SIZE + k * (SHUNT_SEG_HDR_SIZE + 2 * (size_t)RS));
 }
 
 /* plant: the victim's offer to the other port, once there: its nonce in
@@ -228,7 +229,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	for (int i = 0; i < narenas; i++) {
-		struct shunt_seg_hdr *seg = (void *)((char *)arenas[i] + SHUNT_ARENA_HDR_SIZE);
+		struct shunt_seg_hdr *seg = seg_of(arenas[i], 0);
 		if (__atomic_load_n(&seg->confirm, __ATOMIC_ACQUIRE) == 1) {
 			attached++;
 			printf("HIJACKED: a victim attached and wrote %llu bytes to us\n",
