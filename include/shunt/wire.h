@@ -506,11 +506,15 @@ struct shunt_hs_trailer {
  * first between two processes retires when both agree: the side that saw it
  * idle asks (RETIRE, it names it in no ACCEPT from then on); the other
  * agrees if it carries nothing there either (RETIRED, and names it no
- * more), else says KEEP.  A peer that does not know these ignores them. */
+ * more), else says KEEP.  TEST asks nothing (SMC-R's TEST_LINK): a link
+ * that carries nothing is tried with it now and then, so that one whose
+ * peer process is gone fails (its queue pair's retries run out) and is
+ * freed.  A peer that does not know these ignores them. */
 #define SHUNT_CDC_F_LINK 64u
 #define SHUNT_LINK_RETIRE 1u
 #define SHUNT_LINK_RETIRED 2u
 #define SHUNT_LINK_KEEP 3u
+#define SHUNT_LINK_TEST 4u
 struct shunt_cdc {
 	uint64_t ring;   /* receiver's ring address (its handshake addr) */
 	uint64_t prod;   /* bytes the sender has written into that ring, ever */

@@ -42,6 +42,7 @@ void shunt_mutex_reset(pthread_mutex_t *m); /* pthread_mutex_init unless it is a
  * protected from its close() */
 int fd_hide(int fd);                  /* moved up and marked (the same fd on failure) */
 void fd_mark_internal(int fd);        /* marked where it is (a library's) */
+void fd_unmark_internal(int fd);      /* the library closes it now */
 int fd_dup_hidden(int fd);            /* a close-on-exec duplicate, marked; never in the reserve */
 int fd_reserve_mark(int reread);      /* the first number of the program's reserve (hidefd.c) */
 int fd_in_reserve(int fd);

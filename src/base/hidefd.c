@@ -144,6 +144,12 @@ void fd_mark_internal(int fd)
 	mark(fd, 1);
 }
 
+void fd_unmark_internal(int fd)
+{
+	if (fd >= 0)
+		mark(fd, 0);
+}
+
 void fd_close_internal(int fd)
 {
 	if (fd < 0)

@@ -261,6 +261,8 @@ void shunt_creds_changed(void)
 	uid_t r, e, s;
 	int err = errno;
 
+	if (shunt_active && !shunt_sandboxed)
+		transports_creds_changed(); /* (RDMA: its devices are opened again) */
 	if (!shunt_active || shunt_dirfd < 0 || shunt_sandboxed || shunt_off_reason ||
 	    !faccessat(shunt_dirfd, ".", W_OK | X_OK, AT_EACCESS) || errno != EACCES ||
 	    getresuid(&r, &e, &s) || r != e || e != s) {

@@ -48,6 +48,13 @@ void transports_atfork_child(void)
 			(*t)->atfork_child();
 }
 
+void transports_creds_changed(void)
+{
+	for (const struct transport *const *t = shunt_transports; *t; t++)
+		if ((*t)->creds_changed)
+			(*t)->creds_changed();
+}
+
 int transports_drop_unused(void)
 {
 	int n = 0;

@@ -107,6 +107,7 @@ struct transport {
 	void (*share_prepare)(const char *why, int reason); /* before fork, exec, a sandbox */
 	void (*exit_flush)(void);                           /* the process ends */
 	void (*atfork_child)(void);
+	void (*creds_changed)(void);                        /* setuid() and its kin */
 	int (*drop_unused)(void);   /* a give-back: what holds no connection goes;
 				       the descriptors freed */
 };
@@ -119,6 +120,7 @@ extern const struct transport shm_transport;
 void transports_share_prepare(const char *why, int reason);
 void transports_exit_flush(void);
 void transports_atfork_child(void);
+void transports_creds_changed(void);
 int transports_drop_unused(void);
 
 /* The in-band handshake's remote transport (inband.c; RDMA when built and

@@ -734,6 +734,36 @@ static inline int wait_child(pid_t p)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+/* One connection to l, served by a child of ours that accepts it (the
+ * listener inherited: a prefork server's worker), echoes "ping", waits
+ * for our close and ends - by exit() if by_exit, else by _exit() (as one
+ * killed: no exit path).  Both ends' modes checked. */
+static inline void child_ping(const struct sockaddr_storage *ss, socklen_t len, int l, int by_exit)
+{
+	char b[5] = { 0 };
+	pid_t p = test_fork();
+
+	CHECK(p >= 0);
+	if (!p) {
+		int c = accept(l, NULL, NULL);
+		CHECK(c >= 0);
+		expect_mode(c);
+		read_all(c, b, 4);
+		write_all(c, b, 4);
+		CHECK(read(c, b, 1) == 0);
+		if (by_exit)
+			exit(0);
+		_exit(0);
+	}
+	int fd = connect_to(ss, len);
+	expect_mode(fd);
+	write_all(fd, "ping", 4);
+	read_all(fd, b, 4);
+	CHECK(!memcmp(b, "ping", 4));
+	close(fd);
+	CHECK(wait_child(p) == 0);
+}
+
 /* Fail instead of hanging: every test arms this. */
 /* A thread's loop: accept on *(int *)listener, echo one byte, close;
  * ends when accept fails (the listener gone). */

@@ -196,6 +196,18 @@ static void on_down(struct rdma_link *l)
 	shunt_log("rdma: link on %s to qp %u failed (completion status %d, opcode %d); its "
 		  "connections move to TCP", l->dev->name, l->peer_qpn, l->fail_status, l->fail_op);
 	rdma_link_each_open(l, down_one, NULL);
+	/* ... and the slots of connections closed here, which waited for the
+	 * peer's closing word, go: it will not come now.  Before, they stayed,
+	 * and the link with them (freed once no slot is held): a peer process
+	 * that ended without its exit path (killed, _exit) left each link it
+	 * had for the life of ours (tests/behave/child_servers over RDMA). */
+	pthread_mutex_lock(&l->cq_lock);
+	for (unsigned s = 0; s < LINK_SLOTS; s++) {
+		struct rdma_conn *rc = l->slot_ctx[s];
+		if (rc && __atomic_load_n(&rc->state, __ATOMIC_ACQUIRE) == RC_CLOSED)
+			release(rc);
+	}
+	pthread_mutex_unlock(&l->cq_lock);
 }
 
 const struct link_ops rdma_link_cb = { on_cdc, on_down };

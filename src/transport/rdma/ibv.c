@@ -15,7 +15,8 @@ static const struct { const char *name; size_t off; } syms[] = {
 #define S(f) { "ibv_" #f, offsetof(struct ibv_api, f) }
 	S(get_device_list), S(free_device_list), S(open_device), S(close_device),
 	S(get_device_name), S(query_port), S(query_gid), S(query_device), S(alloc_pd),
-	S(dealloc_pd), S(create_comp_channel), S(create_cq), S(destroy_cq), S(get_cq_event),
+	S(dealloc_pd), S(create_comp_channel), S(destroy_comp_channel),
+	S(create_cq), S(destroy_cq), S(get_cq_event),
 	S(ack_cq_events), S(create_qp), S(modify_qp), S(destroy_qp), S(reg_mr), S(dereg_mr),
 	S(get_async_event), S(ack_async_event), S(event_type_str),
 #undef S

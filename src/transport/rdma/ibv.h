@@ -25,6 +25,7 @@ struct ibv_api {
 	struct ibv_pd *(*alloc_pd)(struct ibv_context *c);
 	int (*dealloc_pd)(struct ibv_pd *pd);
 	struct ibv_comp_channel *(*create_comp_channel)(struct ibv_context *c);
+	int (*destroy_comp_channel)(struct ibv_comp_channel *ch);
 	struct ibv_cq *(*create_cq)(struct ibv_context *c, int cqe, void *ctx,
 				    struct ibv_comp_channel *ch, int vec);
 	int (*destroy_cq)(struct ibv_cq *cq);

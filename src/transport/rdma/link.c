@@ -12,10 +12,12 @@
 #include "link.h"
 #include "../../shim/shim.h"
 #include "../../base/base.h"
+#include "../../base/real.h"
 
 #define RECV_WRID_BASE 0x100000000ull /* wr_id of receive i: base + i */
 
 static struct rdma_dev *devs;
+static struct rdma_dev *stale_devs; /* opened before a credential change */
 static int devs_scanned;
 static int devs_refused; /* errno of a device that would not open for a limit */
 static pthread_mutex_t dev_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -95,16 +97,12 @@ int rdma_dev_refused(void)
 	return devs_refused;
 }
 
-/* A forked child may not use its parent's device contexts (the kernel
- * refuses commands from another address space): it opens its own. */
-void rdma_dev_forget(void)
+/* The descriptors of a list's contexts and channels, each once. */
+static void close_fds(struct rdma_dev *list)
 {
-	/* ... and lets go of the parent's descriptors it inherited: the
-	 * parent keeps its own references, and the child's table is the
-	 * program's (a pre-fork server's workers each hold their limit) */
-	for (struct rdma_dev *d = devs; d; d = d->next) {
+	for (struct rdma_dev *d = list; d; d = d->next) {
 		int ctx_seen = 0, ch_seen = !d->ch;
-		for (struct rdma_dev *e = devs; e != d; e = e->next) {
+		for (struct rdma_dev *e = list; e != d; e = e->next) {
 			ctx_seen |= e->ctx == d->ctx; /* one context, many addresses */
 			ch_seen |= e->ch == d->ch;
 		}
@@ -115,10 +113,93 @@ void rdma_dev_forget(void)
 			fd_close_internal(d->ctx->cmd_fd);
 		}
 	}
+}
+
+/* A forked child may not use its parent's device contexts (the kernel
+ * refuses commands from another address space): it opens its own. */
+void rdma_dev_forget(void)
+{
+	/* ... and lets go of the parent's descriptors it inherited: the
+	 * parent keeps its own references, and the child's table is the
+	 * program's (a pre-fork server's workers each hold their limit) */
+	close_fds(devs);
+	close_fds(stale_devs);
 	SHUNT_RESET(devs, NULL);
+	SHUNT_RESET(stale_devs, NULL);
 	SHUNT_RESET(devs_scanned, 0);
 	SHUNT_RESET(devs_refused, 0);
 	shunt_mutex_reset(&dev_lock);
+}
+
+/* The kernel takes a verbs command written to a device's descriptor only
+ * from the credentials that opened it (ib_safe_file_access), and
+ * libibverbs makes every new object - a protection domain, a queue pair,
+ * a queue pair's move to RTR - with write(): after setuid() or any of its
+ * kin, even seteuid() and back, the contexts opened before cannot make a
+ * link.  They are kept, marked stale, for the links made on them (on
+ * hardware those go on: their doorbells are in memory; Soft-RoCE rings
+ * through write(), links.c rdma_creds_changed), and the next link opens
+ * the devices again. */
+void rdma_dev_renew(void)
+{
+	pthread_mutex_lock(&dev_lock);
+	for (struct rdma_dev *d = devs, *next; d; d = next) {
+		next = d->next;
+		d->stale = 1;
+		d->next = stale_devs;
+		stale_devs = d;
+	}
+	devs = NULL;
+	devs_scanned = 0;
+	devs_refused = 0;
+	pthread_mutex_unlock(&dev_lock);
+}
+
+int rdma_dev_same(const struct rdma_dev *a, const struct rdma_dev *b)
+{
+	return a == b || (a->port == b->port && a->gid_index == b->gid_index &&
+			  !memcmp(a->gid.raw, b->gid.raw, 16) && !strcmp(a->name, b->name));
+}
+
+/* Close each stale context that no entry of it has a user of (rdma_lock
+ * held: nothing makes a link meanwhile; the progress thread polls the
+ * devices of rdma_links only, which are users). */
+void rdma_dev_sweep(void)
+{
+	pthread_mutex_lock(&dev_lock);
+	for (struct rdma_dev **pp = &stale_devs, *d; (d = *pp);) {
+		struct ibv_context *ctx = d->ctx;
+		struct ibv_comp_channel *ch = NULL;
+		int used = 0;
+		for (struct rdma_dev *e = stale_devs; e; e = e->next)
+			used |= e->ctx == ctx && __atomic_load_n(&e->users, __ATOMIC_ACQUIRE);
+		if (used) {
+			pp = &d->next;
+			continue;
+		}
+		/* every entry of that context goes; pp stays (d's successor, or
+		 * an entry of another context, comes to it) */
+		for (struct rdma_dev **qq = pp, *e; (e = *qq);) {
+			if (e->ctx != ctx) {
+				qq = &e->next;
+				continue;
+			}
+			ch = e->ch ? e->ch : ch;
+			*qq = e->next;
+			free(e);
+		}
+		/* libibverbs closes the descriptors: ours no more */
+		if (ch) {
+			int fd = ch->fd;
+			fd_unmark_internal(fd);
+			if (ibv.destroy_comp_channel(ch)) /* (a queue it still counts) */
+				real.close(fd);
+		}
+		fd_unmark_internal(ctx->async_fd);
+		fd_unmark_internal(ctx->cmd_fd);
+		ibv.close_device(ctx);
+	}
+	pthread_mutex_unlock(&dev_lock);
 }
 
 /* The last match in the table wins: rxe and most RoCE devices list a
@@ -340,6 +421,7 @@ int rdma_link_new(struct rdma_dev *d, uint32_t ring_size, const struct link_ops 
 	if (!l)
 		return -ENOMEM;
 	l->dev = d;
+	__atomic_fetch_add(&d->users, 1, __ATOMIC_ACQ_REL); /* (rdma_link_free: one less) */
 	l->ops = ops;
 	l->ring_size = ring_size;
 	l->rx_len = (size_t)LINK_SLOTS * ring_size;
@@ -401,6 +483,7 @@ void rdma_link_free(struct rdma_link *l)
 		munmap(l->rx, l->rx_len);
 	if (l->local)
 		munmap(l->local, l->local_len);
+	__atomic_fetch_sub(&l->dev->users, 1, __ATOMIC_ACQ_REL);
 	free(l);
 }
 
@@ -539,7 +622,7 @@ static int cdc_from_wire(struct rdma_link *l, const struct shunt_cdc *w, unsigne
 	m->flags = be32toh(w->flags);
 	if (m->flags == SHUNT_CDC_F_LINK) /* about the link (wire.h) */
 		return !m->ring && !m->cons && !m->tag && m->prod >= SHUNT_LINK_RETIRE &&
-				       m->prod <= SHUNT_LINK_KEEP
+				       m->prod <= SHUNT_LINK_TEST
 			       ? 1
 			       : -EPROTO;
 	off = m->ring - base;
@@ -609,10 +692,12 @@ static int poll_locked(struct rdma_link *l)
 				int r;
 				if (k >= LINK_RECVS)
 					continue;
+				__atomic_store_n(&l->rx_count, l->rx_count + 1, __ATOMIC_RELAXED); /* (cq_lock) */
 				r = wc[i].byte_len == sizeof m ? cdc_from_wire(l, w, &slot, &m) : -EPROTO;
 				if (!r)
 					l->ops->cdc(l, slot, &m);
-				else if (r == 1) /* the progress thread's (links.c) */
+				else if (r == 1 && m.prod != SHUNT_LINK_TEST) /* the progress thread's
+									 (links.c); a TEST asks nothing */
 					__atomic_store_n(&l->link_rx, (uint32_t)m.prod, __ATOMIC_RELEASE);
 				if (post_recv(l, k))
 					down = 1;

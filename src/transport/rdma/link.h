@@ -32,6 +32,10 @@ struct rdma_dev {
 	union ibv_gid gid;
 	enum ibv_mtu mtu;
 	char name[32];
+	/* opened before the process changed its credentials (link.c,
+	 * rdma_dev_renew): no new link on it; closed once none is left */
+	int stale;
+	_Atomic int users;        /* links and spares made on it */
 	struct rdma_dev *next;
 };
 
@@ -94,6 +98,11 @@ struct rdma_link {
 	 * agreed, and our RETIRED's post */
 	_Atomic uint32_t link_rx;
 	uint64_t idle_since, retire_until, retire_seq;
+	/* receives processed; as the progress thread last saw them, and
+	 * since when (a quiet link is tested: links.c, SHUNT_LINK_TEST) */
+	_Atomic uint64_t rx_count;
+	uint64_t test_heard, quiet_since;
+	int creds_try;            /* rdma_creds_changed: to be tried (its device just went stale) */
 	int retire_agreed;
 	struct rdma_link *next;
 };
@@ -102,6 +111,14 @@ struct rdma_link {
 struct rdma_dev *rdma_dev_for(const struct sockaddr *local);
 void rdma_dev_forget(void);
 int rdma_dev_refused(void);
+/* The process changed its credentials: the devices are opened again for
+ * the next link; the old ones stay for the links made on them. */
+void rdma_dev_renew(void);
+/* Close the old devices no link or spare uses any more. */
+void rdma_dev_sweep(void);
+/* The same device, port and address entry (a and b may be one opened
+ * before a credential change and one opened after). */
+int rdma_dev_same(const struct rdma_dev *a, const struct rdma_dev *b);
 int rdma_link_new(struct rdma_dev *d, uint32_t ring_size, const struct link_ops *ops,
 		  struct rdma_link **out);
 int rdma_link_connect(struct rdma_link *l, const union ibv_gid *gid, uint32_t qpn, int ack_timeout);

@@ -65,7 +65,7 @@ void rdma_spare_refill(void)
 
 	pthread_mutex_lock(&rdma_lock);
 	for (l = rdma_links; l && !need; l = l->next) {
-		need = l->dev;
+		need = l->dev->stale ? NULL : l->dev; /* (no link is made there: rdma_dev_renew) */
 		for (n = rdma_spares; n; n = n->next)
 			if (n->dev == need)
 				need = NULL;
@@ -121,7 +121,7 @@ void rdma_spare_back(struct rdma_link *l)
 {
 	if (!unlink_from(&rdma_offered, l))
 		return;
-	if (__atomic_load_n(&l->state, __ATOMIC_ACQUIRE) == LINK_DOWN) {
+	if (__atomic_load_n(&l->state, __ATOMIC_ACQUIRE) == LINK_DOWN || l->dev->stale) {
 		rdma_link_free(l);
 		return;
 	}
@@ -164,9 +164,11 @@ struct rdma_link *rdma_spare_connect(uint32_t qpn, struct rdma_dev *d, const uni
 	return NULL;
 }
 
+/* (a link made before a credential change is on the device opened then:
+ * the same device for this) */
 static int up_on(struct rdma_link *l, struct rdma_dev *d)
 {
-	return l->dev == d && __atomic_load_n(&l->state, __ATOMIC_ACQUIRE) == LINK_UP;
+	return rdma_dev_same(l->dev, d) && __atomic_load_n(&l->state, __ATOMIC_ACQUIRE) == LINK_UP;
 }
 
 static int usable(struct rdma_link *l, struct rdma_dev *d)
@@ -210,7 +212,6 @@ void rdma_links_add(struct rdma_link *l, const uint8_t host[16], uint64_t proc)
 	rdma_thread_start();
 }
 
-
 /* ---- idle links retire (wire.h, SHUNT_CDC_F_LINK) ----
  *
  * A second link to a peer is made when every slot of the first is taken -
@@ -227,8 +228,18 @@ void rdma_links_add(struct rdma_link *l, const uint8_t host[16], uint64_t proc)
  * Links that failed go once nothing holds a slot on them. */
 #define LINK_IDLE_NS 2000000000ull
 #define LINK_RETIRE_NS 5000000000ull
-
-struct rdma_link *rdma_retiring;
+/* A link that heard nothing from its peer for 2 s is tried (wire.h,
+ * SHUNT_LINK_TEST; SMC-R's TEST_LINK): a link learns that its peer
+ * process ended - a forking server's child that served one connection, a
+ * client killed - only by posting, and the slots of its closed connections
+ * wait for the peer's closing words, which a process that ended without
+ * its exit path never sent.  Before, such a link held its queue pair and
+ * 32 MiB of registered rings for the process's life: a client of a server
+ * whose children each accept and end kept a link per child
+ * (tests/behave/child_servers over RDMA, 8 mappings a connection).  The
+ * test's retries run out, the link goes down (its connections, if any, to
+ * TCP, where the peer's end is closed too) and it is freed. */
+#define LINK_TEST_NS 2000000000ull
 
 static int link_say(struct rdma_link *l, uint32_t op, uint64_t *seq)
 {
@@ -236,6 +247,21 @@ static int link_say(struct rdma_link *l, uint32_t op, uint64_t *seq)
 
 	return rdma_push(l, 0, 0, 0, 0, 0, &m, PUSH_SIGNAL, seq);
 }
+
+static void link_test(struct rdma_link *l, uint64_t now, int up)
+{
+	uint64_t heard = __atomic_load_n(&l->rx_count, __ATOMIC_RELAXED);
+
+	if (heard != l->test_heard || !up) {
+		l->test_heard = heard;
+		l->quiet_since = now;
+	} else if (now - l->quiet_since >= LINK_TEST_NS) {
+		l->quiet_since = now; /* (its peer hears it: one end tests) */
+		(void)link_say(l, SHUNT_LINK_TEST, NULL);
+	}
+}
+
+struct rdma_link *rdma_retiring;
 
 /* A link's name both ends compute alike: its two ends (GID, queue pair),
  * the lesser first. */
@@ -345,6 +371,7 @@ void rdma_links_retire(void)
 			}
 			(void)link_say(l, SHUNT_LINK_KEEP, NULL);
 		}
+		link_test(l, now, up);
 		if (used || !up) {
 			l->idle_since = 0;
 		} else if (!l->idle_since) {
@@ -394,4 +421,69 @@ void rdma_links_retire(void)
 		}
 		pp = &l->next;
 	}
+}
+
+/* The process changed its credentials (setuid() and its kin, core.c): the
+ * devices are opened again for new links (link.c, rdma_dev_renew), the
+ * spares made on the old ones go (their queue pairs can no longer be
+ * connected), and every link's data path is tried at once with a word to
+ * its peer (TEST, which asks nothing) - Soft-RoCE rings its doorbell with
+ * write(), which the kernel now refuses: such a link is taken down here, its connections moved to TCP, instead of at
+ * their next write, and it is no longer offered to a new connection, which
+ * makes a link on the devices opened again.  Before, each new connection
+ * was put on the dead link and paid its failure (62-137 ms) before it
+ * went on over TCP (tests/behave/seteuid_back over RDMA). */
+void rdma_creds_changed(void)
+{
+	struct rdma_link *l, **pp;
+
+	pthread_mutex_lock(&rdma_lock);
+	/* each link is tried once, at the first change after it was made: a
+	 * provider that posts from user space posts after any later one too
+	 * (a process that changes its user at every request, as smbd does,
+	 * would else send a word on every link at each change) */
+	for (l = rdma_links; l; l = l->next)
+		l->creds_try = !l->dev->stale;
+	rdma_dev_renew();
+	for (pp = &rdma_spares; (l = *pp);) {
+		if (l->dev->stale) {
+			*pp = l->next;
+			rdma_link_free(l);
+			continue;
+		}
+		pp = &l->next;
+	}
+	for (l = rdma_links; l; l = l->next)
+		if (l->creds_try && __atomic_load_n(&l->state, __ATOMIC_ACQUIRE) == LINK_UP &&
+		    link_say(l, SHUNT_LINK_TEST, NULL) == -EPIPE) {
+			shunt_log("rdma: the link to qp %u cannot post since the process changed its "
+				  "credentials: its connections move to TCP", l->peer_qpn);
+			rdma_link_down(l);
+		}
+	rdma_dev_sweep();
+	pthread_mutex_unlock(&rdma_lock);
+}
+
+/* The process ends (share.c, rdma_exit_flush): each link that carries
+ * nothing says RETIRED to its peer, which frees its end at once instead of
+ * when a TEST of its finds the queue pair gone (a forking server's child,
+ * a command-line client).  The words are waited for a little: the end of
+ * the process destroys the queue pairs, maybe before the device sent
+ * them. */
+void rdma_links_farewell(void)
+{
+	uint64_t deadline = shunt_now_ns() + 20000000ull, now;
+
+	if (shunt_sandboxed)
+		return; /* (a post is a system call: the filter may forbid it) */
+	pthread_mutex_lock(&rdma_lock);
+	for (struct rdma_link *l = rdma_links; l; l = l->next)
+		if (!__atomic_load_n(&l->used, __ATOMIC_ACQUIRE) &&
+		    __atomic_load_n(&l->state, __ATOMIC_ACQUIRE) == LINK_UP &&
+		    !link_say(l, SHUNT_LINK_RETIRED, &l->retire_seq))
+			l->retire_agreed = 2; /* (said here: waited for below) */
+	for (struct rdma_link *l = rdma_links; l; l = l->next)
+		if (l->retire_agreed == 2 && (now = shunt_now_ns()) < deadline)
+			rdma_link_wait(l, l->retire_seq, deadline - now);
+	pthread_mutex_unlock(&rdma_lock);
 }

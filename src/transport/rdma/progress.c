@@ -110,6 +110,7 @@ static void progress_once(int timeout_ms)
 	pthread_mutex_lock(&rdma_lock);
 	rdma_links_poll();
 	rdma_links_retire();
+	rdma_dev_sweep(); /* (devices opened before a credential change, unused now) */
 	if (shunt_fault_rdma_die())
 		for (l = rdma_links; l; l = l->next)
 			rdma_link_break(l);

@@ -170,6 +170,7 @@ const struct transport rdma_transport = {
 	.share_prepare = rdma_share_prepare,
 	.exit_flush = rdma_exit_flush,
 	.atfork_child = rdma_atfork_child,
+	.creds_changed = rdma_creds_changed,
 };
 
 const struct remote_setup rdma_setup = {

@@ -104,6 +104,8 @@ void rdma_links_add(struct rdma_link *l, const uint8_t host[16], uint64_t proc);
 struct rdma_link *rdma_links_find(const uint8_t host[16], uint64_t proc, struct rdma_dev *d);
 struct rdma_link *rdma_links_named(const union ibv_gid *g, uint32_t qpn, struct rdma_dev *d);
 void rdma_spare_refill(void);
+void rdma_creds_changed(void); /* setuid() and its kin: devices opened again */
+void rdma_links_farewell(void); /* the process ends: idle links' peers told */
 void rdma_links_retire(void); /* progress thread, rdma_lock held */
 struct rdma_link *rdma_retiring_named(const union ibv_gid *g, uint32_t qpn, struct rdma_dev *d);
 struct rdma_link *rdma_spare_take(struct rdma_dev *d);

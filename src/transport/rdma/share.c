@@ -391,6 +391,7 @@ void rdma_exit_flush(void)
 	/* the sockets closed with bytes still owed, or the peer's resend
 	 * still to be read (failover.c): the kernel would finish them */
 	rdma_fo_threads_wait(deadline);
+	rdma_links_farewell();
 }
 
 __attribute__((destructor)) static void rdma_exit(void)

@@ -54,7 +54,8 @@
 
 static struct arena *arenas;
 static _Atomic int closed_left; /* client: a closed arena is still mapped: look again */
-static void reap_dead_locked(void);
+static _Atomic int dead_look;   /* client: a new server's arena came: are the others' alive? */
+static int reap_dead_locked(void);
 static void arena_free_locked(struct arena **pp);
 static int may_unmap(struct arena *a);
 static void reap_closed_locked(void);
@@ -374,7 +375,9 @@ static int get_or_map(uint64_t id, int *fds, int side, struct arena **out, int a
 		close3(fds);
 		r = -EPROTO;
 	} else {
-		reap_dead_locked(); /* a client of many short-lived servers, too */
+		/* a client of many short-lived servers: at the last offer's end
+		 * (may_unmap), the servers of the others are looked at */
+		__atomic_store_n(&dead_look, 1, __ATOMIC_RELAXED);
 		reap_closed_locked(); /* ... and of forking ones */
 		r = map_arena(fds, id, side, 0, &a);
 		if (r)
@@ -480,15 +483,30 @@ static int may_unmap(struct arena *a)
 /* A server keeps an idle arena for its peer's next connection; once that
  * peer is gone the arena is unmapped - here, before a new one is made, so
  * a server of many short-lived clients holds one arena per live client
- * (issue #13, item 9), whatever order the two ended in. */
-static void reap_dead_locked(void)
+ * (issue #13, item 9), whatever order the two ended in.  A client's is
+ * unmapped only while no offer of ours is in flight (may_unmap), and a
+ * client maps a new arena in the middle of its offer: 1 when such a dead
+ * server's arena was left, for the last offer's end (arena_offer_end).
+ * Before, a client of a server that serves each connection in a new
+ * process (a child that accepts, then exits) kept every child's arena:
+ * 16 MiB of address space and three descriptors per connection
+ * (tests/behave/seteuid_back's loop). */
+static int reap_dead_locked(void)
 {
+	int left = 0;
+
 	for (struct arena **pp = &arenas; *pp;) {
-		if (!__atomic_load_n(&(*pp)->held, __ATOMIC_ACQUIRE) && (shunt_fault_peer_gone() || !shunt_proc_alive((*pp)->peer)) && may_unmap(*pp))
-			arena_free_locked(pp);
-		else
-			pp = &(*pp)->next;
+		if (!__atomic_load_n(&(*pp)->held, __ATOMIC_ACQUIRE) &&
+		    (shunt_fault_peer_gone() || !shunt_proc_alive((*pp)->peer))) {
+			if (may_unmap(*pp)) {
+				arena_free_locked(pp);
+				continue;
+			}
+			left = 1;
+		}
+		pp = &(*pp)->next;
 	}
+	return left;
 }
 
 /* Client side: the arenas their servers closed (they forked) and we hold
@@ -502,6 +520,9 @@ static void reap_closed_locked(void)
 
 	if (shunt_sandboxed)
 		return;
+	if (__atomic_load_n(&dead_look, __ATOMIC_RELAXED) &&
+	    !__atomic_load_n(&offers_in_flight, __ATOMIC_SEQ_CST)) /* (else may_unmap says no) */
+		__atomic_store_n(&dead_look, reap_dead_locked(), __ATOMIC_RELAXED);
 	for (struct arena **pp = &arenas; *pp;) {
 		struct arena *a = *pp;
 		if (a->side == 0 && __atomic_load_n(&a->hdr->closed, __ATOMIC_ACQUIRE)) {
@@ -539,7 +560,8 @@ void arena_offer_begin(void)
 void arena_offer_end(void)
 {
 	if (!__atomic_sub_fetch(&offers_in_flight, 1, __ATOMIC_SEQ_CST) &&
-	    __atomic_load_n(&closed_left, __ATOMIC_RELAXED))
+	    (__atomic_load_n(&closed_left, __ATOMIC_RELAXED) ||
+	     __atomic_load_n(&dead_look, __ATOMIC_RELAXED)))
 		reap_closed();
 }
 
