@@ -665,6 +665,56 @@ void ep_pend_settled(int fd, struct sk *s)
 	pthread_mutex_unlock(&sets_lock);
 }
 
+/* ---- a socket in a set before its connect() ----
+ * nginx adds its upstream sockets (proxy_pass, fastcgi_pass) to its set
+ * right after socket(), before connect().  The kernel holds such a socket
+ * as the program made it - and went on holding only the TCP socket after
+ * connect() made it an accelerated connection: the program heard of room
+ * (the TCP socket's), wrote its request into the ring, and never heard of
+ * the reply, which came by the ring (nginx in front of PHP-FPM: 504 after
+ * 60 s; tests/behave/epoll_before_connect).  So a TCP socket not connected
+ * yet is recorded as a pending offer's is (the kernel's registration as
+ * the program made it, pend_kernel_ctl), and once connect() has decided it
+ * - an offer still pending is settled first, as when a set is given one
+ * (ep_ctl) - the registration follows (pend_convert): the connection's, or
+ * the kernel's own. */
+static int pre_ctl(struct epset *ep, int epfd, int op, int fd, struct sk *s, struct epoll_event *ev)
+{
+	struct epreg *r;
+	int err;
+
+	if (op != EPOLL_CTL_DEL && !ev)
+		return -EFAULT;
+	pthread_mutex_lock(&ep->lock);
+	r = reg_current(ep, fd, s);
+	if (r && !r->pend) {
+		err = -EEXIST; /* (no conn record outlives its socket's close: ep_forget_fd) */
+	} else if (op == EPOLL_CTL_DEL) {
+		err = real.epoll_ctl(epfd, op, fd, ev) ? -errno : 0;
+		if (!err && r)
+			reg_drop(ep, fd);
+		else if (!err && ep->nplain)
+			ep->nplain--;
+	} else if (op == EPOLL_CTL_ADD && r) {
+		err = -EEXIST;
+	} else if (op == EPOLL_CTL_MOD && !r) { /* added as plain (before shunt knew it) */
+		err = real.epoll_ctl(epfd, op, fd, ev) ? -errno : 0;
+	} else if (op != EPOLL_CTL_ADD && op != EPOLL_CTL_MOD) {
+		err = -EINVAL;
+	} else if (!(err = pend_kernel_ctl(ep, epfd, op, fd, s, ev, &r, 0))) {
+		s->ep_pre = 1;
+	}
+	pthread_mutex_unlock(&ep->lock);
+	return err;
+}
+
+void ep_sock_decided(int fd, struct sk *s)
+{
+	if (__atomic_load_n(&s->offer, __ATOMIC_ACQUIRE))
+		rdv_offer_settle_nb(s);
+	ep_pend_settled(fd, s);
+}
+
 /* ---- a socket in a handshake state in a set ----
  * A plain socket whose in-band handshake ended by a time-out may still see
  * a late message head its stream (inband.c: HS_LAZY, HS_STRIP_*), and a
@@ -832,6 +882,11 @@ int ep_ctl(struct sk *eps, int epfd, int op, int fd, struct epoll_event *ev)
 	}
 	if (s && s->kind != SK_CONN && __atomic_load_n(&s->hs, __ATOMIC_ACQUIRE) != HS_NONE &&
 	    hs_ctl(ep, epfd, op, fd, s, ev, &err)) {
+		sk_put(s);
+		return err;
+	}
+	if (s && s->kind == SK_TCP && !s->is_client && (op == EPOLL_CTL_ADD || s->ep_pre)) {
+		err = pre_ctl(ep, epfd, op, fd, s, ev);
 		sk_put(s);
 		return err;
 	}

@@ -220,7 +220,7 @@ void connect_log(int fd, const struct sk *s)
 EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 {
 	struct sk *s = get_kind(fd, SK_TCP);
-	int e = errno, r;
+	int e = errno, r, pending;
 
 	if (!s || s->is_client || s->reason == SHUNT_R_UNSUPPORTED || !addr) {
 		if (s)
@@ -228,9 +228,12 @@ EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 		return R(connect)(fd, addr, len);
 	}
 	r = rdv_connect(fd, s, addr, len);
+	pending = s->offer != NULL;
+	if (s->ep_pre) /* its epoll registrations follow (nginx's upstreams) */
+		ep_sock_decided(fd, s);
 	if (r == 0 || r == -EINPROGRESS)
 		stats_update(s, fd);
-	if (!s->offer) /* pending: said when it settles (early.c) */
+	if (!pending) /* pending: said when it settles (early.c) */
 		connect_log(fd, s);
 	sk_put(s);
 	errno = e;
@@ -258,6 +261,8 @@ EXPORT int listen(int fd, int backlog)
 		s->ag_listen |= marked;
 		rdv_listen(fd, s);
 		stats_update(s, fd);
+		if (s->ep_pre) /* a listener's registrations are the kernel's own */
+			ep_sock_decided(fd, s);
 	}
 	if (s)
 		sk_put(s);

@@ -81,6 +81,7 @@ struct sk {
 	pid_t hs_pid;             /* ... by this process */
 	uint64_t hs_until;        /* ... and when a call that must know stops waiting */
 	struct offer *offer;      /* a client's offer not settled yet (src/setup/early.c) */
+	int ep_pre;               /* in an epoll set since before its connect() (epoll.c pre_ctl) */
 	pthread_mutex_t offer_lock; /* serialises its use (all zero = unlocked) */
 	struct sk *next_free;     /* on the free list (fdtab.c) */
 };
@@ -368,6 +369,7 @@ void ep_free(struct epset *ep);
 void ep_forget_fd(int fd);
 int ep_in_use(void); /* the process has an epoll set */
 void ep_pend_settled(int fd, struct sk *s); /* s's offer or handshake state settled: its registrations follow */
+void ep_sock_decided(int fd, struct sk *s); /* s, in a set since before its connect() or listen(), is decided */
 int ep_regs_of(int fd, struct sk *s, int *blocked); /* registrations holding s */
 void ep_retire(int fd, struct sk *s);     /* s is plain now: the kernel's own */
 int shim_poll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t *mask);

@@ -61,6 +61,25 @@ workers_share_dir() {
 
 count() { grep -c -- "$1" "$2" 2>/dev/null || true; }
 
+# nginx_conf SERVER...: an nginx.conf for $WORK (master and 2 workers, no
+# access log, its files under $WORK) whose http block holds SERVER.
+nginx_conf() {
+	cat <<CONF
+daemon off;
+master_process on;
+worker_processes 2;
+pid $WORK/nginx.pid;
+error_log $WORK/error.log;
+events { worker_connections 256; }
+http {
+	access_log off;
+	client_body_temp_path $WORK/tmp; proxy_temp_path $WORK/tmp; fastcgi_temp_path $WORK/tmp;
+	uwsgi_temp_path $WORK/tmp; scgi_temp_path $WORK/tmp;
+	$*
+}
+CONF
+}
+
 # expect_accel LOG MIN: at least MIN accelerated accepts/connects, no plain ones.
 expect_accel() {
 	local n plain

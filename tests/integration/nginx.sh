@@ -14,21 +14,7 @@ mkdir -p "$WORK/www" "$WORK/tmp"
 head -c 3000000 /dev/urandom > "$WORK/www/big.bin"
 echo hello > "$WORK/www/index.html"
 sum=$(sha256sum < "$WORK/www/big.bin")
-cat > "$WORK/nginx.conf" <<CONF
-daemon off;
-master_process on;
-worker_processes 2;
-pid $WORK/nginx.pid;
-error_log $WORK/error.log;
-events { worker_connections 256; }
-http {
-	access_log off;
-	sendfile on;
-	client_body_temp_path $WORK/tmp; proxy_temp_path $WORK/tmp; fastcgi_temp_path $WORK/tmp;
-	uwsgi_temp_path $WORK/tmp; scgi_temp_path $WORK/tmp;
-	server { listen 127.0.0.1:$P; root $WORK/www; }
-}
-CONF
+nginx_conf "sendfile on; server { listen 127.0.0.1:$P; root $WORK/www; }" > "$WORK/nginx.conf"
 bg "$WORK/srv.log" env SHUNT_LOG=1 "$SHUNT" run -- nginx -c "$WORK/nginx.conf" -p "$WORK"
 wait_port "$P"
 
