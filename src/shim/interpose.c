@@ -71,6 +71,7 @@ EXPORT int socket(int domain, int type, int protocol)
 	s = sk_new(SK_TCP, domain);
 	if (s) {
 		s->nonblock = !!(type & SOCK_NONBLOCK);
+		s->fresh = 1;
 		fdtab_set(fd, s);
 	}
 	return fd;
