@@ -86,8 +86,12 @@ void rdma_spare_refill(void)
 	shunt_log("rdma: spare link on %s ready in %llu us", need->name,
 		  (unsigned long long)(shunt_now_ns() - t0) / 1000);
 	pthread_mutex_lock(&rdma_lock);
-	n->next = rdma_spares;
-	rdma_spares = n;
+	if (need->stale) { /* the process changed its credentials meanwhile */
+		rdma_link_free(n);
+	} else {
+		n->next = rdma_spares;
+		rdma_spares = n;
+	}
 	pthread_mutex_unlock(&rdma_lock);
 }
 
