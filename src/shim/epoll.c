@@ -885,7 +885,8 @@ int ep_ctl(struct sk *eps, int epfd, int op, int fd, struct epoll_event *ev)
 		sk_put(s);
 		return err;
 	}
-	if (s && s->kind == SK_TCP && s->fresh && !s->is_client && (op == EPOLL_CTL_ADD || s->ep_pre)) {
+	if (s && s->kind == SK_TCP && s->fresh && !s->is_client && (op == EPOLL_CTL_ADD || s->ep_pre) &&
+	    !(ev && (ev->events & EPOLLEXCLUSIVE))) { /* (its kernel registration takes no MOD) */
 		err = pre_ctl(ep, epfd, op, fd, s, ev);
 		sk_put(s);
 		return err;
