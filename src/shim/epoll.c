@@ -702,9 +702,13 @@ static int pre_ctl(struct epset *ep, int epfd, int op, int fd, struct sk *s, str
 	} else if (op != EPOLL_CTL_ADD && op != EPOLL_CTL_MOD) {
 		err = -EINVAL;
 	} else if (!(err = pend_kernel_ctl(ep, epfd, op, fd, s, ev, &r, 0))) {
-		s->ep_pre = 1;
+		__atomic_store_n(&s->ep_pre, 1, __ATOMIC_SEQ_CST);
 	}
 	pthread_mutex_unlock(&ep->lock);
+	/* connect() or listen() decided it in another thread meanwhile, after
+	 * its look at ep_pre: this registration follows here */
+	if (!err && !__atomic_load_n(&s->fresh, __ATOMIC_SEQ_CST))
+		ep_sock_decided(fd, s);
 	return err;
 }
 
@@ -885,7 +889,7 @@ int ep_ctl(struct sk *eps, int epfd, int op, int fd, struct epoll_event *ev)
 		sk_put(s);
 		return err;
 	}
-	if (s && s->kind == SK_TCP && s->fresh && !s->is_client && (op == EPOLL_CTL_ADD || s->ep_pre) &&
+	if (s && __atomic_load_n(&s->fresh, __ATOMIC_ACQUIRE) && (op == EPOLL_CTL_ADD || s->ep_pre) &&
 	    !(ev && (ev->events & EPOLLEXCLUSIVE))) { /* (its kernel registration takes no MOD) */
 		err = pre_ctl(ep, epfd, op, fd, s, ev);
 		sk_put(s);

@@ -230,7 +230,10 @@ EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 	}
 	r = rdv_connect(fd, s, addr, len);
 	pending = s->offer != NULL;
-	if (s->ep_pre) /* its epoll registrations follow (nginx's upstreams) */
+	/* its epoll registrations follow (nginx's upstreams; one another
+	 * thread makes meanwhile sees it decided: epoll.c pre_ctl) */
+	__atomic_store_n(&s->fresh, 0, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&s->ep_pre, __ATOMIC_SEQ_CST))
 		ep_sock_decided(fd, s);
 	if (r == 0 || r == -EINPROGRESS)
 		stats_update(s, fd);
@@ -262,7 +265,8 @@ EXPORT int listen(int fd, int backlog)
 		s->ag_listen |= marked;
 		rdv_listen(fd, s);
 		stats_update(s, fd);
-		if (s->ep_pre) /* a listener's registrations are the kernel's own */
+		__atomic_store_n(&s->fresh, 0, __ATOMIC_SEQ_CST);
+		if (__atomic_load_n(&s->ep_pre, __ATOMIC_SEQ_CST)) /* the kernel's own now */
 			ep_sock_decided(fd, s);
 	}
 	if (s)

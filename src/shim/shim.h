@@ -81,8 +81,8 @@ struct sk {
 	pid_t hs_pid;             /* ... by this process */
 	uint64_t hs_until;        /* ... and when a call that must know stops waiting */
 	struct offer *offer;      /* a client's offer not settled yet (src/setup/early.c) */
-	int fresh;                /* made by socket(): not connected or listening yet */
-	int ep_pre;               /* in an epoll set since before its connect() (epoll.c pre_ctl) */
+	_Atomic int fresh;        /* made by socket(): connect() or listen() not decided yet */
+	_Atomic int ep_pre;       /* in an epoll set since before that (epoll.c pre_ctl) */
 	pthread_mutex_t offer_lock; /* serialises its use (all zero = unlocked) */
 	struct sk *next_free;     /* on the free list (fdtab.c) */
 };
