@@ -432,9 +432,10 @@ void rdma_links_retire(void)
  * spares made on the old ones go (their queue pairs can no longer be
  * connected), and every link's data path is tried at once with a word to
  * its peer (TEST, which asks nothing) - Soft-RoCE rings its doorbell with
- * write(), which the kernel now refuses: such a link is taken down here, its connections moved to TCP, instead of at
- * their next write, and it is no longer offered to a new connection, which
- * makes a link on the devices opened again.  Before, each new connection
+ * write(), which the kernel now refuses: such a link is taken down here,
+ * its connections moved to TCP, instead of at their next write, and it is
+ * no longer offered to a new connection, which makes a link on the devices
+ * opened again.  Before, each new connection
  * was put on the dead link and paid its failure (62-137 ms) before it
  * went on over TCP (tests/behave/seteuid_back over RDMA). */
 void rdma_creds_changed(void)
