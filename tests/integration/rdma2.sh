@@ -11,17 +11,18 @@
 # Time limit: 1200
 . "$(dirname "$0")/lib.sh"
 # SPLIT_BEHAVE=0 leaves out the split behaviour programs, SPLIT_ONLY="a b"
-# runs only those (to reproduce something faster)
+# runs only those (to reproduce something faster), SPLIT_REPEAT=N each N times
 nsplit=0
 [ "${SPLIT_BEHAVE:-1}" = 1 ] &&
 	nsplit=$(grep -l 'test_fork()\|serve_in_child(\|split_is(' $(grep -L 'NOT_OVER_RDMA\|NOT_SPLIT_OVER_RDMA' "$ROOT"/tests/behave/*.c) |
 		xargs -n1 basename | sed 's/\.c$//' |
 		{ if [ -n "${SPLIT_ONLY:-}" ]; then grep -cxF "$(tr ' ' '\n' <<< "$SPLIT_ONLY")"; else wc -l; fi; })
+nsplit=$((nsplit * ${SPLIT_REPEAT:-1}))
 # A guest kernel that soft-locks or panics (rxe under emulation,
 # tests/vm/run.sh says so) is not shunt's outcome: both guests run once
 # more, and it is said.
 for attempt in 1 2; do
-	out=$("$ROOT/tests/vm/pair.sh" -t 900 -- env BUILD="$BUILD" SPLIT_BEHAVE="${SPLIT_BEHAVE:-1}" SPLIT_ONLY="${SPLIT_ONLY:-}" SPLIT_ID=$$.$RANDOM bash tests/rdma/two-hosts.sh 2>&1)
+	out=$("$ROOT/tests/vm/pair.sh" -t 900 -- env BUILD="$BUILD" SPLIT_BEHAVE="${SPLIT_BEHAVE:-1}" SPLIT_ONLY="${SPLIT_ONLY:-}" SPLIT_REPEAT="${SPLIT_REPEAT:-1}" SPLIT_ID=$$.$RANDOM bash tests/rdma/two-hosts.sh 2>&1)
 	rc=$?
 	rm -rf "$ROOT/$BUILD/tmp/split.$$".*
 	[ $rc != 0 ] && [ $attempt = 1 ] && echo "$out" | grep -q '^\[[AB]\] vm: the guest kernel' || break

@@ -31,14 +31,17 @@ fail() { echo "FAIL: $*"; exit 1; }
 # Split behaviour programs: rendezvous files on the tree both guests mount.
 SPLIT=$PWD/$BUILD/tmp/split.${SPLIT_ID:?set by tests/integration/rdma2.sh}
 mkdir -p "$SPLIT"
-# SPLIT_ONLY="a b": only those (to reproduce one faster)
+# SPLIT_ONLY="a b": only those (to reproduce one faster); SPLIT_REPEAT=N:
+# each N times (a flake's rate)
 split_programs() {
-	grep -l 'test_fork()\|serve_in_child(\|split_is(' $(grep -L 'NOT_OVER_RDMA\|NOT_SPLIT_OVER_RDMA' tests/behave/*.c) |
-		xargs -n1 basename | sed 's/\.c$//' | { if [ -n "${SPLIT_ONLY:-}" ]; then grep -xF "$(tr ' ' '\n' <<< "$SPLIT_ONLY")"; else cat; fi; }
+	local l
+	l=$(grep -l 'test_fork()\|serve_in_child(\|split_is(' $(grep -L 'NOT_OVER_RDMA\|NOT_SPLIT_OVER_RDMA' tests/behave/*.c) |
+		xargs -n1 basename | sed 's/\.c$//' | { if [ -n "${SPLIT_ONLY:-}" ]; then grep -xF "$(tr ' ' '\n' <<< "$SPLIT_ONLY")"; else cat; fi; })
+	for _ in $(seq "${SPLIT_REPEAT:-1}"); do echo "$l"; done
 }
 split_run() { # ROLE PROGRAM INDEX
 	"${S[@]}" env SHUNT_TEST_SPLIT="$1" SHUNT_TEST_ADDR=10.1.0.1 SHUNT_TEST_PORT=$((7500 + 10 * $3)) \
-		SHUNT_TEST_SYNC="$SPLIT/$2" SHUNT_EXPECT=rdma timeout 300 "$(build tests/behave/"$2")"
+		SHUNT_TEST_SYNC="$SPLIT/$2.$3" SHUNT_EXPECT=rdma timeout 300 "$(build tests/behave/"$2")"
 }
 # A's servers end soon after B does, however B ends (it marks its end): a
 # failure on B must not leave A waiting for the guest's time limit.
@@ -72,7 +75,8 @@ if [ "$VM_HOST" = A ]; then
 		i=$((i + 1))
 		serve split_run server "$n" $i > /tmp/behave.out 2>&1
 		rc=$?
-		echo $rc > "$SPLIT/$n.st" && mv "$SPLIT/$n.st" "$SPLIT/$n.status"
+		[ "${SPLIT_REPEAT:-1}" = 1 ] || cp /tmp/behave.out "$PWD/$BUILD/tmp/splitlog.$n.$i.A"
+		echo $rc > "$SPLIT/$n.$i.st" && mv "$SPLIT/$n.$i.st" "$SPLIT/$n.$i.status"
 		[ $rc = 0 ] || { echo "behave $n (server) rc $rc:"; tail -5 /tmp/behave.out; }
 	done
 	serve "${S[@]}" redis-server --port 6390 --bind 10.1.0.1 --save '' --appendonly no \
@@ -102,8 +106,9 @@ else
 		t0=${EPOCHREALTIME/./}
 		split_run client "$n" $i > /tmp/behave.out 2>&1
 		rc=$?
-		for _ in $(seq 300); do [ -e "$SPLIT/$n.status" ] && break; sleep 0.2; done
-		st=$(cat "$SPLIT/$n.status" 2> /dev/null || echo none)
+		[ "${SPLIT_REPEAT:-1}" = 1 ] || cp /tmp/behave.out "$PWD/$BUILD/tmp/splitlog.$n.$i.B"
+		for _ in $(seq 300); do [ -e "$SPLIT/$n.$i.status" ] && break; sleep 0.2; done
+		st=$(cat "$SPLIT/$n.$i.status" 2> /dev/null || echo none)
 		if [ $rc = 0 ] && [ "$st" = 0 ]; then
 			echo "ok behave $n: server on A, client on B, both on rdma ($(((${EPOCHREALTIME/./} - t0) / 1000)) ms)"
 		else
