@@ -26,7 +26,7 @@
 #include <stdint.h>
 #include <stddef.h>
 
-#define SHUNT_WIRE_VERSION 11u /* 2: doorbells per arena, not per segment; 3: answers in the offer
+#define SHUNT_WIRE_VERSION 12u /* 2: doorbells per arena, not per segment; 3: answers in the offer
 				 slot; 4: a slot answer names only an arena the client confirmed
 				 a connection in, and the client may ask again (NEED_ARENA);
 				 5: the registry counts its reserved slots, a stat record
@@ -42,7 +42,10 @@
 				 10: an arena says when its server forked (closed);
 				 11: a forked arena is taken again once no process
 				 holds a connection of it, closed only past
-				 SHUNT_ARENA_KEEP, and says so (closes) */
+				 SHUNT_ARENA_KEEP, and says so (closes);
+				 12: a shared directory's server answers in the slot
+				 too (its client checks the user who sent it the
+				 arena; the server waits for its word there) */
 #define SHUNT_SHORT_MS 10     /* a connection that ends sooner is short-lived (registry) */
 
 /* ---- fallback reason codes: stable, shown by `shunt ss`, never renumbered ---- */
@@ -124,7 +127,10 @@ enum shunt_slot_state {
 	SLOT_DECLINED = 6,   /* server claimed and declined: it is out of descriptors (reason 24), both use TCP */
 	SLOT_ANSWERED = 7,   /* server claimed and delivered: the segment is named in the slot
 				(answer_seg), or by an accept message already queued on the
-				client's socket (answer_seg == SHUNT_SLOT_BY_MSG) */
+				client's socket (answer_seg == SHUNT_SLOT_BY_MSG).  In a
+				shared directory the client takes a slot answer only if
+				the user who sent it that arena owns the server's end
+				(src/setup/client.c slot_sender_ok) */
 	SLOT_NEED_ARENA = 8, /* retired (versions 4-5: the client asked again for an arena it
 				had dropped; now an answer in the slot names only one the
 				client maps: shunt_arena_hdr.client_unmapped) */
@@ -133,7 +139,8 @@ enum shunt_slot_state {
 				after STALE_RESERVING_NS (src/setup/registry.c) */
 	/* An answer by message leaves the decision to the segment (confirm
 	 * field): the client CASes 0->1 once attached, the server 0->2 on
-	 * time-out.  An answer in the slot, or to a pending offer, is final:
+	 * time-out, and so does an answer in a shared directory's slot.  An
+	 * answer in a private directory's slot, or to a pending offer, is final:
 	 * the client, which made its duplicate of the socket before it
 	 * offered, attaches (src/setup/rdv.h). */
 };

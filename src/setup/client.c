@@ -55,16 +55,14 @@ int rdv_tcp_has_input(int fd)
 
 /* The server's answer in the slot: the segment of an arena we map
  * already.  Only our own user can write a private directory's registry;
- * in a shared one the answer must come as a message (its sender's uid is
- * the kernel's word), so a slot answer there is refused. */
+ * a shared one's members all can, and such an answer is checked in
+ * rdv_client_attach (slot_sender_ok). */
 static int slot_answer(struct shunt_slot *sl, uint64_t nonce, struct got_msg *got)
 {
 	uint32_t seg = sl->answer_seg;
 
 	if (seg == SHUNT_SLOT_BY_MSG) /* queued before the state changed */
 		return rdv_stash_take(nonce, got) ? 0 : SHUNT_R_HANDSHAKE;
-	if (shunt_dir_shared())
-		return SHUNT_R_HANDSHAKE;
 	memset(got, 0, sizeof *got);
 	got->m.nonce = nonce;
 	got->m.arena = sl->answer_arena;
@@ -87,11 +85,13 @@ static int slot_answer(struct shunt_slot *sl, uint64_t nonce, struct got_msg *go
  * generation (a member of a shared directory may write the registry),
  * ends the wait, plain. */
 static int client_wait_answer(struct shunt_slot *sl, uint32_t gen, uint64_t nonce, int tcp_fd,
-			      struct got_msg *got, uint64_t start, uint64_t wait_ns, uint64_t spin_ns)
+			      const struct shunt_tuple *t, struct got_msg *got, uint64_t start, uint64_t wait_ns,
+			      uint64_t spin_ns)
 {
 	uint64_t slice = ANSWER_SLICE_NS;
-	int slept = 0;
+	int slept = 0, looked = !t || !shunt_dir_shared(), r;
 	unsigned yields = 0;
+	uint32_t owner = 0;
 
 	for (;;) {
 		uint32_t w = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE), st = SHUNT_SLOT_STATE(w);
@@ -99,8 +99,25 @@ static int client_wait_answer(struct shunt_slot *sl, uint32_t gen, uint64_t nonc
 
 		if (SHUNT_SLOT_GEN(w) != gen)
 			return SHUNT_R_HANDSHAKE;
-		if (st == SLOT_ANSWERED)
-			return slot_answer(sl, nonce, got);
+		if (st == SLOT_ANSWERED) {
+			r = slot_answer(sl, nonce, got);
+			got->has_owner = looked == 2;
+			got->owner = owner;
+			return r;
+		}
+		/* Across users, the server's answer is checked against the
+		 * owner of its end of the connection (user_is_server: a
+		 * sock_diag look, 3.7 us).  Claimed, the server has accepted
+		 * it - its end is its own - and is busy with its answer: a
+		 * client that spins has that time to look (the answer's
+		 * critical path does not wait for it).  Whoever claimed, the
+		 * owner seen is a user with the right to serve the connection
+		 * (the listener's, before the accept; the accepter's after),
+		 * never one a member chose. */
+		if (st == SLOT_CLAIMED && !looked) {
+			looked = tcp_owner_uid(&t->server, &t->client, &owner) ? 1 : 2;
+			continue;
+		}
 		if (st == SLOT_FAILED)
 			return SHUNT_R_HANDSHAKE;
 		if (st == SLOT_DECLINED)
@@ -160,12 +177,12 @@ static int server_spin_turn(uint64_t start)
 /* The wait for the answer, with the turn to spin taken for its spin and
  * given back however it ends. */
 static int client_wait_msg(struct shunt_slot *sl, uint32_t gen, uint64_t nonce, int tcp_fd,
-			   struct got_msg *got, uint64_t wait_ns)
+			   const struct shunt_tuple *t, struct got_msg *got, uint64_t wait_ns)
 {
 	uint64_t start = shunt_now_ns();
 	int turn = server_spin_turn(start), r;
 
-	r = client_wait_answer(sl, gen, nonce, tcp_fd, got, start, wait_ns, turn ? SPIN_MSG_NS : 0);
+	r = client_wait_answer(sl, gen, nonce, tcp_fd, t, got, start, wait_ns, turn ? SPIN_MSG_NS : 0);
 	shunt_spin_end(turn);
 	return r;
 }
@@ -238,19 +255,49 @@ int rdv_await_reply(struct shunt_slot *sl, uint32_t gen, uint64_t max_ns)
  * another user of a shared directory must own the server's end of the TCP
  * connection (the accepting process's user: peercred.c) - else a member
  * could take our connections to a plain server (and answer for it). */
-static int sender_is_server(int fd, const struct got_msg *g)
+static int user_is_server(const struct sk *s, int fd, const struct got_msg *g, uint32_t uid)
 {
-	struct shunt_addr local, remote;
+	struct shunt_tuple t;
 	uint32_t owner;
 
-	if (g->in_slot)
+	if (uid == (uint32_t)geteuid())
 		return 1;
-	if (!g->has_uid)
+	if (!shunt_dir_shared())
 		return 0;
-	if (g->uid == (uint32_t)geteuid())
+	if (g->has_owner && g->owner == uid) /* (else: looked at too early) */
 		return 1;
-	return shunt_dir_shared() && !rdv_sock_tuple(fd, &local, &remote) &&
-	       !tcp_owner_uid(&remote, &local, &owner) && owner == g->uid;
+	if (s->has_tuple == SK_TUPLE_BOTH) /* (our offer's: no look) */
+		t = s->tuple;
+	else if (rdv_sock_tuple(fd, &t.client, &t.server))
+		return 0;
+	return !tcp_owner_uid(&t.server, &t.client, &owner) && owner == uid;
+}
+
+static int sender_is_server(const struct sk *s, int fd, const struct got_msg *g)
+{
+	return g->in_slot || (g->has_uid && user_is_server(s, fd, g, g->uid));
+}
+
+/* An answer in a shared directory's slot, which every member may write,
+ * names a segment of arena a (mapped here) and carries our offer's nonce
+ * there (shm_attach checks it): only the processes that map a - we and
+ * the one that sent it to us - can have written it.  So it is the
+ * server's answer if that sender's user (recorded as a came: arena.c)
+ * owns the server's end of this connection, as a message's sender must.
+ * A member that once served us for real (we map its arena) and claims
+ * our offer to another user's server fails here (tests/security/dir.sh
+ * 1j).  Our own user's arena needs no look, as its messages need none. */
+static int slot_sender_ok(const struct sk *s, int fd, const struct got_msg *g, struct arena *a)
+{
+	uint32_t uid = __atomic_load_n(&a->uid, __ATOMIC_RELAXED);
+
+	if (!shunt_dir_shared())
+		return 1;
+	if (uid != UINT32_MAX && user_is_server(s, fd, g, uid))
+		return 1;
+	shunt_warn("answer in the offer slot names arena %llx, sent by uid %d, who does not own this "
+		   "connection's server: refused", (unsigned long long)a->id, uid == UINT32_MAX ? -1 : (int)uid);
+	return 0;
 }
 
 /* The client's decision in the segment's confirm word (1 attached, 2
@@ -275,11 +322,11 @@ static int confirm_decide(struct shunt_seg_hdr *h, uint32_t v)
  * falls back at once), else the server times out to TCP. */
 int rdv_client_attach(struct sk *s, int fd, uint64_t nonce, struct got_msg *g)
 {
-	int has_arena = !!(g->m.flags & SHUNT_MSG_F_ARENA);
+	int has_arena = !!(g->m.flags & SHUNT_MSG_F_ARENA), r = 0;
 	struct arena *a;
-	struct conn *c;
+	struct conn *c = NULL;
 
-	if (!sender_is_server(fd, g)) {
+	if (!sender_is_server(s, fd, g)) {
 		shunt_warn("accept message from uid %d, who does not own this connection's server: refused",
 			   g->has_uid ? (int)g->uid : -1);
 		rdv_close_fds(g->fds, has_arena ? 3 : 0);
@@ -288,13 +335,17 @@ int rdv_client_attach(struct sk *s, int fd, uint64_t nonce, struct got_msg *g)
 	/* An answer in the slot names an arena we map (we keep every one
 	 * while an offer is in flight, and say when we unmap one: arena.c);
 	 * an answer by message carries the arena unless it is mapped here. */
-	if (arena_client_get(g->m.arena, has_arena ? g->fds : NULL, &a))
+	if (arena_client_get(g->m.arena, has_arena ? g->fds : NULL, g->has_uid ? &g->uid : NULL, &a))
 		return SHUNT_R_HANDSHAKE;
-	if (shm_attach(&c, a, g->m.seg, 0, fd, 1, &nonce)) {
+	if (g->in_slot && !slot_sender_ok(s, fd, g, a))
+		r = SHUNT_R_HANDSHAKE;
+	else if (shm_attach(&c, a, g->m.seg, 0, fd, 1, &nonce))
+		r = SHUNT_R_RESOURCE;
+	if (r) {
 		if (g->m.seg < SHUNT_ARENA_SLOTS && arena_seg(a, g->m.seg)->nonce == nonce)
 			confirm_decide(arena_seg(a, g->m.seg), 2);
 		arena_put(a); /* the server drops our owner when it sees the decline */
-		return SHUNT_R_RESOURCE;
+		return r;
 	}
 	if (!confirm_decide(shm_of(c)->seg, 1)) {
 		/* the server timed out first and dropped our owner; the
@@ -582,7 +633,8 @@ int rdv_connect(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len
 }
 
 /* A local shunt server listens on the port: offer it the connection.
- * A slot answer is final (the server does not wait for us), so nothing
+ * A private directory's slot answer is final (the server does not wait
+ * for us), so nothing
  * may fail after it but what the server did wrong: the connection's
  * socket is the program's own number (fdtab.c), nothing to make.  The
  * answer is waited for here, or - when the connection is up and we may
@@ -684,11 +736,15 @@ fail:
 int rdv_offer_finish(struct sk *s, struct offer *o, uint64_t wait_ns, int *resend, int *cut)
 {
 	struct got_msg got;
-	int reason = client_wait_msg(o->sl, o->gen, o->nonce, o->sockfd, &got, wait_ns), final = 0;
+	int reason = client_wait_msg(o->sl, o->gen, o->nonce, o->sockfd,
+				     s->has_tuple == SK_TUPLE_BOTH ? &s->tuple : NULL, &got, wait_ns),
+	    final = 0;
 
 	*resend = *cut = 0;
 	if (!reason) {
-		final = got.in_slot || o->counted; /* the server waits for no confirmation */
+		/* the server waits for no confirmation (in a shared directory
+		 * it waits: a slot answer we refuse there goes plain) */
+		final = (got.in_slot && !shunt_dir_shared()) || o->counted;
 		/* (an answer in the slot carries no descriptors: an arena
 		 * not mapped here fails the attach, HANDSHAKE) */
 		reason = rdv_client_attach(s, o->sockfd, o->nonce, &got);

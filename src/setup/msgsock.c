@@ -96,7 +96,7 @@ static void take_arena_state(struct got_msg *g)
 
 	if (!g->has_uid || g->uid != (uint32_t)geteuid() || !(g->m.flags & SHUNT_MSG_F_ARENA))
 		return;
-	if (!arena_client_get(g->m.arena, g->fds, &a)) {
+	if (!arena_client_get(g->m.arena, g->fds, &g->uid, &a)) {
 		arena_put(a); /* mapped: it stays, as arenas do */
 		g->m.flags &= ~(uint32_t)SHUNT_MSG_F_ARENA;
 	} /* else the connection falls back (client_attach: an arena sent
@@ -154,10 +154,8 @@ static void csock_pump(void)
 			rdv_close_fds(stash[0].fds, SHUNT_MSG_MAX_FDS);
 			memmove(&stash[0], &stash[1], (size_t)--nstash * sizeof stash[0]);
 		}
-		stash[nstash].m = m;
+		stash[nstash] = (struct got_msg){ .m = m, .uid = (uint32_t)cr.uid, .has_uid = has_cr };
 		memcpy(stash[nstash].fds, fds, sizeof fds);
-		stash[nstash].uid = (uint32_t)cr.uid;
-		stash[nstash].has_uid = has_cr;
 		take_arena_state(&stash[nstash]);
 		nstash++;
 	}

@@ -80,7 +80,10 @@ struct got_msg {
 	int fds[SHUNT_MSG_MAX_FDS]; /* as the flags say: a new arena's memfd and doorbells */
 	uint32_t uid; /* the sender's, as the kernel says (SCM_CREDENTIALS) */
 	int has_uid;
-	int in_slot;  /* an answer in the slot of a private directory: our user's */
+	int in_slot;  /* an answer in the slot (a private directory's: our user's) */
+	int has_owner; /* owner: the user who owned the server's end of the TCP
+			  connection as the server claimed our offer (client.c) */
+	uint32_t owner;
 };
 
 

@@ -220,15 +220,45 @@ static int take_early(struct shunt_early *e, struct conn *c)
 	return 0;
 }
 
+/* In a shared directory, an offer for this tuple could be any member's:
+ * the segment goes only to a process of the user who owns the client's
+ * end of the TCP connection - its c<id> socket's owner (nobody else can
+ * replace that user's file in a sticky directory), or, for an arena sent
+ * there before (send_fds 0: answered in the slot, to the process that
+ * maps it), the owner that file had then (a->client_uid). */
+static int offer_is_client(const struct shunt_tuple *t, uint64_t sock_id, struct arena *a, int send_fds)
+{
+	char name[SHUNT_DIR_NAME_MAX];
+	uint32_t owner, known = __atomic_load_n(&a->client_uid, __ATOMIC_RELAXED);
+	struct stat st;
+
+	shunt_dir_name(name, 'c', sock_id);
+	if (!send_fds && known != UINT32_MAX) {
+		if (!tcp_owner_uid(&t->client, &t->server, &owner) && owner == known)
+			return 1;
+	} else if (!fstatat(shunt_dirfd, name, &st, AT_SYMLINK_NOFOLLOW) && S_ISSOCK(st.st_mode) &&
+		   !tcp_owner_uid(&t->client, &t->server, &owner) && owner == (uint32_t)st.st_uid) {
+		__atomic_store_n(&a->client_uid, owner, __ATOMIC_RELAXED);
+		return 1;
+	}
+	shunt_warn("offer for %s's connection names another user's socket: refused", name);
+	return 0;
+}
+
 /* Take a segment for the client process sock_id, attach our side, take
  * the client's first bytes (early: its slot's, NULL for none) and tell the
- * client: through the slot sl when the client maps that arena (a private
- * directory: only our user writes it), else - a new arena's descriptors,
- * another user's client, the in-band handshake (sl NULL) - by an accept
- * message.  0 and *out (*final: answered in the slot - the client
- * attaches, nothing to wait for), or the fallback reason. */
-static int server_offer(int fd, uint64_t sock_id, struct shunt_slot *sl, uint32_t gen,
-			struct shunt_early *early, unsigned idx, uint64_t nonce, struct conn **out, int *final)
+ * client: through the slot sl when the client maps that arena, else - a
+ * new arena's descriptors, the in-band handshake (sl NULL) - by an accept
+ * message.  0 and *out (*final: answered in a private directory's slot -
+ * the client attaches, nothing to wait for), or the fallback reason.
+ * In a shared directory the client checks a slot answer against the user
+ * that sent it the arena (client.c slot_sender_ok), which may refuse it:
+ * we wait for its word there as for a message's, and if our user is no
+ * longer the one it knows the arena by (we changed ours since we sent it)
+ * the answer goes by message with the arena again. */
+static int server_offer(int fd, const struct shunt_tuple *t, uint64_t sock_id, struct shunt_slot *sl,
+			uint32_t gen, struct shunt_early *early, unsigned idx, uint64_t nonce, struct conn **out,
+			int *final)
 {
 	int send_fds, by_msg, pending, r;
 	struct arena *a;
@@ -237,7 +267,14 @@ static int server_offer(int fd, uint64_t sock_id, struct shunt_slot *sl, uint32_
 
 	if (arena_server_take(sock_id, nonce, &a, &seg, &send_fds))
 		return SHUNT_R_RESOURCE;
-	by_msg = !sl || send_fds || shunt_dir_shared();
+	if (shunt_dir_shared() && __atomic_load_n(&a->uid, __ATOMIC_RELAXED) != (uint32_t)getuid())
+		send_fds = 1;
+	if (t && shunt_dir_shared() && !offer_is_client(t, sock_id, a, send_fds)) {
+		arena_drop_owner(a, seg, 0);
+		arena_release(a, seg, 1);
+		return SHUNT_R_HANDSHAKE;
+	}
+	by_msg = !sl || send_fds;
 	/* a client that left its offer pending confirms only at its next
 	 * call: its answer is final, however it goes (early.c) */
 	pending = early && !shunt_dir_shared() &&
@@ -270,6 +307,8 @@ static int server_offer(int fd, uint64_t sock_id, struct shunt_slot *sl, uint32_
 		sl->answer_seg = by_msg ? SHUNT_SLOT_BY_MSG : seg;
 	}
 	r = by_msg ? rdv_send_accept(sock_id, idx, nonce, a, seg, send_fds) : 0;
+	if (!r && send_fds) /* (the message's credentials: its real uid) */
+		__atomic_store_n(&a->uid, (uint32_t)getuid(), __ATOMIC_RELAXED);
 	if (r ||
 	    /* our CLAIMED -> ANSWERED failed: the client gave up (-> FAILED;
 	     * an answer by message may have reached it all the same: the
@@ -280,7 +319,9 @@ static int server_offer(int fd, uint64_t sock_id, struct shunt_slot *sl, uint32_
 		return SHUNT_R_HANDSHAKE;
 	}
 	shm_of(c)->sock_clean = sl != NULL; /* no handshake bytes on its socket */
-	*final = !by_msg || pending;
+	*final = (!by_msg && !shunt_dir_shared()) || pending;
+	shunt_log("fd %d: answered %s", fd,
+		  !by_msg ? "in the offer slot" : send_fds ? "by message, with the arena" : "by message");
 	*out = c;
 	return 0;
 }
@@ -302,7 +343,7 @@ static int server_build(struct sk *s, int fd, unsigned idx, struct shunt_slot *s
 			struct shunt_early *early, uint64_t nonce, uint64_t sock_id)
 {
 	struct conn *c;
-	int final = 0, r = server_offer(fd, sock_id, sl, gen, early, idx, nonce, &c, &final);
+	int final = 0, r = server_offer(fd, &s->tuple, sock_id, sl, gen, early, idx, nonce, &c, &final);
 
 	if (r) {
 		slot_refuse(sl, gen, SLOT_FAILED);
@@ -345,7 +386,7 @@ int rdv_inband_offer(int fd, uint64_t sock_id, uint64_t nonce, struct conn **c)
 {
 	int final;
 
-	return server_offer(fd, sock_id, NULL, 0, NULL, SHUNT_MSG_NO_SLOT, nonce, c, &final);
+	return server_offer(fd, NULL, sock_id, NULL, 0, NULL, SHUNT_MSG_NO_SLOT, nonce, c, &final);
 }
 
 int rdv_inband_commit(struct sk *s, int fd, struct conn *c, uint64_t wait_ns)
@@ -375,26 +416,6 @@ static int server_agent_path(const struct sk *ls, int fd, struct sk *s)
 	return 0;
 }
 
-/* In a shared directory, an offer for this tuple could be any member's:
- * the segment goes only to a socket of the user who owns the client's end
- * of the TCP connection (and nobody else can replace that user's file in a
- * sticky directory). */
-static int offer_is_client(const struct shunt_tuple *t, uint64_t sock_id)
-{
-	char name[SHUNT_DIR_NAME_MAX];
-	struct stat st;
-	uint32_t owner;
-
-	if (!shunt_dir_shared())
-		return 1;
-	shunt_dir_name(name, 'c', sock_id);
-	if (fstatat(shunt_dirfd, name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISSOCK(st.st_mode) ||
-	    tcp_owner_uid(&t->client, &t->server, &owner) || owner != (uint32_t)st.st_uid) {
-		shunt_warn("offer for %s's connection names another user's socket: refused", name);
-		return 0;
-	}
-	return 1;
-}
 
 /* The offer for this connection, claimed; NULL if there is none: no offer
  * and no client of ours in the middle of its connect to this address. */
@@ -565,11 +586,6 @@ int rdv_accept(const struct sk *ls, int fd, struct sk *s, const struct sockaddr 
 	if (fd_pressure()) { /* out of descriptors a moment ago (giveback.c) */
 		slot_refuse(sl, gen, SLOT_DECLINED);
 		s->reason = SHUNT_R_DESCRIPTORS;
-		return 0;
-	}
-	if (!offer_is_client(&t, sock_id)) {
-		slot_refuse(sl, gen, SLOT_FAILED);
-		s->reason = SHUNT_R_HANDSHAKE;
 		return 0;
 	}
 	return server_build(s, fd, idx, sl, gen, &p->r->early[idx], nonce, sock_id);

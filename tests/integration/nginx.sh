@@ -25,6 +25,23 @@ done
 # nginx points its stderr at error_log: shunt's decisions land there.
 expect_accel "$WORK/error.log" 10
 expect_accel "$WORK/cli.log" 10
+# One client process, ten connections one after another (each closed by
+# the server after its answer): across users in a shared directory, the
+# worker's answers after the first (which brings the client an arena) go
+# in the offer slot, checked by the client against the user who sent it
+# that arena (since the fortieth session: before, each one was a message
+# and a wait for the client's word)
+ns=$(wc -l < "$WORK/error.log"); nc=$(wc -l < "$WORK/cli.log")
+urls=$(for _ in $(seq 10); do printf 'http://127.0.0.1:%s/big.bin ' "$P"; done)
+got=$(shunted curl -s -H 'Connection: close' $urls 2>>"$WORK/cli.log" | sha256sum)
+[ "$got" = "$(for _ in $(seq 10); do cat "$WORK/www/big.bin"; done | sha256sum)" ] ||
+	die "curl, ten connections in one process: bodies differ"
+tail -n +$((ns + 1)) "$WORK/error.log" > "$WORK/srv-seq.log"
+tail -n +$((nc + 1)) "$WORK/cli.log" > "$WORK/cli-seq.log"
+expect_accel "$WORK/srv-seq.log" 10
+expect_accel "$WORK/cli-seq.log" 10
+inslot=$(count 'answered in the offer slot' "$WORK/srv-seq.log")
+[ "$inslot" -ge 8 ] || die "answers in the offer slot across users: $inslot of 10: $(grep answered "$WORK/srv-seq.log")"
 if command -v wrk >/dev/null; then
 	# (nginx ends a connection after 1,000 requests: wrk reconnects
 	# under load, both CPUs busy)

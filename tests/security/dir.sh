@@ -88,8 +88,8 @@ hijack() {
 hijack hij > /dev/null
 grep -q "accept message from uid $AUID" "$WORK/hij.err" || die "no warning: $(cat "$WORK/hij.err")"
 echo "  shared directory, a member posing as a plain server's listener: its offer claim refused (reason 4), every byte to the real server"
-# (a server of the client's own user may answer in the slot in a private
-# directory; in a shared one anyone may write it)
+# (an answer in a shared directory's slot names an arena the client maps
+# and is held to the user who sent it that arena: this member sent none)
 hijack hij-slot slot > /dev/null
 echo "  ... answering in the offer slot instead: refused as well (reason 4), every byte to the real server"
 ms=$(hijack hij-garbage garbage) || die "$ms"
@@ -166,6 +166,31 @@ grep -q "another process's arena was sent under its id: refused" "$WORK/plant.er
 	die "no warning: $(cat "$WORK/plant.err")"
 echo "  ... or an arena a member that served the victim planted under its server's arena id: refused, every byte to the real server"
 
+# 1j. ... or such a member (the victim maps its arena, sent with the
+# member's credentials) poses as the listener of a plain server's port of
+# the victim's own user and answers the victim's offer there in the slot,
+# naming a segment of that arena with the offer's nonce written into it
+# (an answer in the slot is taken in a shared directory since the fortieth
+# session, when the user who sent its arena owns the server's end): the
+# victim refuses it, every byte to the real server.
+SP=$(free_port) AP=$(free_port)
+run_as $V /usr/bin/python3 "$BIN/planted.py" server "$SP" > "$WORK/splant.s" 2>&1 &
+sp=$!
+wait_port "$SP"
+run_as $A "$BIN/fakelisten" "$shared" "$AP" 5 slotplant "$SP" 0x5107 > "$WORK/splant.fake" 2>&1 &
+fp=$!
+for _ in $(seq 100); do grep -q 'fake listener' "$WORK/splant.fake" && break; sleep 0.05; done
+preload $V "$LIBV" SHUNT_DIR="$shared" timeout 20 python3 "$BIN/planted.py" client "$SP" "$AP" \
+	> "$WORK/splant.c" 2> "$WORK/splant.err" ||
+	die "victim of a slot answer: $(cat "$WORK/splant.c" "$WORK/splant.err"; wait "$fp"; cat "$WORK/splant.fake")"
+wait "$sp" || die "its server: $(cat "$WORK/splant.s")"
+wait "$fp"
+grep -q 'answered in its slot' "$WORK/splant.fake" || die "the member answered nothing: $(cat "$WORK/splant.fake")"
+grep -q 'claimed 2 attached 0' "$WORK/splant.fake" || die "slot answer: $(cat "$WORK/splant.fake")"
+grep -q "answer in the offer slot names arena 5107, sent by uid $AUID, who does not own this connection's server: refused" \
+	"$WORK/splant.err" || die "no warning: $(cat "$WORK/splant.err")"
+echo "  ... or a slot answer naming the arena of a member that served the victim once: refused, every byte to the real server"
+
 # 1g. ... while a real server whose worker runs as another user than the
 # one that made its listener (nginx, sshd) is accelerated: the kernel gives
 # an accepted socket to the user of the process that accepted it
@@ -189,4 +214,22 @@ dropped early-shared "$shared" early
 grep -q 'role=server mode=shm reason=0' "$WORK/early-shared.s" && grep -q 'role=client mode=shm reason=0' "$WORK/early-shared.c" ||
 	die "a server that changed its user before listen(), shared directory: $(cat "$WORK/early-shared.s" "$WORK/early-shared.c" "$WORK/early-shared.err")"
 echo "  a server that changes its user before it listens: plain with reason unsafe-dir and a warning in a directory of its first user's; accelerated in a shared one"
+
+# 1k. a server that served a client process as root, then became another
+# user, serves the same client process (a third user) again: its client
+# knows the arena by root's uid, which no longer owns the server's end, so
+# the answer goes by message with the arena again (an answer in the slot
+# would be refused: plain, reason 4) - both connections accelerated
+P=$(free_port)
+env LD_PRELOAD="$LIBV" SHUNT_DIR="$shared" SHUNT_LOG=1 "$BIN/dropserver" "$P" "$AUID" late > "$WORK/late.s" 2> "$WORK/late.err" &
+sp=$!
+wait_port "$P"
+preload $V "$LIBV" SHUNT_DIR="$shared" "$BIN/dropserver" client "$P" 2 > "$WORK/late.c" 2>> "$WORK/late.cerr" ||
+	die "client of a server that changed its user between two connections: $(cat "$WORK/late.c" "$WORK/late.cerr")"
+wait "$sp" || die "server that changed its user between two connections: $(cat "$WORK/late.s" "$WORK/late.err")"
+[ "$(grep -c 'role=server mode=shm reason=0' "$WORK/late.s")" = 2 ] && [ "$(grep -c 'role=client mode=shm reason=0' "$WORK/late.c")" = 2 ] ||
+	die "a server that changed its user between two connections: $(cat "$WORK/late.s" "$WORK/late.c" "$WORK/late.err" "$WORK/late.cerr")"
+[ "$(grep -c 'answered by message, with the arena' "$WORK/late.err")" = 2 ] ||
+	die "the second answer did not bring the arena again: $(grep answered "$WORK/late.err")"
+echo "  a server that changed its user between two connections of one client: the arena sent again with its new user, both accelerated"
 echo "dir: ok"

@@ -7,7 +7,12 @@
  *   dropserver PORT UID early  drops to UID before it makes its listener
  *                              (mosquitto: the shim, started as root,
  *                              opened the directory as root's)
- *   dropserver client PORT    the other end, "role=client ..." */
+ *   dropserver PORT UID late   serves a connection as root first, then
+ *                              drops to UID and serves another (an arena
+ *                              its client knows by root's uid: the second
+ *                              answer must bring it again, by message)
+ *   dropserver client PORT [N] the other end, N connections one after
+ *                              another, "role=client ..." each */
 #include "../behave/common.h" /* first: it sets _GNU_SOURCE */
 #include <grp.h>
 
@@ -36,16 +41,20 @@ int main(int argc, char **argv)
 	CHECK(argc == 3 || argc == 4);
 	if (!strcmp(argv[1], "client")) {
 		a.sin_port = htons((uint16_t)atoi(argv[2]));
-		c = socket(AF_INET, SOCK_STREAM, 0);
-		CHECK(connect(c, (void *)&a, sizeof a) == 0);
-		write_all(c, "hello", 5);
-		read_all(c, b, 5);
-		CHECK(!memcmp(b, "world", 5));
-		report("client", c);
+		for (int i = 0; i < (argc == 4 ? atoi(argv[3]) : 1); i++) {
+			c = socket(AF_INET, SOCK_STREAM, 0);
+			CHECK(connect(c, (void *)&a, sizeof a) == 0);
+			write_all(c, "hello", 5);
+			read_all(c, b, 5);
+			CHECK(!memcmp(b, "world", 5));
+			report("client", c);
+			close(c);
+		}
 		return 0;
 	}
+	int late = argc == 4 && !strcmp(argv[3], "late");
 	a.sin_port = htons((uint16_t)atoi(argv[1]));
-	if (argc == 4)
+	if (argc == 4 && !late)
 		drop(argv[2]);
 	s = socket(AF_INET, SOCK_STREAM, 0);
 	setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -54,12 +63,16 @@ int main(int argc, char **argv)
 		drop(argv[2]);
 	printf("listening\n");
 	fflush(stdout);
-	c = accept(s, NULL, NULL);
-	CHECK(c >= 0);
-	read_all(c, b, 5);
-	CHECK(!memcmp(b, "hello", 5));
-	write_all(c, "world", 5);
-	report("server", c);
-	close(c);
+	for (int i = 0; i < 1 + late; i++) {
+		if (late && i == 1)
+			drop(argv[2]);
+		c = accept(s, NULL, NULL);
+		CHECK(c >= 0);
+		read_all(c, b, 5);
+		CHECK(!memcmp(b, "hello", 5));
+		write_all(c, "world", 5);
+		report("server", c);
+		close(c);
+	}
 	return 0;
 }

@@ -5,9 +5,8 @@
  * attached would send its request to this process instead of the real
  * (plain) server and read this process's forged reply.
  * With "slot" it answers in the offer slot instead (naming a segment of
- * an arena the victim may map already, as a server of the victim's own
- * user may in a private directory), which a shared directory's client must
- * refuse: anyone there can write the slot.  With "garbage" it writes a
+ * an arena of its own, which it never sent the victim), which the victim
+ * must refuse.  With "garbage" it writes a
  * state no shunt process writes (0x99), which must end the victim's wait
  * at once, plain (an older library waited for ever).
  * With "plant VPORT ID" it serves PORT for real (its kernel listener: it
@@ -17,7 +16,13 @@
  * id too (tests/security/dir.sh 1i) - and writes that offer's nonce into
  * every segment of its arena: a victim that took the arena mapped under
  * the id for its server's would attach here.
- *   fakelisten DIR PORT SECONDS [slot|garbage|plant VPORT ID]
+ * With "slotplant VPORT ID" it serves PORT for real as with "plant", poses
+ * as VPORT's listener too (a plain server of another user's there), and
+ * answers the same victim's offer to VPORT in the slot, naming a segment
+ * of the arena the victim maps since it served it, with the offer's nonce
+ * written there: a victim that took a shared directory's slot answer on
+ * the nonce alone would attach here (tests/security/dir.sh 1j).
+ *   fakelisten DIR PORT SECONDS [slot|garbage|plant VPORT ID|slotplant VPORT ID]
  * Prints "claimed N attached M"; M > 0 means a victim was hijacked. */
 #include "../behave/common.h" /* first: it sets _GNU_SOURCE */
 #include <limits.h>
@@ -107,6 +112,50 @@ static struct shunt_registry *registry(const char *dir, int port, int create)
 	return r;
 }
 
+/* A listener record for port in r, "any address, every namespace". */
+static void fake_record(struct shunt_registry *r, int port)
+{
+	r->magic = SHUNT_REG_MAGIC;
+	r->version = SHUNT_WIRE_VERSION;
+	r->port = (uint32_t)port;
+	r->nslots = SHUNT_REG_SLOTS;
+	for (int i = 0; i < SHUNT_REG_LISTENERS; i++) {
+		struct stat st;
+		r->listeners[i].netns = stat("/proc/self/ns/net", &st) ? 0 : st.st_ino;
+		memset(&r->listeners[i].addr, 0, sizeof r->listeners[i].addr);
+		r->listeners[i].addr.port = (uint16_t)port;
+		r->listeners[i].used = 1;
+	}
+}
+
+/* slotplant: the victim's offer in v, once there, claimed and answered in
+ * the slot with segment SLOTPLANT_SEG of our arena h, the nonce written
+ * there.  Returns the nonce, or 0. */
+#define SLOTPLANT_SEG 1
+static uint64_t slot_plant(struct shunt_registry *v, uint64_t victim, struct shunt_arena_hdr *h)
+{
+	for (unsigned i = 0; i < SHUNT_REG_SLOTS; i++) {
+		struct shunt_slot *sl = &v->slots[i];
+		uint32_t st = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE), gen = SHUNT_SLOT_GEN(st);
+		uint64_t nonce = sl->nonce;
+		struct shunt_seg_hdr *seg = seg_of(h, SLOTPLANT_SEG);
+		if (SHUNT_SLOT_STATE(st) != SLOT_OFFERED || sl->sock_id != victim ||
+		    !__atomic_compare_exchange_n(&sl->state, &st, gen | SLOT_CLAIMED, 0, __ATOMIC_ACQ_REL,
+						 __ATOMIC_RELAXED))
+			continue;
+		shunt_seg_hdr_init(seg, RS, nonce);
+		seg->in_use = 1;
+		seg->owner[0] = seg->owner[1] = 1;
+		sl->answer_arena = h->id;
+		sl->answer_seg = SLOTPLANT_SEG;
+		__atomic_store_n(&sl->state, gen | SLOT_ANSWERED, __ATOMIC_RELEASE);
+		if (sl->client_waiting)
+			syscall(SYS_futex, &sl->state, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+		return nonce;
+	}
+	return 0;
+}
+
 /* plant: the victim's offer to the other port, once there: its nonce in
  * every segment of our arena h.  Returns the nonce, or 0. */
 static uint64_t plant(struct shunt_registry *v, uint64_t victim, uint64_t first, struct shunt_arena_hdr *h)
@@ -138,7 +187,8 @@ int main(int argc, char **argv)
 
 	int in_slot = argc == 5 && !strcmp(argv[4], "slot");
 	int garbage = argc == 5 && !strcmp(argv[4], "garbage");
-	int planting = argc == 7 && !strcmp(argv[4], "plant");
+	int slotplant = argc == 7 && !strcmp(argv[4], "slotplant");
+	int planting = (argc == 7 && !strcmp(argv[4], "plant")) || slotplant;
 
 	CHECK(argc == 4 || in_slot || garbage || planting);
 	port = atoi(argv[2]);
@@ -153,16 +203,10 @@ int main(int argc, char **argv)
 		CHECK(!bind(lfd, (void *)&a, sizeof a) && !listen(lfd, 8));
 	}
 	r = registry(argv[1], port, 1);
-	r->magic = SHUNT_REG_MAGIC;
-	r->version = SHUNT_WIRE_VERSION;
-	r->port = (uint32_t)port;
-	r->nslots = SHUNT_REG_SLOTS;
-	for (int i = 0; i < SHUNT_REG_LISTENERS; i++) { /* "any address, every namespace" */
-		struct stat st;
-		r->listeners[i].netns = stat("/proc/self/ns/net", &st) ? 0 : st.st_ino;
-		memset(&r->listeners[i].addr, 0, sizeof r->listeners[i].addr);
-		r->listeners[i].addr.port = (uint16_t)port;
-		r->listeners[i].used = 1;
+	fake_record(r, port);
+	if (slotplant) {
+		vreg = registry(argv[1], atoi(argv[5]), 1);
+		fake_record(vreg, atoi(argv[5]));
 	}
 	printf("fake listener on port %d\n", port);
 	fflush(stdout);
@@ -209,9 +253,11 @@ int main(int argc, char **argv)
 		if (planting && victim && !planted) {
 			if (!vreg)
 				vreg = registry(argv[1], atoi(argv[5]), 0);
-			planted = plant(vreg, victim, first, arenas[0]);
+			planted = slotplant ? slot_plant(vreg, victim, arenas[0]) : plant(vreg, victim, first, arenas[0]);
+			claimed += slotplant && planted;
 			if (planted)
-				printf("planted the victim's nonce for port %s\n", argv[5]);
+				printf("planted the victim's nonce for port %s%s\n", argv[5],
+				       slotplant ? ", answered in its slot" : "");
 			continue; /* (no sleep: the victim's server answers soon) */
 		}
 		usleep(200);

@@ -117,6 +117,8 @@ static int map_arena(const int *fds, uint64_t id, int side, uint64_t peer, struc
 	if (side == 0) /* the server's answers may name it in the slot again */
 		__atomic_store_n(&a->hdr->client_unmapped, 0, __ATOMIC_RELEASE);
 	a->closes_seen = __atomic_load_n(&a->hdr->closes, __ATOMIC_ACQUIRE);
+	a->uid = side ? (uint32_t)getuid() : UINT32_MAX;
+	a->client_uid = UINT32_MAX;
 	a->next = arenas;
 	arenas = a;
 	*out = a;
@@ -352,7 +354,17 @@ static int same_arena(const struct arena *a, const int *fds)
 	return 0;
 }
 
-static int get_or_map(uint64_t id, int *fds, int side, struct arena **out, int adopt)
+/* The user who sent arena a (client side), as a message says: a resend
+ * (the same memfd) by another user - the server changed its own since -
+ * is that user's now; the same arena named by a message without it
+ * proves nothing about who holds it, and changes nothing. */
+static void note_sender(struct arena *a, const int *fds, const uint32_t *uid)
+{
+	if (uid && (fds || a->uid == UINT32_MAX))
+		__atomic_store_n(&a->uid, *uid, __ATOMIC_RELAXED);
+}
+
+static int get_or_map(uint64_t id, int *fds, const uint32_t *uid, int side, struct arena **out, int adopt)
 {
 	struct arena *a;
 	int r = 0;
@@ -365,6 +377,8 @@ static int get_or_map(uint64_t id, int *fds, int side, struct arena **out, int a
 	} else if (a) {
 		uint32_t closes = __atomic_load_n(&a->hdr->closes, __ATOMIC_ACQUIRE);
 		close3(fds); /* already mapped (an exec'd sibling, a resend) */
+		if (side == 0)
+			note_sender(a, fds, uid);
 		if (side == 0 && closes != a->closes_seen) {
 			/* its server closed others: they go once no offer of
 			 * ours is in flight (ours is: arena_offer_end) */
@@ -382,6 +396,8 @@ static int get_or_map(uint64_t id, int *fds, int side, struct arena **out, int a
 		r = map_arena(fds, id, side, 0, &a);
 		if (r)
 			close3(fds);
+		else if (side == 0 && uid)
+			a->uid = *uid;
 	}
 	if (!r) {
 		a->adopted |= adopt; /* across an exec: others may hold it */
@@ -392,14 +408,14 @@ static int get_or_map(uint64_t id, int *fds, int side, struct arena **out, int a
 	return r;
 }
 
-int arena_client_get(uint64_t id, int *fds, struct arena **out)
+int arena_client_get(uint64_t id, int *fds, const uint32_t *uid, struct arena **out)
 {
-	return get_or_map(id, fds, 0, out, 0);
+	return get_or_map(id, fds, uid, 0, out, 0);
 }
 
 int arena_adopt(uint64_t id, int *fds, int side, struct arena **out)
 {
-	return get_or_map(id, fds, side, out, 1);
+	return get_or_map(id, fds, NULL, side, out, 1);
 }
 
 /* Returns 1 if that was this side's last owner (in any process). */

@@ -30,6 +30,15 @@ struct arena {
 	unsigned epoch;       /* made here: shunt_forks() then (0: mapped, another's) */
 	unsigned hi;          /* made here: segments [0, hi) were ever taken */
 	uint32_t closes_seen; /* client side: hdr->closes when last looked at */
+	/* Client side: the user of the process that sent it (the accept
+	 * message's credentials, the kernel's word), or -1: unknown (adopted
+	 * across an exec).  A shared directory's
+	 * answer in the slot names it only when that user owns the server's
+	 * end of the connection (client.c).  Server side: our real uid when
+	 * we last sent it, the uid that client recorded. */
+	_Atomic uint32_t uid;
+	_Atomic uint32_t client_uid; /* server side: its client's user, as its c<id>
+					file said when we sent it (server.c), or -1 */
 	struct arena *next;
 };
 
@@ -39,8 +48,9 @@ struct arena {
  * segment is initialised (rings empty, nonce, both owners 1). */
 int arena_server_take(uint64_t peer, uint64_t nonce, struct arena **out, unsigned *seg, int *send_fds);
 /* Client: the arena with this id; fds (NULL: it must be mapped already):
- * its memfd and doorbells, mapped if new, consumed on success and failure. */
-int arena_client_get(uint64_t id, int *fds, struct arena **out);
+ * its memfd and doorbells, mapped if new, consumed on success and failure;
+ * uid (NULL: none): the user who sent them, recorded with the arena. */
+int arena_client_get(uint64_t id, int *fds, const uint32_t *uid, struct arena **out);
 /* Adopt an arena across exec (either side); fds as above. */
 int arena_adopt(uint64_t id, int *fds, int side, struct arena **out);
 struct shunt_seg_hdr *arena_seg(struct arena *a, unsigned seg);
