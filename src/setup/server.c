@@ -222,26 +222,37 @@ static int take_early(struct shunt_early *e, struct conn *c)
 
 /* In a shared directory, an offer for this tuple could be any member's:
  * the segment goes only to a process of the user who owns the client's
- * end of the TCP connection - its c<id> socket's owner (nobody else can
- * replace that user's file in a sticky directory), or, for an arena sent
- * there before (send_fds 0: answered in the slot, to the process that
- * maps it), the owner that file had then (a->client_uid). */
-static int offer_is_client(const struct shunt_tuple *t, uint64_t sock_id, struct arena *a, int send_fds)
+ * end of the TCP connection.  A message goes to its c<id> socket, which
+ * must be that user's (nobody else can replace that user's file in a
+ * sticky directory - but once its owner removed it, anyone may make one
+ * of that name): client_is, *uid its owner.  An answer in the slot goes
+ * to the process that maps the arena, which went to that socket when its
+ * owner was checked: that owner must own this connection's end
+ * (client_still, no look at the file). */
+static int client_is(const struct shunt_tuple *t, uint64_t sock_id, uint32_t *uid)
 {
 	char name[SHUNT_DIR_NAME_MAX];
-	uint32_t owner, known = __atomic_load_n(&a->client_uid, __ATOMIC_RELAXED);
 	struct stat st;
+	uint32_t owner;
 
 	shunt_dir_name(name, 'c', sock_id);
-	if (!send_fds && known != UINT32_MAX) {
-		if (!tcp_owner_uid(&t->client, &t->server, &owner) && owner == known)
-			return 1;
-	} else if (!fstatat(shunt_dirfd, name, &st, AT_SYMLINK_NOFOLLOW) && S_ISSOCK(st.st_mode) &&
-		   !tcp_owner_uid(&t->client, &t->server, &owner) && owner == (uint32_t)st.st_uid) {
-		__atomic_store_n(&a->client_uid, owner, __ATOMIC_RELAXED);
+	if (!fstatat(shunt_dirfd, name, &st, AT_SYMLINK_NOFOLLOW) && S_ISSOCK(st.st_mode) &&
+	    !tcp_owner_uid(&t->client, &t->server, &owner) && owner == (uint32_t)st.st_uid) {
+		*uid = owner;
 		return 1;
 	}
 	shunt_warn("offer for %s's connection names another user's socket: refused", name);
+	return 0;
+}
+
+static int client_still(const struct shunt_tuple *t, uint64_t sock_id, uint32_t uid)
+{
+	uint32_t owner;
+
+	if (!tcp_owner_uid(&t->client, &t->server, &owner) && owner == uid)
+		return 1;
+	shunt_warn("offer for process %016llx's connection: its end is not its user's: refused",
+		   (unsigned long long)sock_id);
 	return 0;
 }
 
@@ -260,16 +271,23 @@ static int server_offer(int fd, const struct shunt_tuple *t, uint64_t sock_id, s
 			uint32_t gen, struct shunt_early *early, unsigned idx, uint64_t nonce, struct conn **out,
 			int *final)
 {
-	int send_fds, by_msg, pending, r;
+	int send_fds, by_msg, pending, r, checked = !t || !shunt_dir_shared();
+	uint32_t cuid = UINT32_MAX;
 	struct arena *a;
 	unsigned seg;
 	struct conn *c;
 
+	/* (no arena made for an offer that fails the check) */
+	if (!checked && (cuid = arena_server_client_uid(sock_id)) == UINT32_MAX) {
+		if (!client_is(t, sock_id, &cuid))
+			return SHUNT_R_HANDSHAKE;
+		checked = 1;
+	}
 	if (arena_server_take(sock_id, nonce, &a, &seg, &send_fds))
 		return SHUNT_R_RESOURCE;
 	if (shunt_dir_shared() && __atomic_load_n(&a->uid, __ATOMIC_RELAXED) != (uint32_t)getuid())
 		send_fds = 1;
-	if (t && shunt_dir_shared() && !offer_is_client(t, sock_id, a, send_fds)) {
+	if (!checked && !(send_fds ? client_is(t, sock_id, &cuid) : client_still(t, sock_id, cuid))) {
 		arena_drop_owner(a, seg, 0);
 		arena_release(a, seg, 1);
 		return SHUNT_R_HANDSHAKE;
@@ -307,8 +325,10 @@ static int server_offer(int fd, const struct shunt_tuple *t, uint64_t sock_id, s
 		sl->answer_seg = by_msg ? SHUNT_SLOT_BY_MSG : seg;
 	}
 	r = by_msg ? rdv_send_accept(sock_id, idx, nonce, a, seg, send_fds) : 0;
-	if (!r && send_fds) /* (the message's credentials: its real uid) */
+	if (!r && send_fds) { /* (the message's credentials: its real uid) */
 		__atomic_store_n(&a->uid, (uint32_t)getuid(), __ATOMIC_RELAXED);
+		__atomic_store_n(&a->client_uid, cuid, __ATOMIC_RELAXED);
+	}
 	if (r ||
 	    /* our CLAIMED -> ANSWERED failed: the client gave up (-> FAILED;
 	     * an answer by message may have reached it all the same: the

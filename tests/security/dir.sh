@@ -10,10 +10,13 @@
 # the victim's offers, but the victim refuses its accept message (or its
 # answer in the offer slot): plain, reason 4, the real server gets every
 # byte, nothing reaches the attacker; nor does a member that served the
-# victim once and planted an arena under the id of its server's;
+# victim once and planted an arena under the id of its server's, or
+# answers in the slot with its own arena; a member's offer for another
+# user's connection is refused by the server (tests/tools/fakeoffer);
 # a real server whose worker runs as another user than its listener's
 # owns the sockets it accepts and is accelerated; one that changes its user
-# before it listens says why it cannot be, unless the directory is shared.
+# before it listens says why it cannot be, unless the directory is shared,
+# nor between two connections of one client (its arena sent again).
 . "$(dirname "$0")/lib.sh"
 PEER="$BIN/peer"
 V=shunt-victim A=shunt-attacker
@@ -232,4 +235,70 @@ wait "$sp" || die "server that changed its user between two connections: $(cat "
 [ "$(grep -c 'answered by message, with the arena' "$WORK/late.err")" = 2 ] ||
 	die "the second answer did not bring the arena again: $(grep answered "$WORK/late.err")"
 echo "  a server that changed its user between two connections of one client: the arena sent again with its new user, both accelerated"
+
+# 1l. the server's side: a member writes an offer for another user's
+# connection (a plain client of the victim's to a shunt server of the
+# victim's in the shared directory) naming a process of its own - its own
+# socket (l), or its process that the server already serves, answered in
+# the slot (m: the check the server remembers from the arena's first
+# message) - and the server must refuse it (FAILED, no message to the
+# member), serving the victim plain, every byte
+cat > "$BIN/slowaccept.py" <<'PY'
+import os, socket, sys, threading, time
+port, sync, first = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind(('127.0.0.1', port)); l.listen(8)
+def echo(c):
+    while True:
+        b = c.recv(65536)
+        if not b: break
+        c.sendall(b)
+    c.close()
+for _ in range(first): # the member's own connection, served for real
+    threading.Thread(target=echo, args=(l.accept()[0],), daemon=True).start()
+while not os.path.exists(sync): time.sleep(0.01)
+echo(l.accept()[0]) # the victim's
+PY
+cat > "$BIN/victim.py" <<'PY'
+import socket, sys
+s = socket.socket(); s.bind(('127.0.0.1', int(sys.argv[2]))); s.connect(('127.0.0.1', int(sys.argv[1])))
+req = b"the victim's request " * 5000
+s.sendall(req); s.shutdown(socket.SHUT_WR); got = b''
+while True:
+    b = s.recv(65536)
+    if not b: break
+    got += b
+print('reply intact' if got == req else 'reply of %d bytes' % len(got)); sys.exit(got != req)
+PY
+chmod a+r "$BIN/slowaccept.py" "$BIN/victim.py"
+mkdir -m 1777 "$WORK/sync"
+# forged NAME [mapped]
+forged() {
+	local name=$1 P VP sp mp; shift; P=$(free_port) VP=$(free_port)
+	preload $V "$LIBV" SHUNT_DIR="$shared" python3 "$BIN/slowaccept.py" "$P" "$WORK/sync/$name" $# \
+		> "$WORK/$name.s" 2> "$WORK/$name.serr" &
+	sp=$!
+	wait_port "$P"
+	if [ $# = 1 ]; then
+		preload $A "$LIBV" SHUNT_DIR="$shared" "$BIN/fakeoffer" "$shared" "$P" "$VP" "$WORK/sync/$name" mapped
+	else
+		run_as $A "$BIN/fakeoffer" "$shared" "$P" "$VP" "$WORK/sync/$name"
+	fi > "$WORK/$name.m" 2>&1 &
+	mp=$!
+	for _ in $(seq 100); do grep -q 'member ready' "$WORK/$name.m" && break; sleep 0.05; done
+	run_as $V /usr/bin/python3 "$BIN/victim.py" "$P" "$VP" > "$WORK/$name.c" 2>&1 ||
+		die "victim of a forged offer ($name): $(cat "$WORK/$name.c"; wait "$mp"; cat "$WORK/$name.m" "$WORK/$name.serr")"
+	wait "$mp" || die "member ($name): $(cat "$WORK/$name.m")"
+	wait "$sp" || die "its server ($name): $(cat "$WORK/$name.serr")"
+	grep -q 'offer written' "$WORK/$name.m" || die "no offer forged ($name): $(cat "$WORK/$name.m")"
+	grep -qx 'offer state 5' "$WORK/$name.m" && grep -qx 'messages 0' "$WORK/$name.m" ||
+		die "forged offer ($name) answered: $(cat "$WORK/$name.m" "$WORK/$name.serr")"
+}
+forged forged
+grep -q "names another user's socket: refused" "$WORK/forged.serr" || die "no warning: $(cat "$WORK/forged.serr")"
+echo "  a member's offer for another user's connection, naming its own socket: refused by the server, every byte to the victim"
+forged forged-mapped mapped
+grep -q "connection: its end is not its user's: refused" "$WORK/forged-mapped.serr" ||
+	die "no warning: $(cat "$WORK/forged-mapped.serr")"
+echo "  ... naming its own process that the server already serves (an answer in the slot): refused, every byte to the victim"
 echo "dir: ok"

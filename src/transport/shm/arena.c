@@ -314,6 +314,18 @@ int arena_server_take(uint64_t peer, uint64_t nonce, struct arena **out, unsigne
 	return r;
 }
 
+uint32_t arena_server_client_uid(uint64_t peer)
+{
+	uint32_t uid = UINT32_MAX;
+
+	pthread_mutex_lock(&lock);
+	for (struct arena *a = arenas; a && uid == UINT32_MAX; a = a->next)
+		if (a->side == 1 && a->peer == peer && mine(a))
+			uid = __atomic_load_n(&a->client_uid, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&lock);
+	return uid;
+}
+
 static struct arena *find(uint64_t id, int side)
 {
 	for (struct arena *a = arenas; a; a = a->next)

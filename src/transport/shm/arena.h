@@ -47,6 +47,9 @@ struct arena {
  * mapped by the client - its memfd and doorbells must be sent).  The
  * segment is initialised (rings empty, nonce, both owners 1). */
 int arena_server_take(uint64_t peer, uint64_t nonce, struct arena **out, unsigned *seg, int *send_fds);
+/* Server: the user of client process peer as an arena of ours for it was
+ * sent (its client_uid), or -1: none sent yet. */
+uint32_t arena_server_client_uid(uint64_t peer);
 /* Client: the arena with this id; fds (NULL: it must be mapped already):
  * its memfd and doorbells, mapped if new, consumed on success and failure;
  * uid (NULL: none): the user who sent them, recorded with the arena. */
