@@ -272,13 +272,13 @@ static int server_offer(int fd, const struct shunt_tuple *t, uint64_t sock_id, s
 			int *final)
 {
 	int send_fds, by_msg, pending, r, checked = !t || !shunt_dir_shared();
-	uint32_t cuid = UINT32_MAX;
+	uint32_t cuid = UINT32_MAX, known;
 	struct arena *a;
 	unsigned seg;
 	struct conn *c;
 
 	/* (no arena made for an offer that fails the check) */
-	if (!checked && (cuid = arena_server_client_uid(sock_id)) == UINT32_MAX) {
+	if (!checked && arena_server_client_uid(sock_id) == UINT32_MAX) {
 		if (!client_is(t, sock_id, &cuid))
 			return SHUNT_R_HANDSHAKE;
 		checked = 1;
@@ -287,7 +287,10 @@ static int server_offer(int fd, const struct shunt_tuple *t, uint64_t sock_id, s
 		return SHUNT_R_RESOURCE;
 	if (shunt_dir_shared() && __atomic_load_n(&a->uid, __ATOMIC_RELAXED) != (uint32_t)getuid())
 		send_fds = 1;
-	if (!checked && !(send_fds ? client_is(t, sock_id, &cuid) : client_still(t, sock_id, cuid))) {
+	/* (the arena taken: its own socket's owner, as it was sent) */
+	known = __atomic_load_n(&a->client_uid, __ATOMIC_RELAXED);
+	if (!checked && !(send_fds || known == UINT32_MAX ? client_is(t, sock_id, &cuid)
+							  : client_still(t, sock_id, known))) {
 		arena_drop_owner(a, seg, 0);
 		arena_release(a, seg, 1);
 		return SHUNT_R_HANDSHAKE;
