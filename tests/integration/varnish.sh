@@ -29,6 +29,9 @@ varnish() {
 	bg "$WORK/varnish.log" env SHUNT_LOG=1 SHUNT_LOG_FILE="$WORK/vlog" "$SHUNT" run -- \
 		varnishd -F -a "127.0.0.1:$P" "${how[@]}" -n "$WORK/v" -s malloc,64m
 	wait_port "$P"
+	# (the manager listens; its child accepts once it has started)
+	for _ in $(seq 100); do grep -q 'said Child starts' "$WORK/varnish.log" && return; sleep 0.1; done
+	die "varnish's child did not start: $(tail -5 "$WORK/varnish.log")"
 }
 stop_varnish() { pkill -f "varnishd -F -a 127.0.0.1:$P"; for _ in $(seq 50); do ss -Htln "sport = :$P" | grep -q . || return 0; sleep 0.1; done; }
 # mostly_accel LOG MIN: at least MIN connections accelerated, the others
@@ -52,7 +55,7 @@ for i in $(seq 8); do
 		[ "$got" = "$(sha256sum < "$WORK/www/f$i")" ] || die "cached object f$i differs"
 	done
 done
-expect_accel "$WORK/cli.log" 16
+mostly_accel "$WORK/cli.log" 12
 stop_varnish
 
 # 2. every request passed to the backend, eight clients at once
@@ -63,6 +66,7 @@ sub vcl_recv { return (pass); }
 VCL
 chmod 644 "$WORK/pass.vcl"
 : > "$WORK/vlog"
+: > "$WORK/varnish.log"
 varnish "$WORK/pass.vcl"
 pids=()
 for j in $(seq 8); do
