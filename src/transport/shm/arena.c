@@ -366,13 +366,14 @@ static int same_arena(const struct arena *a, const int *fds)
 	return 0;
 }
 
-/* The user who sent arena a (client side), as a message says: a resend
- * (the same memfd) by another user - the server changed its own since -
- * is that user's now; the same arena named by a message without it
- * proves nothing about who holds it, and changes nothing. */
+/* The user who sent arena a (client side), as a message that carried it
+ * says: mapped first, or a resend (the same memfd) by another user - the
+ * server changed its own since - is that user's now; the same arena named
+ * by a message without it proves nothing about who holds it, and changes
+ * nothing. */
 static void note_sender(struct arena *a, const int *fds, const uint32_t *uid)
 {
-	if (uid && (fds || a->uid == UINT32_MAX))
+	if (uid && fds)
 		__atomic_store_n(&a->uid, *uid, __ATOMIC_RELAXED);
 }
 
@@ -408,8 +409,8 @@ static int get_or_map(uint64_t id, int *fds, const uint32_t *uid, int side, stru
 		r = map_arena(fds, id, side, 0, &a);
 		if (r)
 			close3(fds);
-		else if (side == 0 && uid)
-			a->uid = *uid;
+		else if (side == 0)
+			note_sender(a, fds, uid);
 	}
 	if (!r) {
 		a->adopted |= adopt; /* across an exec: others may hold it */
