@@ -18,7 +18,8 @@
 # at a time: it waits on the loop's next request).  CLIENT=fork: a server
 # that forks a process for each connection, which serves it and exit()s
 # (PostgreSQL's backends, inetd's), one accepting thread; its second
-# variant (fork-none) the child's close alone.
+# variant (fork-none) the child's close alone; CLIENT=fork-keep the same
+# with a child that keeps the listener open (Python's ForkingMixIn).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 T=$(mktemp -d /tmp/shunt-floor.XXXXXX)
@@ -30,7 +31,16 @@ ENVS=("-u LD_PRELOAD" "-u LD_PRELOAD" "$D SHUNT_BUSY_SHORT=0" "$D")
 # CLIENT=poll: the clients as an event loop's (non-blocking sockets, poll()
 # for each turn) instead of blocking calls
 K=${CLIENT:-byte}
-KINDS=("$K" "$([ "$K" = fork ] && echo fork-none || echo none)" "$K" "$K")
+KINDS=("$K" "$(case $K in fork*) echo fork-none ;; *) echo none ;; esac)" "$K" "$K")
+# OLD=DIR: one more variant, "old", every connection offered through the
+# library of an older build in DIR (DIR/libshunt.so): a change's effect
+# measured in the same run
+if [ -n "${OLD:-}" ]; then
+	[ -f "$OLD/libshunt.so" ] || { echo "floor.sh: no $OLD/libshunt.so" >&2; exit 1; }
+	NAMES+=(old)
+	ENVS+=("SHUNT_DIR=$T/dir LD_PRELOAD=$OLD/libshunt.so SHUNT_BUSY_SHORT=0")
+	KINDS+=("$K")
+fi
 ROUNDS=${1:-5}
 OUT=${2:-$ROOT/docs/bench/floor}
 IFS=';' read -r -a SHAPES <<< "${SHAPES:-8 2000;64 250}"

@@ -25,6 +25,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -254,8 +255,10 @@ static void w_setup(int n)
  * CS_FORK: the server forks a process for each connection, which serves
  * it and ends with exit() (PostgreSQL's backends, inetd's, a pre-fork
  * server's recycled workers), one accepting thread, the children waited
- * for (their CPU time counted); CS_FORK_NONE: the child only closes. */
-enum { CS_BYTE, CS_NONE, CS_POLL, CS_EPOLL, CS_LOOP, CS_LOOP_SEQ, CS_FORK, CS_FORK_NONE };
+ * for (their CPU time counted); CS_FORK_NONE: the child only closes;
+ * CS_FORK_KEEP: CS_FORK whose child keeps the listener open (Python's
+ * ForkingMixIn, most forking servers but PostgreSQL's). */
+enum { CS_BYTE, CS_NONE, CS_POLL, CS_EPOLL, CS_LOOP, CS_LOOP_SEQ, CS_FORK, CS_FORK_NONE, CS_FORK_KEEP };
 
 static void poll_for(int fd, short ev)
 {
@@ -334,8 +337,9 @@ static void cs_fork_serve(struct csetup *cs, int fd)
 	if (p < 0)
 		die("fork");
 	if (!p) {
-		close(cs->l);
-		if (cs->mode == CS_FORK) {
+		if (cs->mode != CS_FORK_KEEP)
+			close(cs->l);
+		if (cs->mode != CS_FORK_NONE) {
 			xfer(fd, &c, 1, 1);
 			xfer(fd, &c, 1, 0);
 		}
@@ -356,7 +360,7 @@ static void *cs_server(void *arg)
 		int fd = accept(cs->l, NULL, NULL);
 		if (fd < 0)
 			return NULL; /* the listener is shut down: done */
-		if (cs->mode == CS_FORK || cs->mode == CS_FORK_NONE) {
+		if (cs->mode == CS_FORK || cs->mode == CS_FORK_NONE || cs->mode == CS_FORK_KEEP) {
 			cs_fork_serve(cs, fd);
 			continue;
 		}
@@ -388,7 +392,7 @@ static void *cs_client(void *arg)
 		int fd = socket(AF_INET, SOCK_STREAM, 0);
 		if (connect(fd, (void *)&cs->a, sizeof cs->a))
 			die("connect");
-		if (cs->mode == CS_BYTE || cs->mode == CS_FORK) {
+		if (cs->mode == CS_BYTE || cs->mode == CS_FORK || cs->mode == CS_FORK_KEEP) {
 			xfer(fd, &c, 1, 0);
 			xfer(fd, &c, 1, 1);
 		} else if (read(fd, &c, 1) != 0) { /* the server's end */
@@ -524,7 +528,7 @@ static void w_setup_concurrent(int threads, int per, int mode, int cpu)
 		die("setup");
 	p = fork();
 	if (!p) {
-		int one = mode == CS_LOOP_SEQ || mode == CS_FORK || mode == CS_FORK_NONE;
+		int one = mode == CS_LOOP_SEQ || mode == CS_FORK || mode == CS_FORK_NONE || mode == CS_FORK_KEEP;
 		for (int i = 0; i < (one ? 1 : threads); i++)
 			pthread_create(&t[i], NULL, cs_server, &cs);
 		if (read(go[0], &b, 1) < 0) /* the clients are done */
@@ -608,6 +612,45 @@ static void w_memcpy(size_t chunk, size_t total)
 	printf("%.3f\n", (double)total / t / 1e9);
 }
 
+/* What memory costs a forked child on this machine (docs/architecture.md,
+ * "Known limits": a forking server's connections): microseconds per
+ * system call, per first write of a fresh anonymous page (a page fault),
+ * and per first read, in a forked child, of a page its parent had mapped
+ * (no fault in the child's page tables: any cost is the MMU's - under
+ * shadow paging a fault of the hypervisor's). */
+static void w_pages(int n)
+{
+	size_t len = (size_t)n * 4096;
+	volatile char *a = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	int fd[2];
+	double t, sys, fault, child;
+	long sum = 0;
+	pid_t p;
+
+	if (a == MAP_FAILED || n < 1 || pipe(fd))
+		die("pages");
+	t = now();
+	for (int i = 0; i < n; i++)
+		syscall(SYS_getppid);
+	sys = (now() - t) / n;
+	t = now();
+	for (int i = 0; i < n; i++)
+		a[(size_t)i * 4096] = 1;
+	fault = (now() - t) / n;
+	p = fork();
+	if (!p) {
+		t = now();
+		for (int i = 0; i < n; i++)
+			sum += a[(size_t)i * 4096];
+		child = (now() - t) / n;
+		_exit(write(fd[1], &child, sizeof child) == sizeof child && sum == n ? 0 : 1);
+	}
+	if (p < 0 || read(fd[0], &child, sizeof child) != sizeof child)
+		die("pages: child");
+	waitpid(p, NULL, 0);
+	printf("%.2f %.2f %.2f\n", sys * 1e6, fault * 1e6, child * 1e6);
+}
+
 int cmd_bench_worker(int argc, char **argv)
 {
 	if (argc < 2)
@@ -629,10 +672,13 @@ int cmd_bench_worker(int argc, char **argv)
 				   : !strcmp(argv[4], "loop-seq") ? CS_LOOP_SEQ
 				   : !strcmp(argv[4], "fork") ? CS_FORK
 				   : !strcmp(argv[4], "fork-none") ? CS_FORK_NONE
+				   : !strcmp(argv[4], "fork-keep") ? CS_FORK_KEEP
 							       : CS_BYTE,
 				   1);
 	else if (!strcmp(argv[1], "rawshm") && argc == 4)
 		w_rawshm(strtoul(argv[2], NULL, 10), atoi(argv[3]));
+	else if (!strcmp(argv[1], "pages") && argc == 3)
+		w_pages(atoi(argv[2]));
 	else if (!strcmp(argv[1], "memcpy") && argc == 4)
 		w_memcpy(strtoul(argv[2], NULL, 10), strtoull(argv[3], NULL, 10));
 	else

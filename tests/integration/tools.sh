@@ -87,4 +87,44 @@ pypid=$(pgrep -n -f "execsrv.py $P") || die "no server"
 "$SHUNT" ss -p "$pypid" | grep -q "listen .*:$P" || die "ss lost the listener: $("$SHUNT" ss -p "$pypid")"
 pkill -P "$pypid" 2> /dev/null; kill "$srv" 2> /dev/null
 echo "  ss: a connection ended by an exec'd holder is not listed"
+# A forking server's child that keeps the listener open and serves the
+# connection it was born with (Python's ForkingMixIn) makes no file of its
+# own - its parent lists both (before, it made one for the listener: 13
+# system calls and a file made and removed a connection); a child that
+# accepts on the inherited listener itself (a pre-fork worker) lists the
+# listener and its connection under its own pid.
+P=$(free_port)
+cat > "$WORK/forksrv.py" << 'PY'
+import os, socket, sys, time
+l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind(('127.0.0.1', int(sys.argv[1]))); l.listen(); print('listening', flush=True)
+c, _ = l.accept()
+if os.fork() == 0:
+    c.sendall(c.recv(10)); print('child', os.getpid(), flush=True); time.sleep(4); os._exit(0)
+c.close()
+if os.fork() == 0:
+    c, _ = l.accept(); c.sendall(c.recv(10)); print('worker', os.getpid(), flush=True)
+    time.sleep(4); os._exit(0)
+time.sleep(30)
+PY
+echo_once() { "$SHUNT" run -- python3 -c '
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1]))); s.sendall(b"ping"); print(s.recv(10).decode())' "$P"; }
+SHUNT_LOG=1 "$SHUNT" run -- python3 "$WORK/forksrv.py" "$P" > "$WORK/forksrv.out" 2>&1 &
+srv=$!; PIDS+=($srv)
+for _ in $(seq 100); do grep -q listening "$WORK/forksrv.out" && break; sleep 0.05; done
+[ "$(echo_once)" = ping ] || die "forking server: no echo"
+for _ in $(seq 100); do grep -q '^child' "$WORK/forksrv.out" && break; sleep 0.05; done
+child=$(awk '/^child/{print $2}' "$WORK/forksrv.out")
+[ -n "$child" ] || die "forking server: no child: $(cat "$WORK/forksrv.out")"
+grep -q 'accept fd [0-9]*: shm' "$WORK/forksrv.out" || die "forking server: not accelerated: $(cat "$WORK/forksrv.out")"
+[ "$("$SHUNT" ss -p "$child" | wc -l)" = 1 ] || die "the child lists sockets of its own: $("$SHUNT" ss -p "$child")"
+"$SHUNT" ss | grep -q "listen .*:$P" || die "the listener is not listed: $("$SHUNT" ss)"
+[ "$(echo_once)" = ping ] || die "pre-fork worker: no echo"
+for _ in $(seq 100); do grep -q '^worker' "$WORK/forksrv.out" && break; sleep 0.05; done
+worker=$(awk '/^worker/{print $2}' "$WORK/forksrv.out")
+[ -n "$worker" ] || die "pre-fork worker: none: $(cat "$WORK/forksrv.out")"
+"$SHUNT" ss -p "$worker" | grep -q "listen .*:$P" || die "the worker does not list the listener: $("$SHUNT" ss -p "$worker")"
+pkill -P "$srv" 2> /dev/null; kill "$srv" 2> /dev/null
+echo "  ss: a forked child serving its connection makes no file; a worker accepting lists the listener"
 echo "tools: ok"
