@@ -1006,8 +1006,20 @@ static int eval_reg(struct epset *ep, struct epreg *r, struct epoll_event *out)
 {
 	uint32_t ev;
 
-	if (!r->active || r->round == ep->round)
+	if (!r->active)
 		return 0;
+	if (r->round == ep->round) {
+		/* Reported in this turn already: what came since is looked
+		 * at in the next (enqueued) - the kernel's edge that brought
+		 * it is spent.  Its doorbell's report, then its socket's FIN
+		 * in the same batch (a server that writes its last bytes and
+		 * closes while the client waits for a CPU): the end was read
+		 * off the socket after the report and never reported, and an
+		 * edge-triggered reader that had read to EAGAIN waited for
+		 * ever (tests/behave/epoll_before_connect, under load). */
+		enqueue(ep, r);
+		return 0;
+	}
 	ev = ready_events(r);
 	if (!ev) {
 		conn_arm(r->s->conn, interest(r->events));

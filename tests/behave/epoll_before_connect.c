@@ -25,6 +25,9 @@ static void server(int l)
 	_exit(0);
 }
 
+static const char *phase = "";
+static int cur_round;
+
 static int wait_for(int ep, int fd, uint32_t what)
 {
 	struct epoll_event out[4];
@@ -32,6 +35,11 @@ static int wait_for(int ep, int fd, uint32_t what)
 
 	while (!(got & what)) {
 		int n = epoll_wait(ep, out, 4, 10000);
+		if (n <= 0) {
+			char b[16];
+			ssize_t k = read(fd, b, sizeof b);
+			fprintf(stderr, "no edge (events 0x%x) %s, round %d; a read now: %zd (errno %d)\n", what, phase, cur_round, k, errno);
+		}
 		CHECK(n > 0); /* (time-out: an edge lost) */
 		for (int i = 0; i < n; i++) {
 			CHECK(out[i].data.fd == fd);
@@ -52,6 +60,7 @@ int main(void)
 	p = serve_in_child(server, &ss, &len);
 	for (int round = 0; round < 3; round++) {
 		int ep = epoll_create1(EPOLL_CLOEXEC);
+		cur_round = round;
 		int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK, 0);
 		struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, .data.fd = fd };
 		static uint8_t req[REQ], buf[65536];
@@ -60,6 +69,7 @@ int main(void)
 		CHECK(ep >= 0 && fd >= 0);
 		CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0); /* before the connect */
 		CHECK(connect(fd, (struct sockaddr *)&ss, len) == 0 || errno == EINPROGRESS);
+		phase = "after connect";
 		wait_for(ep, fd, EPOLLOUT);
 		CHECK(getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &(socklen_t){ sizeof e }) == 0 && e == 0);
 		for (size_t i = 0; i < REQ; i++)
@@ -68,6 +78,7 @@ int main(void)
 			ssize_t n = write(fd, req + sent, REQ - sent);
 			if (n < 0) {
 				CHECK(errno == EAGAIN);
+				phase = "writing the request";
 				wait_for(ep, fd, EPOLLOUT);
 				continue;
 			}
@@ -77,6 +88,7 @@ int main(void)
 			ssize_t n = read(fd, buf, sizeof buf);
 			if (n < 0) {
 				CHECK(errno == EAGAIN);
+				phase = "reading the reply";
 				wait_for(ep, fd, EPOLLIN | EPOLLRDHUP);
 				continue;
 			}
@@ -113,6 +125,7 @@ int main(void)
 		close(fd);
 		_exit(0);
 	}
+	phase = "a listener's connection";
 	wait_for(ep, l, EPOLLIN);
 	CHECK((c = accept(l, NULL, NULL)) >= 0);
 	char b;
