@@ -101,11 +101,10 @@ void stats_ensure_file(void)
  * listeners while the child has no file of its own: a forking server's
  * child that keeps its listener open and serves the connection it was
  * born with (Python's ForkingMixIn) made a file for it alone, 13 system
- * calls and a file made and removed a connection (0.51x TCP's rate
- * against 0.58x for a child that closes it, `setup-floor ... fork-keep`).
- * Its maker lists it meanwhile; the child's first record of its own (an
- * accept on it, a socket) makes the file and lists it then (listeners_left). */
-
+ * calls and a file made and removed a connection (0.48x TCP's rate, now
+ * 0.60x: `setup-floor ... fork-keep`, docs/benchmarks.md).  Its maker
+ * lists it meanwhile; the child's first record of its own (an accept on
+ * it, a socket) makes the file and lists it then (listeners_left). */
 static void adopt_inherited(int fd, struct sk *s, void *arg)
 {
 	struct shunt_stat_rec *old = s->stat, *r;

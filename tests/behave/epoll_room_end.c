@@ -6,7 +6,8 @@
  * (room) came first in the kernel's batch and the end, read off the socket
  * later in the same call, was dropped as already reported: a loop waiting
  * for bytes or the end waited for ever (found as a rare hang of
- * epoll_before_connect with both CPUs busy). */
+ * epoll_before_connect with both CPUs busy).  NOT_SPLIT_OVER_RDMA: the
+ * server says it closed through a pipe. */
 #include "common.h"
 #include <sys/epoll.h>
 
