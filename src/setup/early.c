@@ -47,6 +47,7 @@
 #include <sys/socket.h>
 #include "rdv.h"
 #include "../base/real.h"
+#include "../transport/shm/shm.h"
 
 /* Each pending offer holds its port's slot until the program's next call
  * on the connection: a process may leave PENDING_MAX pending, while at
@@ -145,6 +146,7 @@ static void settle_within(struct sk *s, uint64_t wait_ns)
 		pthread_mutex_unlock(&s->offer_lock);
 		return;
 	}
+	shm_refused[0] = 0;
 	reason = rdv_offer_finish(s, o, wait_ns, &resend, &cut);
 	if (resend) {
 		send_early(o);
@@ -152,8 +154,9 @@ static void settle_within(struct sk *s, uint64_t wait_ns)
 		/* A final answer we cannot take - only a registry or arena
 		 * written against the protocol - leaves the server with rings
 		 * we never read: end the connection rather than hang it. */
-		shunt_warn("connection to port %u: the server's answer names a segment we cannot map (%s): "
-			   "connection ended", (unsigned)s->tuple.server.port, shunt_reason_str((unsigned)reason));
+		shunt_warn("connection to port %u: the server's answer names a segment we cannot map (%s%s%s): "
+			   "connection ended", (unsigned)s->tuple.server.port, shunt_reason_str((unsigned)reason),
+			   shm_refused[0] ? "; " : "", shm_refused);
 		real.shutdown(o->sockfd, SHUT_RDWR);
 	}
 	s->reason = reason;

@@ -400,6 +400,8 @@ const struct transport shm_transport = {
 	.drop_unused = shm_drop_unused,
 };
 
+__thread char shm_refused[160];
+
 int shm_attach(struct conn **out, struct arena *a, unsigned seg, int side, int tcp_fd, int borrowed,
 	       const uint64_t *nonce)
 {
@@ -412,12 +414,14 @@ int shm_attach(struct conn **out, struct arena *a, unsigned seg, int side, int t
 		return -EPROTO;
 	h = arena_seg(a, seg);
 	if (shunt_seg_hdr_check(h, nonce ? *nonce : h->nonce, rs)) {
-		/* (what the header held, for the log: a peer's or a race's) */
-		shunt_log("segment %u of arena %llx refused: nonce %s, magic %#x, ring %u/%u, owners %u/%u, "
-			  "in use %u", seg, (unsigned long long)a->id,
-			  nonce && h->nonce != *nonce ? "another's" : "ours", h->magic, h->ring_size, rs,
-			  __atomic_load_n(&h->owner[0], __ATOMIC_RELAXED), __atomic_load_n(&h->owner[1], __ATOMIC_RELAXED),
-			  __atomic_load_n(&h->in_use, __ATOMIC_RELAXED));
+		/* (what the header held, for the log - and for the warning
+		 * of a final answer refused so: a peer's or a race's) */
+		snprintf(shm_refused, sizeof shm_refused,
+			 "segment %u of arena %llx: nonce %s, magic %#x, ring %u/%u, owners %u/%u, in use %u", seg,
+			 (unsigned long long)a->id, nonce && h->nonce != *nonce ? "another's" : "ours", h->magic,
+			 h->ring_size, rs, __atomic_load_n(&h->owner[0], __ATOMIC_RELAXED),
+			 __atomic_load_n(&h->owner[1], __ATOMIC_RELAXED), __atomic_load_n(&h->in_use, __ATOMIC_RELAXED));
+		shunt_log("%s refused", shm_refused);
 		return -EPROTO;
 	}
 	m = calloc(1, sizeof *m);

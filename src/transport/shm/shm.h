@@ -36,6 +36,9 @@ static inline struct shm_conn *shm_of(const struct conn *c)
  * connection's socket (conn.borrowed).  nonce, when given, must match. */
 int shm_attach(struct conn **out, struct arena *a, unsigned seg, int side, int tcp_fd, int borrowed,
 	       const uint64_t *nonce);
+/* This thread's last refusal of a segment's header by shm_attach: what
+ * it held (for a warning) */
+extern __thread char shm_refused[160];
 /* The client sleeps on its slot's word w until our first push (server.c). */
 void shm_wake_owed(struct conn *c, _Atomic uint32_t *w);
 /* This process holds the connection alone (the segment's owner count). */
