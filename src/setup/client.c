@@ -326,7 +326,6 @@ int rdv_client_attach(struct sk *s, int fd, uint64_t nonce, struct got_msg *g)
 	struct arena *a;
 	struct conn *c = NULL;
 
-	shm_refused[0] = 0; /* (a refusal below says why: early.c's warning) */
 	if (!sender_is_server(s, fd, g)) {
 		shunt_warn("accept message from uid %d, who does not own this connection's server: refused",
 			   g->has_uid ? (int)g->uid : -1);

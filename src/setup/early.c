@@ -146,7 +146,7 @@ static void settle_within(struct sk *s, uint64_t wait_ns)
 		pthread_mutex_unlock(&s->offer_lock);
 		return;
 	}
-	shm_refused[0] = 0;
+	shm_refused[0] = 0; /* (a refusal in the attach says why, below) */
 	reason = rdv_offer_finish(s, o, wait_ns, &resend, &cut);
 	if (resend) {
 		send_early(o);

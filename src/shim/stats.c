@@ -112,8 +112,8 @@ static void adopt_inherited(int fd, struct sk *s, void *arg)
 	if (!old || mine(old) || s->kind == SK_CONN)
 		return;
 	if (s->kind == SK_LISTEN && !__atomic_load_n(&sf, __ATOMIC_ACQUIRE)) {
-		if (arg)
-			__atomic_store_n(&listeners_left, 1, __ATOMIC_RELAXED);
+		if (arg) /* (listeners_left: to list once the file is made) */
+			__atomic_store_n((int *)arg, 1, __ATOMIC_RELAXED);
 		return;
 	}
 	r = stats_alloc(fd, s);

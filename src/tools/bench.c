@@ -260,6 +260,11 @@ static void w_setup(int n)
  * ForkingMixIn, most forking servers but PostgreSQL's). */
 enum { CS_BYTE, CS_NONE, CS_POLL, CS_EPOLL, CS_LOOP, CS_LOOP_SEQ, CS_FORK, CS_FORK_NONE, CS_FORK_KEEP };
 
+static int cs_forks(int mode)
+{
+	return mode == CS_FORK || mode == CS_FORK_NONE || mode == CS_FORK_KEEP;
+}
+
 static void poll_for(int fd, short ev)
 {
 	struct pollfd p = { .fd = fd, .events = ev };
@@ -360,7 +365,7 @@ static void *cs_server(void *arg)
 		int fd = accept(cs->l, NULL, NULL);
 		if (fd < 0)
 			return NULL; /* the listener is shut down: done */
-		if (cs->mode == CS_FORK || cs->mode == CS_FORK_NONE || cs->mode == CS_FORK_KEEP) {
+		if (cs_forks(cs->mode)) {
 			cs_fork_serve(cs, fd);
 			continue;
 		}
@@ -528,7 +533,7 @@ static void w_setup_concurrent(int threads, int per, int mode, int cpu)
 		die("setup");
 	p = fork();
 	if (!p) {
-		int one = mode == CS_LOOP_SEQ || mode == CS_FORK || mode == CS_FORK_NONE || mode == CS_FORK_KEEP;
+		int one = mode == CS_LOOP_SEQ || cs_forks(mode);
 		for (int i = 0; i < (one ? 1 : threads); i++)
 			pthread_create(&t[i], NULL, cs_server, &cs);
 		if (read(go[0], &b, 1) < 0) /* the clients are done */
