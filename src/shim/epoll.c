@@ -1238,6 +1238,8 @@ static int wait_loop(struct epset *ep, int epfd, struct epoll_event *evs, int ma
 		}
 		if (hs_end != UINT64_MAX) /* (not past a word's wait: hs_due) */
 			wait_ms = wait_until(wait_ms, hs_end);
+		if (n >= max) /* the array is full: no room for the kernel's (its EINVAL) */
+			return n;
 		/* the kernel writes into the caller's array (threads may wait
 		 * on one set at once); a doorbell's group may report more than
 		 * one event, so its answer is copied aside under the lock */
