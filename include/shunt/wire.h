@@ -93,6 +93,8 @@ enum shunt_reason {
 	SHUNT_R_RINGS_FULL = 30,   /* moved to TCP: both ends blocked writing into full rings, neither
 				    * reading (a program that writes its whole request before it reads,
 				    * to a peer that answers as it reads): TCP's larger buffers take it */
+	SHUNT_R_KERNEL_SOCKET = 31,/* moved to TCP: the program handed the socket to a kernel driver that
+				    * reads and writes it itself (NBD: NBD_SET_SOCK, NBD_CMD_CONNECT) */
 	SHUNT_R_MAX
 };
 

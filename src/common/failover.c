@@ -9,8 +9,8 @@
 /* The peer only tells a pass and a failed link from the rest: causes
  * newer than its parser go as the older ones it knows (shunt_fo_parse) -
  * a sandbox's move as fork-exec's, a stalled one's as a move of ours, a
- * stdio, urgent data's (unsupported-feature), full rings' or an io_uring's
- * as a pass. */
+ * stdio, urgent data's (unsupported-feature), full rings', an io_uring's
+ * or a kernel driver's as a pass. */
 static uint32_t wire_reason(uint32_t reason)
 {
 	if (reason == SHUNT_R_SANDBOX)
@@ -18,7 +18,7 @@ static uint32_t wire_reason(uint32_t reason)
 	if (reason == SHUNT_R_RDMA_STALLED)
 		return SHUNT_R_PEER_FAILOVER;
 	if (reason == SHUNT_R_STDIO || reason == SHUNT_R_UNSUPPORTED || reason == SHUNT_R_RINGS_FULL ||
-	    reason == SHUNT_R_IO_URING)
+	    reason == SHUNT_R_IO_URING || reason == SHUNT_R_KERNEL_SOCKET)
 		return SHUNT_R_FD_PASSED;
 	return reason;
 }

@@ -66,6 +66,8 @@ EXPORT int socket(int domain, int type, int protocol)
 	struct sk *s;
 
 	AGAIN_IF_EMFILE(fd, R(socket)(domain, type, protocol));
+	if (fd >= 0 && shunt_active && domain == AF_NETLINK)
+		ksock_socket(fd, domain, protocol);
 	if (fd < 0 || !shunt_active || !is_tcp(domain, type, protocol))
 		return fd;
 	s = sk_new(SK_TCP, domain);
@@ -360,6 +362,7 @@ EXPORT int close(int fd)
 		return -1;
 	}
 	s = fdtab_closing(fd);
+	ksock_closed((unsigned)fd, (unsigned)fd);
 	r = R(close)(fd);
 	if (s)
 		sk_put(s);
@@ -377,6 +380,8 @@ static long sys_close_range(unsigned first, unsigned last, unsigned flags)
  * program's descriptors, never shunt's own (fdtab.c). */
 EXPORT int close_range(unsigned first, unsigned last, int flags)
 {
+	if (!(flags & CLOSE_RANGE_CLOEXEC))
+		ksock_closed(first, last);
 	return (int)edge(fd_close_range(first, last, (unsigned)flags, sys_close_range));
 }
 
@@ -386,6 +391,7 @@ EXPORT void closefrom(int lowfd)
 
 	if (lowfd < 0)
 		lowfd = 0;
+	ksock_closed((unsigned)lowfd, ~0u);
 	if (!fd_close_range((unsigned)lowfd, ~0u, 0, sys_close_range))
 		return;
 	/* no close_range in this kernel: one close() per number, as glibc's
@@ -512,8 +518,11 @@ EXPORT int ioctl(int fd, unsigned long req, ...)
 	arg = va_arg(ap, void *);
 	va_end(ap);
 	s = fdtab_get(fd);
-	if (!s)
-		return R(ioctl)(fd, req, arg);
+	if (!s) {
+		/* (another descriptor's ioctl may hand a socket to the kernel) */
+		int e = ksock_ioctl(req, (unsigned long)arg);
+		return e ? (int)edge(e) : R(ioctl)(fd, req, arg);
+	}
 	/* a late handshake message, all there, is not the program's bytes
 	 * (a CONFIRM there: the connection's count) */
 	if (req == FIONREAD && s->kind != SK_CONN && __atomic_load_n(&s->hs, __ATOMIC_ACQUIRE) != HS_NONE)

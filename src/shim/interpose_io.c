@@ -303,7 +303,7 @@ EXPORT ssize_t write(int fd, const void *buf, size_t n)
 		return R(write)(fd, buf, n);
 	r = accel_send(fd, &iov, 1, 0, &h, NULL);
 
-	return h ? r : R(write)(fd, buf, n);
+	return h ? r : (r = ksock_send(fd, &iov, 1)) ? edge(r) : R(write)(fd, buf, n);
 }
 
 EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
@@ -311,7 +311,7 @@ EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
 	int h;
 	ssize_t r = accel_send(fd, iov, cnt, 0, &h, NULL);
 
-	return h ? r : R(writev)(fd, iov, cnt);
+	return h ? r : (r = ksock_send(fd, iov, cnt)) ? edge(r) : R(writev)(fd, iov, cnt);
 }
 
 EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
@@ -320,7 +320,7 @@ EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 	int h;
 	ssize_t r = accel_send(fd, &iov, 1, flags, &h, NULL);
 
-	return h ? r : R(send)(fd, buf, n, flags);
+	return h ? r : (r = ksock_send(fd, &iov, 1)) ? edge(r) : R(send)(fd, buf, n, flags);
 }
 
 EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct sockaddr *a,
@@ -331,7 +331,7 @@ EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct
 	ssize_t r = accel_send(fd, &iov, 1, flags, &h, NULL);
 
 	/* A connected TCP socket ignores the address, as the kernel does. */
-	return h ? r : R(sendto)(fd, buf, n, flags, a, al);
+	return h ? r : (r = ksock_send(fd, &iov, 1)) ? edge(r) : R(sendto)(fd, buf, n, flags, a, al);
 }
 
 /* An accelerated connection passed to another process (SCM_RIGHTS) must
@@ -379,6 +379,8 @@ EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 		return r;
 	if (m->msg_controllen && m->msg_control)
 		pass_moves(m);
+	if ((r = ksock_send(fd, m->msg_iov, (int)m->msg_iovlen)))
+		return edge(r);
 	return R(sendmsg)(fd, m, flags);
 }
 

@@ -306,6 +306,11 @@ int move_pending(const struct conn *c);          /* ... is not all on the socket
 int move_settled(struct conn *c, int why);       /* the socket is all of a moved connection now */
 int move_pass(struct sk *s, int why);            /* before SCM_RIGHTS carries it away (why: reason) */
 int move_pass_wait(struct sk *s, int why);       /* ... waiting out a move the peer is making */
+/* kernel_sock.c: a socket handed to a kernel driver (NBD) moves to TCP first */
+void ksock_socket(int fd, int domain, int protocol);   /* a socket made: netlink ones listed */
+void ksock_closed(unsigned first, unsigned last);      /* descriptors closed: unlisted */
+int ksock_ioctl(unsigned long req, unsigned long arg); /* 0, or -errno to fail the ioctl with */
+int ksock_send(int fd, const struct iovec *iov, int cnt); /* the same for a send on a netlink socket */
 void spawn_prepare(int std_only, const char *why); /* before a program without shunt gets what it
 						    inherits: it moves (std_only: only 0-2, a shell's) */
 #define LOCK_BOUND_NS 2000000000ull              /* a ring lock's wait: no holder sleeps with one */

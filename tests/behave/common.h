@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -489,6 +490,34 @@ static inline void expect_pattern(int fd, size_t n, uint32_t seed)
 			exit(1);
 		}
 	free(b);
+}
+
+/* A connection to a forked server, serve(l) - which writes `in` bytes of
+ * pattern 1, then reads - with bytes in flight both ways: buf (total
+ * bytes) filled with pattern 2, its first out1 bytes written, and the
+ * peer's `in` bytes all arrived here, unread.  The server's address in
+ * *ss and *len, its pid in *pid. */
+static inline int connect_in_flight(void (*serve)(int l), pid_t *pid, struct sockaddr_storage *ss,
+				    socklen_t *len, uint8_t *buf, size_t total, size_t out1, int in)
+{
+	int l = listen_on("127.0.0.1", ss, len), fd, avail = 0;
+
+	*pid = test_fork();
+	if (!*pid)
+		serve(l);
+	close(l);
+	fd = connect_to(ss, *len);
+	expect_mode(fd);
+	for (size_t i = 0; i < total; i++)
+		buf[i] = pattern(i, 2);
+	write_all(fd, buf, out1);
+	for (int ms = 0; avail < in && ms < 10000; ms++) {
+		CHECK(ioctl(fd, FIONREAD, &avail) == 0);
+		if (avail < in)
+			usleep(1000);
+	}
+	CHECK(avail == in);
+	return fd;
 }
 
 /* n clients of the server process pid (listening at ss): each connects

@@ -36,26 +36,13 @@ int main(void)
 {
 	struct sockaddr_storage ss;
 	socklen_t len;
-	int l = listen_on("127.0.0.1", &ss, &len), fd, r, avail = 0;
+	int fd, r;
+	pid_t p;
 	static uint8_t buf[OUT1 + OUT2];
 	struct io_uring ring;
 
 	deadline(30);
-	pid_t p = test_fork();
-	if (!p)
-		server(l);
-	close(l);
-	fd = connect_to(&ss, len);
-	expect_mode(fd);
-	for (size_t i = 0; i < OUT1 + OUT2; i++)
-		buf[i] = pattern(i, 2);
-	write_all(fd, buf, OUT1);
-	for (int ms = 0; avail < IN && ms < 10000; ms++) { /* the peer's bytes all here */
-		CHECK(ioctl(fd, FIONREAD, &avail) == 0);
-		if (avail < IN)
-			usleep(1000);
-	}
-	CHECK(avail == IN);
+	fd = connect_in_flight(server, &p, &ss, &len, buf, OUT1 + OUT2, OUT1, IN);
 	r = io_uring_queue_init(8, &ring, 0);
 	if (r == -ENOSYS || r == -EPERM) {
 		printf("skip: no io_uring here (%s)\n", strerror(-r));

@@ -2,9 +2,11 @@
  * processes, peers or the environment: the accept message, the segment
  * header, the configuration, the in-band handshake and a saved SYN's TCP
  * options, the failover message and the leftovers before it,
- * /proc/loadavg's text, a line of /proc/net/tcp (`shunt ss`), and a
- * rendezvous directory entry's name (the sweep).  The first input byte
- * selects the parser. */
+ * /proc/loadavg's text, a line of /proc/net/tcp (`shunt ss`), a
+ * rendezvous directory entry's name (the sweep), and a generic-netlink
+ * send that may hand sockets to the NBD driver and the kernel's answer
+ * naming a family (kernel_sock.c).  The first input byte selects the
+ * parser. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdint.h>
@@ -17,6 +19,7 @@
 #include "../../src/common/failover.h"
 #include "../../src/common/loadavg.h"
 #include "../../src/common/rdvdir.h"
+#include "../../src/common/nbdnl.h"
 #include "../../src/tools/procnet.h"
 
 static void fuzz_config(const uint8_t *d, size_t n)
@@ -44,7 +47,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
 
 	if (!n)
 		return 0;
-	switch (d[0] % 10) {
+	switch (d[0] % 11) {
+	case 10: {
+		/* exact-size copies; never more sockets than asked, nor any
+		 * that the same bytes of any one family do not name too */
+		uint8_t *copy = malloc(n - 1 ? n - 1 : 1);
+		int fds[8], k, any;
+		uint16_t type = 0;
+		memcpy(copy, d + 1, n - 1);
+		any = shunt_nbdnl_socks(copy, n - 1, 0, fds, 8, &type);
+		k = any ? shunt_nbdnl_socks(copy, n - 1, type, fds, 8, NULL) : 0;
+		if (any < 0 || any > 8 || k < 0 || k > any || (any && !k))
+			abort();
+		k = shunt_genl_family_id(copy, n - 1, d[0]);
+		if (k != -1 && (k < 16 || k > 0xffff))
+			abort();
+		free(copy);
+		break;
+	}
 	case 9: {
 		/* a name (up to its NUL, as readdir gives it): a kind only for
 		 * shunt's own names, which a sweep may remove */

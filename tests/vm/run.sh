@@ -73,10 +73,10 @@ mkdir -p "$CACHE"
 MODULES="rdma_rxe ib_uverbs rdma_ucm ib_umad veth smc smc_diag crc32_generic crc32c_generic
 	9p 9pnet_virtio virtio_pci virtio_console virtio_net sch_netem sch_ingress cls_u32 cls_bpf
 	act_gact ip_tables iptable_filter iptable_mangle xt_statistic xt_u32 xt_tcpudp
-	nf_tables nft_compat tls gcm ghash_generic ctr seqiv"
+	nf_tables nft_compat tls gcm ghash_generic ctr seqiv nbd"
 PROGS="bash kmod ip tc rdma ss tcpdump xtables-legacy-multi nft timeout setsid stdbuf
 	setpriv pkill pgrep ibv_devices ibv_devinfo ibv_rc_pingpong rping cmtime rstream ib_write_lat ib_write_bw
-	redis-server redis-benchmark redis-cli iperf3 socat gnuplot strace"
+	redis-server redis-benchmark redis-cli iperf3 socat gnuplot strace nbd-client nbd-server"
 EXTRA="/etc/libibverbs.d $LIBDIR/libibverbs $LIBDIR/rsocket /etc/protocols /etc/services
 	$LIBDIR/libgcc_s.so.1 $LIBDIR/xtables /usr/libexec/coreutils/libstdbuf.so"
 
