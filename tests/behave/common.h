@@ -492,6 +492,23 @@ static inline void expect_pattern(int fd, size_t n, uint32_t seed)
 	free(b);
 }
 
+/* connect_in_flight's server side, on the connection it accepts from l:
+ * `in` bytes of pattern 1, then the client's `out` bytes of pattern 2 (a
+ * read the client's move to TCP wakes, to resend what it had not read),
+ * a "k", and the client's end. */
+static inline void serve_in_flight(int l, int in, size_t out)
+{
+	int c = accept(l, NULL, NULL);
+	char b;
+
+	CHECK(c >= 0);
+	write_pattern(c, (size_t)in, 1);
+	expect_pattern(c, out, 2);
+	write_all(c, "k", 1);
+	CHECK(read(c, &b, 1) == 0);
+	close(c);
+}
+
 /* A connection to a forked server, serve(l) - which writes `in` bytes of
  * pattern 1, then reads - with bytes in flight both ways: buf (total
  * bytes) filled with pattern 2, its first out1 bytes written, and the
