@@ -429,30 +429,55 @@ static void reg_add_listener(struct portreg *p, const struct shunt_addr *addr, i
 	__atomic_store_n(&free_rec->used, listener_word(deferred), __ATOMIC_RELEASE);
 }
 
+/* The records of listener address a in netns ns made by process pid (0:
+ * by any) say the listener is off (wire.h SHUNT_LISTENER_OFF). */
+static void mark_off(struct portreg *p, const struct shunt_addr *a, uint64_t ns, uint32_t pid)
+{
+	for (int i = 0; i < SHUNT_REG_LISTENERS; i++) {
+		struct shunt_listener_rec *l = &p->r->listeners[i];
+		if (__atomic_load_n(&l->used, __ATOMIC_ACQUIRE) && l->netns == ns && (!pid || l->pid == pid) &&
+		    !memcmp(&l->addr, a, sizeof l->addr))
+			__atomic_fetch_or(&l->used, SHUNT_LISTENER_OFF, __ATOMIC_ACQ_REL);
+	}
+}
+
 /* This process went off (core.c shunt_go_off): listener s's record says
  * so (wire.h SHUNT_LISTENER_OFF) if this process made it.  One record
  * serves every process that listens at the address; one that a parent
- * made stays as it is (a forked child that chroots or sets up io_uring
- * while it holds a copy of the listener - its accept()s refuse the offers
- * at once, server.c - must not turn its parent's clients away). */
+ * made stays as it is until this process refuses an offer there
+ * (rdv_listen_refused): a forked child that chroots or sets up io_uring
+ * while it holds a copy of the listener it never accepts on must not turn
+ * its parent's clients away. */
 void rdv_listen_off(struct sk *s, int refuse)
 {
 	struct portreg *p;
 	uint64_t ns = shunt_netns_ino();
-	uint32_t me = (uint32_t)getpid();
 
 	if (!s->listen_port || !(p = __atomic_load_n(&ports[s->listen_port], __ATOMIC_ACQUIRE)))
 		return;
-	for (int i = 0; i < SHUNT_REG_LISTENERS; i++) {
-		struct shunt_listener_rec *l = &p->r->listeners[i];
-		if (__atomic_load_n(&l->used, __ATOMIC_ACQUIRE) && l->netns == ns && l->pid == me &&
-		    !memcmp(&l->addr, &s->listen_addr, sizeof l->addr))
-			__atomic_fetch_or(&l->used, SHUNT_LISTENER_OFF, __ATOMIC_ACQ_REL);
-	}
+	mark_off(p, &s->listen_addr, ns, (uint32_t)getpid());
 	/* (refused whoever registered it: a forked server's parent, which
 	 * may claim some of them, loses those to plain, once - the safe side) */
 	if (refuse)
 		rdv_offers_refuse(p, &s->listen_addr, ns);
+}
+
+/* This process, off, accepted an offered connection on listener s, and
+ * refused it: offers to s's address reach a process that refuses them
+ * (nginx's and Apache's workers, which change their user from root's
+ * after the master registered the listener in a private directory, or set
+ * up io_uring), so its records say off whoever made them, and clients go
+ * plain at once instead of offering each connection to be refused (0.75x
+ * TCP's rate for nginx's short connections).  A parent that accepts too
+ * loses its clients' acceleration from then on, never a byte; a listener
+ * that registers again clears it. */
+void rdv_listen_refused(const struct sk *s)
+{
+	struct portreg *p;
+
+	if (!s->listen_port || !(p = __atomic_load_n(&ports[s->listen_port], __ATOMIC_ACQUIRE)))
+		return;
+	mark_off(p, &s->listen_addr, shunt_netns_ino(), 0);
 }
 
 /* Listener s's TCP_DEFER_ACCEPT changed: its record says so (wire.h). */

@@ -599,6 +599,7 @@ int rdv_accept(const struct sk *ls, int fd, struct sk *s, const struct sockaddr 
 		return server_agent_path(ls, fd, s); /* a shunt client from another host? */
 	if (off) {
 		slot_refuse(sl, gen, SLOT_FAILED);
+		rdv_listen_refused(ls);
 		return 0;
 	}
 	if (rdv_is_loopback(&t.server) && netns != shunt_netns_ino()) {

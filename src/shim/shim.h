@@ -330,6 +330,7 @@ void move_held_free(struct conn *c);
 int rdv_listen(int fd, struct sk *s);
 void rdv_listen_deferred(struct sk *s); /* s->defer_accept changed */
 void rdv_listen_off(struct sk *s, int refuse); /* the process went off (core.c); refuse: its offers too */
+void rdv_listen_refused(const struct sk *s); /* ... and refused an offer there: the records say off, whoever made them */
 int rdv_connect(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len);
 int rdv_accept(const struct sk *ls, int fd, struct sk *s, const struct sockaddr *peer);
 uint64_t rdv_domain(void);
