@@ -133,8 +133,6 @@ int ksock_ioctl(unsigned long req, unsigned long arg)
 	return hand_over((int)arg, "ioctl NBD_SET_SOCK");
 }
 
-/* The descriptors a send on a generic-netlink socket hands to the NBD
- * driver, moved first.  0, or -errno for the send to fail with. */
 static size_t copy_iov(uint8_t *buf, size_t size, const struct iovec *iov, int cnt)
 {
 	size_t got = 0;
@@ -149,6 +147,8 @@ static size_t copy_iov(uint8_t *buf, size_t size, const struct iovec *iov, int c
 	return got;
 }
 
+/* The descriptors a send on a generic-netlink socket hands to the NBD
+ * driver, moved first.  0, or -errno for the send to fail with. */
 int ksock_send(int fd, const struct iovec *iov, int cnt)
 {
 	uint8_t buf[8192];
@@ -171,7 +171,7 @@ int ksock_send(int fd, const struct iovec *iov, int cnt)
 	n = shunt_nbdnl_socks(buf, (size_t)got, 0, fds, 32, &type);
 	for (int i = 0; i < n && !accel; i++) {
 		struct sk *s = fdtab_peek(fds[i]);
-		accel = s && (s->kind == SK_CONN || s->offer);
+		accel = s && (s->kind == SK_CONN || __atomic_load_n(&s->offer, __ATOMIC_ACQUIRE));
 		sk_put(s);
 	}
 	if (!accel || nbd_family() != type)
