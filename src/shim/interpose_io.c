@@ -512,9 +512,17 @@ EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 	if (!s) {
 		if (settled_plain(fd, 1, flags, &r0))
 			return (int)r0;
-		for (i = 0; i < n && i < UIO_MAXIOV; i++)
+		for (i = 0; v && i < n && i < UIO_MAXIOV; i++) {
+			ssize_t r = ksock_send(fd, v[i].msg_hdr.msg_iov, (int)v[i].msg_hdr.msg_iovlen);
+			if (r) { /* (a socket for the kernel that could not move) */
+				if (!i)
+					return (int)edge(r);
+				n = i; /* the ones before go */
+				break;
+			}
 			if (v[i].msg_hdr.msg_controllen && v[i].msg_hdr.msg_control)
 				pass_moves(&v[i].msg_hdr);
+		}
 		return R(sendmmsg)(fd, v, n, flags);
 	}
 	cancel_hold(s);
