@@ -719,6 +719,8 @@ ssize_t conn_recvmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int fla
 
 	if (iovcnt < 0 || iovcnt > IOV_MAX || iov_len_bad(iov0, iovcnt))
 		return -EINVAL;
+	if (!iov0 && iovcnt > 0) /* the vector itself: the kernel's EFAULT at once */
+		return -EFAULT;
 	/* recvmsg's control buffer, for a read off the socket (its capacity
 	 * kept in sock); ctl says what came: none from the rings */
 	struct msghdr sock = ctl ? *ctl : (struct msghdr){ 0 };

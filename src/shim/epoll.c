@@ -1137,8 +1137,10 @@ int ep_wait(struct sk *eps, int epfd, struct epoll_event *evs, int max, int time
 	struct sk *s = NULL;
 	int r, intr = 0, solo = 0;
 
-	if (max <= 0)
+	if (max <= 0) /* the kernel's EINVAL */
 		return real.epoll_pwait(epfd, evs, max, timeout_ms, mask) < 0 ? -errno : 0;
+	if (!evs) /* the kernel's EFAULT (its, once it has an event to copy) */
+		return -EFAULT;
 	/* Counted under the lock: a registration left pending for bytes
 	 * (pend_ctl) either sees this thread or is seen by it.  Before the
 	 * kernel sleeps, that pending offer settles - first asleep on its

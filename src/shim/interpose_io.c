@@ -105,7 +105,7 @@ static ssize_t accel_send(int fd, const struct iovec *iov, int cnt, int flags, i
  * the socket sees it (recv() waits for something to read: conn.c). */
 static int file_read_empty(int file, const struct iovec *iov, int cnt)
 {
-	return file && cnt >= 0 && cnt <= IOV_MAX && !iov_total(iov, cnt);
+	return file && cnt >= 0 && cnt <= IOV_MAX && (iov || !cnt) && !iov_total(iov, cnt);
 }
 
 /* file: read(), readv(), preadv2() (file_read_empty) */

@@ -33,6 +33,8 @@
 
 EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
 {
+	if (!fds && n) /* the kernel's EFAULT */
+		return R(poll)(fds, n, timeout);
 	return (int)edge(shim_poll(fds, n, timeout, NULL));
 }
 
@@ -54,6 +56,8 @@ static int ts_ms(const struct timespec *ts)
 
 EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *mask)
 {
+	if (!fds && n) /* the kernel's EFAULT */
+		return R(ppoll)(fds, n, ts, mask);
 	return (int)edge(shim_poll(fds, n, ts_ms(ts), mask));
 }
 
