@@ -48,8 +48,12 @@ SHIM_ALIGN := -falign-functions=64 -falign-loops=32
 # load (not again in every forked child).
 SHIM_LINK := -fPIC -shared -fvisibility=hidden -ftls-model=initial-exec \
 	-Wl,--version-script=src/shim/libshunt.map -Wl,-z,defs -Wl,-z,now -Wl,-z,relro
+# A handler that calls into shunt waits for no lock its thread holds only
+# if every lock is counted (src/base/lock.h): no mutex of pthread's taken bare.
 $(BUILD)/libshunt.so: $(SHIM_SRC) $(HDRS) src/shim/libshunt.map
 	@mkdir -p $(@D)
+	@! grep -n 'pthread_mutex_\(try\)\?\(un\)\?lock(' $(SHIM_SRC) || \
+		{ echo "take the library's mutexes with shunt_mutex_lock (src/base/lock.h)"; exit 1; }
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(SHIM_ALIGN) $(WARN) $(SAN) $(SHIM_LINK) -o $@ $(SHIM_SRC) -ldl -lpthread
 
 # The same library with fault injection (src/shim/fault.c), for tests only.

@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include "lock.h"
 
 /* log.c */
 extern int shunt_log_on;     /* SHUNT_LOG: shunt_log writes */

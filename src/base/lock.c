@@ -49,6 +49,10 @@ void shunt_futex_wake(_Atomic uint32_t *w, int n)
 #define LOCK_TID 0x3fffffffu
 #define LOCK_PROBE_NS 10000000ull /* 10 ms */
 
+__thread __attribute__((tls_model("initial-exec"))) int shunt_crit_depth;
+__thread __attribute__((tls_model("initial-exec"))) int shunt_crit_deferred;
+void (*shunt_crit_flush_fn)(void);
+
 int shunt_lock_probe_off; /* a seccomp sandbox: no kill(2) of ours (the shim sets it) */
 static __thread __attribute__((tls_model("initial-exec"))) uint32_t self_tid;
 
@@ -93,6 +97,7 @@ int shunt_lock_bounded(_Atomic uint32_t *l, uint64_t timeout_ns)
 	uint32_t me = lock_self(), c = 0;
 	int e;
 
+	shunt_crit_enter();
 	if (__builtin_expect(__atomic_compare_exchange_n(l, &c, me, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED), 1))
 		return 0;
 	e = errno;
@@ -120,6 +125,7 @@ int shunt_lock_bounded(_Atomic uint32_t *l, uint64_t timeout_ns)
 			continue;
 		}
 		if (timeout_ns && waited > timeout_ns) {
+			shunt_crit_leave();
 			errno = e;
 			return -ETIMEDOUT;
 		}
@@ -137,11 +143,16 @@ int shunt_trylock(_Atomic uint32_t *l)
 {
 	uint32_t c = 0;
 
-	return __atomic_compare_exchange_n(l, &c, lock_self(), 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED) ? 0 : -1;
+	shunt_crit_enter();
+	if (__atomic_compare_exchange_n(l, &c, lock_self(), 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+		return 0;
+	shunt_crit_leave();
+	return -1;
 }
 
 void shunt_unlock(_Atomic uint32_t *l)
 {
 	if (__atomic_exchange_n(l, 0, __ATOMIC_RELEASE) & LOCK_WAITERS)
 		futex(l, FUTEX_WAKE, 1, NULL);
+	shunt_crit_leave();
 }

@@ -5,7 +5,65 @@
  */
 #ifndef SHUNT_LOCK_H
 #define SHUNT_LOCK_H
+#include <pthread.h>
 #include <stdint.h>
+
+/*
+ * A thread inside a lock of shunt's (a ring's, a mutex of the library's)
+ * is in a critical section: a handler of the application's that ran there
+ * and called into shunt (a write on the connection whose lock its thread
+ * holds, a close that takes the descriptor table's mutex) would wait for
+ * itself.  The kernel runs handlers only between system calls, where
+ * none of its socket locks are held; so the shim's signal trampoline
+ * (src/shim/signal.c) holds back a handler due while the depth is above
+ * zero - the signal blocked and queued again - and the last unlock lets
+ * it in (shunt_crit_flush).  Enter before a lock is taken (a signal
+ * between the take and the count would find it held and the depth zero),
+ * leave after it is given back.
+ */
+extern __thread __attribute__((tls_model("initial-exec"))) int shunt_crit_depth;
+extern __thread __attribute__((tls_model("initial-exec"))) int shunt_crit_deferred;
+extern void (*shunt_crit_flush_fn)(void); /* signal.c's: the held-back signals let in */
+static inline void shunt_crit_enter(void)
+{
+	shunt_crit_depth++;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+}
+static inline void shunt_crit_leave(void)
+{
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if (--shunt_crit_depth <= 0) {
+		shunt_crit_depth = 0;
+		if (__builtin_expect(shunt_crit_deferred, 0) && shunt_crit_flush_fn)
+			shunt_crit_flush_fn();
+	}
+}
+/* The library's own mutexes: pthread's, counted as above. */
+static inline int shunt_mutex_lock(pthread_mutex_t *m)
+{
+	int r;
+
+	shunt_crit_enter();
+	if ((r = pthread_mutex_lock(m)))
+		shunt_crit_leave();
+	return r;
+}
+static inline int shunt_mutex_trylock(pthread_mutex_t *m)
+{
+	int r;
+
+	shunt_crit_enter();
+	if ((r = pthread_mutex_trylock(m)))
+		shunt_crit_leave();
+	return r;
+}
+static inline int shunt_mutex_unlock(pthread_mutex_t *m)
+{
+	int r = pthread_mutex_unlock(m);
+
+	shunt_crit_leave();
+	return r;
+}
 
 void shunt_lock(_Atomic uint32_t *l);
 /* The lock, or -ETIMEDOUT after timeout_ns (0: no bound, as shunt_lock):

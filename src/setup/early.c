@@ -140,10 +140,10 @@ static void settle_within(struct sk *s, uint64_t wait_ns)
 	uint32_t sent;
 	struct offer *o;
 
-	pthread_mutex_lock(&s->offer_lock);
+	shunt_mutex_lock(&s->offer_lock);
 	o = s->offer;
 	if (!o) { /* another thread settled it */
-		pthread_mutex_unlock(&s->offer_lock);
+		shunt_mutex_unlock(&s->offer_lock);
 		return;
 	}
 	shm_refused[0] = 0; /* (a refusal in the attach says why, below) */
@@ -165,7 +165,7 @@ static void settle_within(struct sk *s, uint64_t wait_ns)
 	sent = o->len;
 	/* what settled is visible to whoever sees no offer (fdtab.c) */
 	__atomic_store_n(&s->offer, NULL, __ATOMIC_RELEASE);
-	pthread_mutex_unlock(&s->offer_lock);
+	shunt_mutex_unlock(&s->offer_lock);
 	if (o->counted) {
 		__atomic_store_n(&pend[o->pend_idx], NULL, __ATOMIC_RELEASE);
 		__atomic_sub_fetch(&pending, 1, __ATOMIC_RELAXED);
@@ -213,11 +213,11 @@ int rdv_offer_mark_epoll(struct sk *s)
 {
 	int open;
 
-	pthread_mutex_lock(&s->offer_lock);
+	shunt_mutex_lock(&s->offer_lock);
 	open = s->offer != NULL;
 	if (open)
 		s->offer->in_epoll = 1;
-	pthread_mutex_unlock(&s->offer_lock);
+	shunt_mutex_unlock(&s->offer_lock);
 	return open;
 }
 
@@ -245,7 +245,7 @@ static int offer_look(struct sk *s, uint32_t flag, int *sockfd)
 	uint32_t w;
 	int st = -1;
 
-	if (pthread_mutex_trylock(&s->offer_lock))
+	if (shunt_mutex_trylock(&s->offer_lock))
 		return -1;
 	if ((o = s->offer)) {
 		/* the server's CAS to ANSWERED, then its look at the flag:
@@ -257,7 +257,7 @@ static int offer_look(struct sk *s, uint32_t flag, int *sockfd)
 		if (sockfd)
 			*sockfd = o->sockfd;
 	}
-	pthread_mutex_unlock(&s->offer_lock);
+	shunt_mutex_unlock(&s->offer_lock);
 	return st;
 }
 
@@ -325,12 +325,12 @@ int rdv_offer_settle_read(struct sk *s, uint64_t max_ns)
 	uint32_t gen = 0;
 	int sig = 0;
 
-	pthread_mutex_lock(&s->offer_lock);
+	shunt_mutex_lock(&s->offer_lock);
 	if (s->offer) {
 		sl = s->offer->sl;
 		gen = s->offer->gen;
 	}
-	pthread_mutex_unlock(&s->offer_lock);
+	shunt_mutex_unlock(&s->offer_lock);
 	if (sl)
 		sig = rdv_await_reply(sl, gen, max_ns);
 	rdv_offer_settle(s);
@@ -364,12 +364,12 @@ int rdv_early_room(struct sk *s)
 	uint32_t v;
 	int room = 0;
 
-	pthread_mutex_lock(&s->offer_lock);
+	shunt_mutex_lock(&s->offer_lock);
 	if ((o = s->offer)) {
 		v = __atomic_load_n(&o->early->len, __ATOMIC_ACQUIRE);
 		room = !(v & SHUNT_EARLY_TAKEN) && SHUNT_EARLY_LEN(v) == o->len && o->len < SHUNT_EARLY_MAX;
 	}
-	pthread_mutex_unlock(&s->offer_lock);
+	shunt_mutex_unlock(&s->offer_lock);
 	return room;
 }
 
@@ -391,20 +391,20 @@ ssize_t rdv_early_send(struct sk *s, const struct iovec *iov, int cnt, int flags
 			goto settle;
 		total += iov[i].iov_len;
 	}
-	pthread_mutex_lock(&s->offer_lock);
+	shunt_mutex_lock(&s->offer_lock);
 	o = s->offer;
 	if (!o) {
-		pthread_mutex_unlock(&s->offer_lock);
+		shunt_mutex_unlock(&s->offer_lock);
 		return -EAGAIN;
 	}
 	v = __atomic_load_n(&o->early->len, __ATOMIC_ACQUIRE);
 	len = SHUNT_EARLY_LEN(v);
 	if ((v & SHUNT_EARLY_TAKEN) || len != o->len || total > SHUNT_EARLY_MAX - len) { /* taken, or full */
-		pthread_mutex_unlock(&s->offer_lock);
+		shunt_mutex_unlock(&s->offer_lock);
 		goto settle;
 	}
 	if (total && !(m = realloc(o->mine, len + total))) {
-		pthread_mutex_unlock(&s->offer_lock);
+		shunt_mutex_unlock(&s->offer_lock);
 		goto settle; /* the bytes go as on any connection */
 	}
 	if (total)
@@ -418,11 +418,11 @@ ssize_t rdv_early_send(struct sk *s, const struct iovec *iov, int cnt, int flags
 	 * what was there before */
 	if (!__atomic_compare_exchange_n(&o->early->len, &v, v + (uint32_t)total, 0, __ATOMIC_RELEASE,
 					 __ATOMIC_RELAXED)) {
-		pthread_mutex_unlock(&s->offer_lock);
+		shunt_mutex_unlock(&s->offer_lock);
 		goto settle;
 	}
 	o->len = len + (uint32_t)total;
-	pthread_mutex_unlock(&s->offer_lock);
+	shunt_mutex_unlock(&s->offer_lock);
 	return (ssize_t)total;
 settle:
 	rdv_offer_settle(s);

@@ -476,24 +476,24 @@ int inband_settle(struct sk *s, int fd, int writing, int nonblock)
 			if (r < 0)
 				return -errno;
 		}
-		pthread_mutex_lock(&s->hs_lock);
+		shunt_mutex_lock(&s->hs_lock);
 		st = s->hs;
 		if (st == HS_CONFIRM) {
 			/* (its callers settle it first: interpose_io.c confirm_first;
 			 * one that did not must not reach the kernel's socket) */
-			pthread_mutex_unlock(&s->hs_lock);
+			shunt_mutex_unlock(&s->hs_lock);
 			rc = inband_confirm(s, fd, writing, nonblock);
 			return rc < 0 ? rc : s->kind == SK_CONN ? -EAGAIN : 0;
 		}
 		if (!st || (writing && st != HS_LAZY && st != HS_STRIP_ANSWER)) {
-			pthread_mutex_unlock(&s->hs_lock);
+			shunt_mutex_unlock(&s->hs_lock);
 			return 0;
 		}
 		if (writing && st == HS_STRIP_ANSWER) {
 			/* Our data follows the PROPOSAL now: the server reads it as
 			 * "gave up", so a late ACCEPT is only removed, not declined. */
 			s->hs = HS_STRIP_ANSWER_WROTE;
-			pthread_mutex_unlock(&s->hs_lock);
+			shunt_mutex_unlock(&s->hs_lock);
 			return 0;
 		}
 		rc = head(fd, &m, 0);
@@ -501,7 +501,7 @@ int inband_settle(struct sk *s, int fd, int writing, int nonblock)
 			break;
 		if (writing) /* HS_LAZY: the client sees our data first */
 			s->hs = HS_STRIP_PROPOSAL;
-		pthread_mutex_unlock(&s->hs_lock);
+		shunt_mutex_unlock(&s->hs_lock);
 		if (writing)
 			return 0;
 		if (nonblock)
@@ -513,7 +513,7 @@ int inband_settle(struct sk *s, int fd, int writing, int nonblock)
 		decline(fd, SHUNT_R_HS_TIMEOUT, shunt_now_ns() + REST_WAIT_NS);
 	else if (rc == 1 && st == HS_STRIP_ANSWER && m.type == SHUNT_HS_ACCEPT)
 		decline(fd, SHUNT_R_HS_TIMEOUT, shunt_now_ns() + REST_WAIT_NS);
-	pthread_mutex_unlock(&s->hs_lock);
+	shunt_mutex_unlock(&s->hs_lock);
 	ep_pend_settled(fd, s); /* (an epoll set's registration: the program's own now) */
 	return 0;
 }
@@ -599,12 +599,12 @@ static int confirm_locked(struct sk *s, int fd, int mode, int try)
 	int e = errno, r = 0, cs;
 
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
-	if (try ? pthread_mutex_trylock(&s->hs_lock) : pthread_mutex_lock(&s->hs_lock)) {
+	if (try ? shunt_mutex_trylock(&s->hs_lock) : shunt_mutex_lock(&s->hs_lock)) {
 		r = -EAGAIN;
 	} else {
 		if (__atomic_load_n(&s->hs, __ATOMIC_ACQUIRE) == HS_CONFIRM)
 			r = confirm_step(s, fd, mode);
-		pthread_mutex_unlock(&s->hs_lock);
+		shunt_mutex_unlock(&s->hs_lock);
 	}
 	pthread_setcancelstate(cs, NULL);
 	if (r > 0) {

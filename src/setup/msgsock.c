@@ -47,7 +47,7 @@ int rdv_csock_get(uint64_t *id)
 		*id = csock_id;
 		return 0;
 	}
-	pthread_mutex_lock(&csock_lock);
+	shunt_mutex_lock(&csock_lock);
 	if (csock >= 0 && csock_pid == shunt_pid())
 		goto out;
 	fd = real.socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -71,7 +71,7 @@ int rdv_csock_get(uint64_t *id)
 		__atomic_store_n(&csock_pid, shunt_pid(), __ATOMIC_RELEASE);
 out:
 	*id = csock_id;
-	pthread_mutex_unlock(&csock_lock);
+	shunt_mutex_unlock(&csock_lock);
 	return r;
 }
 
@@ -166,10 +166,10 @@ static void csock_pump(void)
  * for another of our offers, not read yet). */
 void rdv_msg_pump(void)
 {
-	pthread_mutex_lock(&csock_lock);
+	shunt_mutex_lock(&csock_lock);
 	if (csock >= 0 && csock_pid == shunt_pid())
 		csock_pump();
-	pthread_mutex_unlock(&csock_lock);
+	shunt_mutex_unlock(&csock_lock);
 }
 
 /* Our socket, for an epoll set that waits on it (epoll.c): -1 if this
@@ -183,7 +183,7 @@ int rdv_stash_take(uint64_t nonce, struct got_msg *out)
 {
 	int found = 0;
 
-	pthread_mutex_lock(&csock_lock);
+	shunt_mutex_lock(&csock_lock);
 	csock_pump();
 	for (int i = 0; i < nstash; i++) {
 		if (stash[i].m.nonce != nonce)
@@ -193,7 +193,7 @@ int rdv_stash_take(uint64_t nonce, struct got_msg *out)
 		found = 1;
 		break;
 	}
-	pthread_mutex_unlock(&csock_lock);
+	shunt_mutex_unlock(&csock_lock);
 	return found;
 }
 

@@ -114,9 +114,9 @@ int tcp_owner_uid(const struct shunt_addr *src, const struct shunt_addr *dst, ui
 	/* (no cancellation point with the lock held: a query and its
 	 * answer go together) */
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
-	pthread_mutex_lock(&diag_lock);
+	shunt_mutex_lock(&diag_lock);
 	n = diag_query(&req.nh, u.buf, sizeof u.buf);
-	pthread_mutex_unlock(&diag_lock);
+	shunt_mutex_unlock(&diag_lock);
 	pthread_setcancelstate(cs, NULL);
 	if (n < 0)
 		return (int)n;

@@ -322,7 +322,7 @@ struct portreg *rdv_reg_get(uint16_t port, int create, int fresh)
 
 	if (p && (!fresh || reg_current(p, port)))
 		return p;
-	pthread_mutex_lock(&reg_lock);
+	shunt_mutex_lock(&reg_lock);
 	if (ports[port] == p) {
 		struct portreg *n = reg_open(port, create);
 		if (n || !p) {
@@ -332,7 +332,7 @@ struct portreg *rdv_reg_get(uint16_t port, int create, int fresh)
 		}
 	}
 	p = ports[port];
-	pthread_mutex_unlock(&reg_lock);
+	shunt_mutex_unlock(&reg_lock);
 	return p;
 }
 
@@ -367,7 +367,7 @@ void rdv_unlisten(uint16_t port)
 
 	if (!p || shunt_sandboxed)
 		return;
-	pthread_mutex_lock(&reg_lock);
+	shunt_mutex_lock(&reg_lock);
 	/* the file removed: its mapping and descriptor retire (kept a while:
 	 * a thread of ours may be inside a connect to the port), so a
 	 * process listening on port after port holds a bounded number */
@@ -376,7 +376,7 @@ void rdv_unlisten(uint16_t port)
 		__atomic_store_n(&ports[port], NULL, __ATOMIC_RELEASE);
 		reg_retire(p);
 	}
-	pthread_mutex_unlock(&reg_lock);
+	shunt_mutex_unlock(&reg_lock);
 }
 
 /* Is some process holding the listener lock?  flock locks die with their
@@ -487,9 +487,9 @@ void rdv_listen_deferred(struct sk *s)
 
 	if (!s->listen_port || !(p = __atomic_load_n(&ports[s->listen_port], __ATOMIC_ACQUIRE)))
 		return;
-	pthread_mutex_lock(&reg_lock);
+	shunt_mutex_lock(&reg_lock);
 	reg_add_listener(p, &s->listen_addr, s->defer_accept);
-	pthread_mutex_unlock(&reg_lock);
+	shunt_mutex_unlock(&reg_lock);
 }
 
 /* Could a registered listener be the one this connect() reaches?  Loopback
@@ -568,7 +568,7 @@ int rdv_listen(int fd, struct sk *s)
 			listen_unregistered(s, a.port);
 			return 0;
 		}
-		pthread_mutex_lock(&reg_lock);
+		shunt_mutex_lock(&reg_lock);
 		if (p->lock_fd < 0) {
 			/* the lock, then the check that the name still leads to
 			 * this file: the last listener elsewhere may have removed
@@ -578,7 +578,7 @@ int rdv_listen(int fd, struct sk *s)
 			if (lk >= 0 && (st.st_ino != p->ino || flock(lk, LOCK_SH) ||
 					!reg_current(p, a.port))) {
 				real.close(lk);
-				pthread_mutex_unlock(&reg_lock);
+				shunt_mutex_unlock(&reg_lock);
 				continue; /* replaced: the next turn maps the new one */
 			}
 			if (lk >= 0)
@@ -587,7 +587,7 @@ int rdv_listen(int fd, struct sk *s)
 		p->nlisten++;
 		__atomic_store_n(&nports_listened, 1, __ATOMIC_RELAXED);
 		reg_add_listener(p, &a, s->defer_accept);
-		pthread_mutex_unlock(&reg_lock);
+		shunt_mutex_unlock(&reg_lock);
 		s->listen_addr = a;
 		s->listen_port = a.port;
 		rdv_dir_sweep(); /* (a server restarted: what its killed self left) */
@@ -733,13 +733,13 @@ void rdv_exit(void)
 	 * server ends here - PostgreSQL's backends, one a connection - and
 	 * the port table's 512 KB, never touched in the child, cost a page
 	 * fault each 4 KB) */
-	pthread_mutex_lock(&reg_lock);
+	shunt_mutex_lock(&reg_lock);
 	for (struct portreg *p = all_regs; p; p = p->all_next)
 		if (p->nlisten > 0 && p->lock_fd >= 0 && ports[p->port] == p) {
 			p->nlisten = 0;
 			reg_release(p, p->port);
 		}
-	pthread_mutex_unlock(&reg_lock);
+	shunt_mutex_unlock(&reg_lock);
 }
 
 __attribute__((destructor)) static void rdv_exit_dtor(void)

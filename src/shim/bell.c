@@ -68,13 +68,13 @@ static pthread_mutex_t all_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void forget(struct waiter *w)
 {
-	pthread_mutex_lock(&all_lock);
+	shunt_mutex_lock(&all_lock);
 	for (int i = 0; i < nall; i++)
 		if (all[i] == w) {
 			all[i] = all[--nall];
 			break;
 		}
-	pthread_mutex_unlock(&all_lock);
+	shunt_mutex_unlock(&all_lock);
 }
 
 static void thread_gone(void *p)
@@ -114,14 +114,14 @@ int bell_waitfd(void)
 		return e;
 	}
 	*w = (struct waiter){ .epfd = fd_hide(fd), .gen = gen };
-	pthread_mutex_lock(&all_lock);
+	shunt_mutex_lock(&all_lock);
 	if (nall == capall && (v = realloc(all, (size_t)(capall ? 2 * capall : 16) * sizeof *v))) {
 		all = v;
 		capall = capall ? 2 * capall : 16;
 	}
 	if (nall < capall)
 		all[nall++] = w;
-	pthread_mutex_unlock(&all_lock);
+	shunt_mutex_unlock(&all_lock);
 	if (!me) {
 		me = w;
 		pthread_setspecific(key, w);
@@ -192,10 +192,10 @@ void bell_forget(int bell)
 	if (shunt_sandboxed) /* no sets (bell_waitfd) */
 		return;
 	__atomic_add_fetch(&forgets, 1, __ATOMIC_ACQ_REL);
-	pthread_mutex_lock(&all_lock);
+	shunt_mutex_lock(&all_lock);
 	for (int i = 0; i < nall; i++)
 		real.epoll_ctl(all[i]->epfd, EPOLL_CTL_DEL, bell, NULL);
-	pthread_mutex_unlock(&all_lock);
+	shunt_mutex_unlock(&all_lock);
 }
 
 /* The child has the parent's sets as descriptors, shared with the parent:

@@ -671,8 +671,13 @@ ssize_t conn_sendmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int fla
 			shunt_unlock(&locked->wlock);
 			return send_on_kernel(s, len, flags); /* EPIPE (SIGPIPE) */
 		}
-		if (r)
-			break; /* with total > 0 the error is dropped: a short write */
+		/* with total > 0 the error is dropped: a short write; so is
+		 * the call once a handler ran while it waited, before the
+		 * lock was ours again (conn_wait_for: while it is ours, they
+		 * wait for its unlock, lock.h), its bytes after these, as
+		 * the kernel's */
+		if (r || (total && shunt_signals_seen() != sig0))
+			break;
 	}
 	shunt_unlock(&locked->wlock);
 	if (moved)
@@ -874,7 +879,7 @@ ssize_t conn_recvmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int fla
 		r = conn_wait_for(s, POLLIN, &deadline, total, &sig0);
 		if (!(locked = conn_lock(c, 1)))
 			return total ? (ssize_t)total : -c->broken;
-		if (r)
+		if (r || (total && shunt_signals_seen() != sig0)) /* (as conn_sendmsg's) */
 			break;
 	}
 	shunt_unlock(&locked->rlock);

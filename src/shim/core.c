@@ -106,12 +106,12 @@ uint64_t shunt_proc_name(void)
 	    !__atomic_load_n(&shunt_sandboxed, __ATOMIC_ACQUIRE)) {
 		/* (drawn before a sandbox, but a filter installed past our
 		 * wrappers is met only here: draw_odd asks no system call then) */
-		pthread_mutex_lock(&proc_id_lock);
+		shunt_mutex_lock(&proc_id_lock);
 		if (__atomic_load_n(&proc_id_forks, __ATOMIC_RELAXED) != f) {
 			proc_id = draw_odd();
 			__atomic_store_n(&proc_id_forks, f, __ATOMIC_RELEASE);
 		}
-		pthread_mutex_unlock(&proc_id_lock);
+		shunt_mutex_unlock(&proc_id_lock);
 	}
 	return proc_id;
 }

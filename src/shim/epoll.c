@@ -141,13 +141,13 @@ int ep_create(int epfd)
 	pthread_mutex_init(&ep->lock, NULL);
 	ep->epfd = epfd;
 	s->ep = ep;
-	pthread_mutex_lock(&sets_lock);
+	shunt_mutex_lock(&sets_lock);
 	if (!tag)
 		tag = (shunt_random64() | (1ull << 63)) & ~((1ull << TOK_BITS) - 1);
 	ep->next = all_sets;
 	all_sets = ep;
 	__atomic_add_fetch(&nsets, 1, __ATOMIC_RELEASE);
-	pthread_mutex_unlock(&sets_lock);
+	shunt_mutex_unlock(&sets_lock);
 	fdtab_set(epfd, s);
 	return 0;
 }
@@ -222,14 +222,14 @@ static void reg_drop(struct epset *ep, int fd)
 
 void ep_free(struct epset *ep)
 {
-	pthread_mutex_lock(&sets_lock);
+	shunt_mutex_lock(&sets_lock);
 	for (struct epset **pp = &all_sets; *pp; pp = &(*pp)->next)
 		if (*pp == ep) {
 			*pp = ep->next;
 			__atomic_sub_fetch(&nsets, 1, __ATOMIC_RELAXED);
 			break;
 		}
-	pthread_mutex_unlock(&sets_lock);
+	shunt_mutex_unlock(&sets_lock);
 	/* The epoll fd itself is closed: its registrations died with it. */
 	for (int fd = 0; fd < ep->cap; fd++)
 		if (ep->regs[fd]) {
@@ -252,13 +252,13 @@ void ep_forget_fd(int fd)
 {
 	if (!__atomic_load_n(&nsets, __ATOMIC_ACQUIRE))
 		return;
-	pthread_mutex_lock(&sets_lock);
+	shunt_mutex_lock(&sets_lock);
 	for (struct epset *ep = all_sets; ep; ep = ep->next) {
-		pthread_mutex_lock(&ep->lock);
+		shunt_mutex_lock(&ep->lock);
 		reg_drop(ep, fd);
-		pthread_mutex_unlock(&ep->lock);
+		shunt_mutex_unlock(&ep->lock);
 	}
-	pthread_mutex_unlock(&sets_lock);
+	shunt_mutex_unlock(&sets_lock);
 }
 
 int ep_in_use(void)
@@ -273,17 +273,17 @@ int ep_regs_of(int fd, struct sk *s, int *blocked)
 {
 	int n = 0;
 
-	pthread_mutex_lock(&sets_lock);
+	shunt_mutex_lock(&sets_lock);
 	for (struct epset *ep = all_sets; ep; ep = ep->next) {
-		pthread_mutex_lock(&ep->lock);
+		shunt_mutex_lock(&ep->lock);
 		struct epreg *r = fd < ep->cap ? ep->regs[fd] : NULL;
 		if (r && r->s == s && !r->pend) {
 			n++;
 			*blocked |= r->present && !r->active;
 		}
-		pthread_mutex_unlock(&ep->lock);
+		shunt_mutex_unlock(&ep->lock);
 	}
-	pthread_mutex_unlock(&sets_lock);
+	shunt_mutex_unlock(&sets_lock);
 	return n;
 }
 
@@ -292,9 +292,9 @@ int ep_regs_of(int fd, struct sk *s, int *blocked)
  * (the kernel reports at once what is ready, as at an EPOLL_CTL_ADD). */
 void ep_retire(int fd, struct sk *s)
 {
-	pthread_mutex_lock(&sets_lock);
+	shunt_mutex_lock(&sets_lock);
 	for (struct epset *ep = all_sets; ep; ep = ep->next) {
-		pthread_mutex_lock(&ep->lock);
+		shunt_mutex_lock(&ep->lock);
 		struct epreg *r = fd < ep->cap ? ep->regs[fd] : NULL;
 		if (r && r->s == s && !r->pend) {
 			struct epoll_event ev = { .events = r->events, .data = r->data };
@@ -306,9 +306,9 @@ void ep_retire(int fd, struct sk *s)
 			if (present && real.epoll_ctl(ep->epfd, EPOLL_CTL_ADD, fd, &ev) && errno == EEXIST)
 				real.epoll_ctl(ep->epfd, EPOLL_CTL_MOD, fd, &ev);
 		}
-		pthread_mutex_unlock(&ep->lock);
+		shunt_mutex_unlock(&ep->lock);
 	}
-	pthread_mutex_unlock(&sets_lock);
+	shunt_mutex_unlock(&sets_lock);
 }
 
 static int ensure_cap(struct epset *ep, int fd)
@@ -590,7 +590,7 @@ static int pend_ctl(struct epset *ep, int epfd, int op, int fd, struct sk *s, st
 
 	if ((ev->events & ~(uint32_t)PEND_EVENTS) || !rdv_offer_mark_epoll(s))
 		return 0;
-	pthread_mutex_lock(&ep->lock);
+	shunt_mutex_lock(&ep->lock);
 	r = reg_current(ep, fd, s);
 	if (r && (!r->pend || !r->present))
 		goto out; /* ours from before (a DEL keeps it): settle */
@@ -608,7 +608,7 @@ static int pend_ctl(struct epset *ep, int epfd, int op, int fd, struct sk *s, st
 	if (!(*err = pend_kernel_ctl(ep, epfd, op, fd, s, ev, &r, 0)))
 		pend_mark(ep, r, in, many);
 out:
-	pthread_mutex_unlock(&ep->lock);
+	shunt_mutex_unlock(&ep->lock);
 	/* settled meanwhile, before its settler could see this registration */
 	if (done && !__atomic_load_n(&s->offer, __ATOMIC_ACQUIRE))
 		ep_pend_settled(fd, s);
@@ -654,15 +654,15 @@ void ep_pend_settled(int fd, struct sk *s)
 {
 	if (!__atomic_load_n(&nsets, __ATOMIC_ACQUIRE))
 		return;
-	pthread_mutex_lock(&sets_lock);
+	shunt_mutex_lock(&sets_lock);
 	for (struct epset *ep = all_sets; ep; ep = ep->next) {
-		pthread_mutex_lock(&ep->lock);
+		shunt_mutex_lock(&ep->lock);
 		struct epreg *r = fd >= 0 && fd < ep->cap ? ep->regs[fd] : NULL;
 		if (r && r->pend && r->s == s)
 			pend_convert(ep, r);
-		pthread_mutex_unlock(&ep->lock);
+		shunt_mutex_unlock(&ep->lock);
 	}
-	pthread_mutex_unlock(&sets_lock);
+	shunt_mutex_unlock(&sets_lock);
 }
 
 /* ---- a socket in a set before its connect() ----
@@ -685,7 +685,7 @@ static int pre_ctl(struct epset *ep, int epfd, int op, int fd, struct sk *s, str
 
 	if (op != EPOLL_CTL_DEL && !ev)
 		return -EFAULT;
-	pthread_mutex_lock(&ep->lock);
+	shunt_mutex_lock(&ep->lock);
 	r = reg_current(ep, fd, s);
 	if (r && !r->pend) {
 		err = -EEXIST; /* (no conn record outlives its socket's close: ep_forget_fd) */
@@ -704,7 +704,7 @@ static int pre_ctl(struct epset *ep, int epfd, int op, int fd, struct sk *s, str
 	} else if (!(err = pend_kernel_ctl(ep, epfd, op, fd, s, ev, &r, 0))) {
 		__atomic_store_n(&s->ep_pre, 1, __ATOMIC_SEQ_CST);
 	}
-	pthread_mutex_unlock(&ep->lock);
+	shunt_mutex_unlock(&ep->lock);
 	/* connect() or listen() decided it in another thread meanwhile, after
 	 * its look at ep_pre: this registration follows here */
 	if (!err && !__atomic_load_n(&s->fresh, __ATOMIC_SEQ_CST))
@@ -759,7 +759,7 @@ static int hs_ctl(struct epset *ep, int epfd, int op, int fd, struct sk *s, stru
 	 * be modified, as hs_rearm does: as the program made it) */
 	if (op != EPOLL_CTL_DEL && (!ev || (ev->events & EPOLLEXCLUSIVE)))
 		return 0;
-	pthread_mutex_lock(&ep->lock);
+	shunt_mutex_lock(&ep->lock);
 	r = reg_current(ep, fd, s);
 	if (r && !r->pend) {
 		done = 0; /* ours from before (a DEL keeps it): the plain path's */
@@ -774,7 +774,7 @@ static int hs_ctl(struct epset *ep, int epfd, int op, int fd, struct sk *s, stru
 	else
 		reg_drop(ep, fd); /* (the kernel's goes with it) */
 out:
-	pthread_mutex_unlock(&ep->lock);
+	shunt_mutex_unlock(&ep->lock);
 	/* settled meanwhile, before its settler could see this registration */
 	st = __atomic_load_n(&s->hs, __ATOMIC_ACQUIRE);
 	if (done && (st == HS_NONE || s->kind == SK_CONN))
@@ -828,13 +828,13 @@ static int hs_settle(struct epset *ep, struct hs_seen *seen, int nseen, struct e
 	for (int i = 0; i < nseen; i++)
 		changed[i] = seen[i].s->kind == SK_CONN || inband_settle_nb(seen[i].s, seen[i].fd);
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
-	pthread_mutex_lock(&ep->lock);
+	shunt_mutex_lock(&ep->lock);
 	for (int i = 0; i < nseen; i++) {
 		struct epreg *r = seen[i].fd < ep->cap ? ep->regs[seen[i].fd] : NULL;
 		if (!changed[i] && r && r->hs_tok && r->s == seen[i].s)
 			n = hs_report(ep, r, seen[i].ev, evs, n, max);
 	}
-	pthread_mutex_unlock(&ep->lock);
+	shunt_mutex_unlock(&ep->lock);
 	pthread_setcancelstate(cs, NULL);
 	for (int i = 0; i < nseen; i++)
 		sk_put(seen[i].s);
@@ -868,16 +868,16 @@ int ep_ctl(struct sk *eps, int epfd, int op, int fd, struct epoll_event *ev)
 
 	if (s && __builtin_expect(__atomic_load_n(&s->offer, __ATOMIC_ACQUIRE) != NULL, 0)) {
 		if (op == EPOLL_CTL_DEL) {
-			pthread_mutex_lock(&ep->lock);
+			shunt_mutex_lock(&ep->lock);
 			r = reg_current(ep, fd, s);
 			if (r && r->pend) {
 				err = real.epoll_ctl(epfd, op, fd, ev) ? -errno : 0;
 				reg_drop(ep, fd);
-				pthread_mutex_unlock(&ep->lock);
+				shunt_mutex_unlock(&ep->lock);
 				sk_put(s);
 				return err;
 			}
-			pthread_mutex_unlock(&ep->lock);
+			shunt_mutex_unlock(&ep->lock);
 		} else if (ev && pend_ctl(ep, epfd, op, fd, s, ev, &err)) {
 			sk_put(s);
 			return err;
@@ -900,19 +900,19 @@ int ep_ctl(struct sk *eps, int epfd, int op, int fd, struct epoll_event *ev)
 			sk_put(s);
 		if (real.epoll_ctl(epfd, op, fd, ev))
 			return -errno;
-		pthread_mutex_lock(&ep->lock);
+		shunt_mutex_lock(&ep->lock);
 		if (op == EPOLL_CTL_ADD)
 			ep->nplain++;
 		else if (op == EPOLL_CTL_DEL && ep->nplain)
 			ep->nplain--;
-		pthread_mutex_unlock(&ep->lock);
+		shunt_mutex_unlock(&ep->lock);
 		return 0;
 	}
 	if (op != EPOLL_CTL_DEL && !ev) {
 		sk_put(s);
 		return -EFAULT;
 	}
-	pthread_mutex_lock(&ep->lock);
+	shunt_mutex_lock(&ep->lock);
 	/* (s's own record still pending: settled by another thread whose
 	 * conversion has not come here yet - converted now) */
 	if ((r = reg_current(ep, fd, s)) && r->pend)
@@ -947,7 +947,7 @@ int ep_ctl(struct sk *eps, int epfd, int op, int fd, struct epoll_event *ev)
 	default:
 		err = -EINVAL;
 	}
-	pthread_mutex_unlock(&ep->lock);
+	shunt_mutex_unlock(&ep->lock);
 	sk_put(s);
 	return err;
 }
@@ -1147,7 +1147,7 @@ int ep_wait(struct sk *eps, int epfd, struct epoll_event *evs, int max, int time
 	 * slot until the server's reply (within the time-out) where the set
 	 * holds nothing else and no other thread waits in it, the reply then
 	 * read from the ring at once (no doorbell, no second sleep). */
-	pthread_mutex_lock(&ep->lock);
+	shunt_mutex_lock(&ep->lock);
 	__atomic_add_fetch(&ep->sleepers, 1, __ATOMIC_RELAXED);
 	if (ep->pend_in) {
 		solo = timeout_ms && !mask && !ep->nplain && ep->nregs == 1 &&
@@ -1158,7 +1158,7 @@ int ep_wait(struct sk *eps, int epfd, struct epoll_event *evs, int max, int time
 		else
 			s = sk_ref(ep->pend_in->s);
 	}
-	pthread_mutex_unlock(&ep->lock);
+	shunt_mutex_unlock(&ep->lock);
 	if (s) {
 		if (solo)
 			intr = rdv_offer_settle_poll(s, &timeout_ms);
@@ -1181,11 +1181,11 @@ static void pend_due(struct epset *ep, uint64_t *due)
 	int n = 0, cs;
 
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
-	pthread_mutex_lock(&ep->lock);
+	shunt_mutex_lock(&ep->lock);
 	for (struct epreg *r = ep->pend_list; r && n < 16; r = r->next_pend)
 		if (rdv_offer_due(r->s, now, due))
 			ready[n++] = sk_ref(r->s);
-	pthread_mutex_unlock(&ep->lock);
+	shunt_mutex_unlock(&ep->lock);
 	for (int i = 0; i < n; i++) {
 		rdv_offer_settle_due(ready[i]);
 		sk_put(ready[i]);
@@ -1221,12 +1221,12 @@ static int wait_loop(struct epset *ep, int epfd, struct epoll_event *evs, int ma
 		/* a look at a socket under the lock (conn_refresh's recv) is
 		 * a cancellation point: not with the set's lock held */
 		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
-		pthread_mutex_lock(&ep->lock);
+		shunt_mutex_lock(&ep->lock);
 		ep->round++;
 		n = run_checks(ep, evs, 0, max);
 		if (ep->hs_list)
 			hs_end = hs_due(ep);
-		pthread_mutex_unlock(&ep->lock);
+		shunt_mutex_unlock(&ep->lock);
 		pthread_setcancelstate(cs, NULL);
 		/* not past an offer's wait (pend_due), nor - once the set
 		 * had one - SHUNT_ACCEPT_WAIT_MS at a time: a thread asleep
@@ -1250,12 +1250,12 @@ static int wait_loop(struct epset *ep, int epfd, struct epoll_event *evs, int ma
 		if (k < 0)
 			return n ? n : -errno;
 		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
-		pthread_mutex_lock(&ep->lock);
+		shunt_mutex_lock(&ep->lock);
 		memcpy(ep->kev, evs + n, (size_t)k * sizeof *evs);
 		n = translate(ep, evs, k, n, max, seen, &nseen);
 		msg = ep->msg_seen;
 		ep->msg_seen = 0;
-		pthread_mutex_unlock(&ep->lock);
+		shunt_mutex_unlock(&ep->lock);
 		pthread_setcancelstate(cs, NULL);
 		if (nseen)
 			n = hs_settle(ep, seen, nseen, evs, n, max);

@@ -438,7 +438,7 @@ uint32_t shunt_fault_rdma_key(uint64_t raddr, uint32_t rkey)
 	}
 	if (!armed)
 		return rkey;
-	pthread_mutex_lock(&mu);
+	shunt_mutex_lock(&mu);
 	int i;
 	for (i = 0; i < n && seen[i].raddr != raddr; i++)
 		;
@@ -451,7 +451,7 @@ uint32_t shunt_fault_rdma_key(uint64_t raddr, uint32_t rkey)
 		seen[i].now = rkey;
 		k = seen[i].first;
 	}
-	pthread_mutex_unlock(&mu);
+	shunt_mutex_unlock(&mu);
 	return k;
 }
 
@@ -469,7 +469,7 @@ void shunt_fault_rdma_foreign(uint32_t proposed, struct shunt_hs_offer *o)
 	}
 	if (!armed)
 		return;
-	pthread_mutex_lock(&mu);
+	shunt_mutex_lock(&mu);
 	for (i = n - 1; i >= 0 && !name; i--)
 		if (seen[i] != proposed && seen[i] != o->peer_qpn)
 			name = seen[i];
@@ -482,7 +482,7 @@ void shunt_fault_rdma_foreign(uint32_t proposed, struct shunt_hs_offer *o)
 		}
 		seen[n++] = proposed;
 	}
-	pthread_mutex_unlock(&mu);
+	shunt_mutex_unlock(&mu);
 	if (!name)
 		return;
 	/* ::ffff:192.0.2.1 (TEST-NET-1): no route in the test guests */

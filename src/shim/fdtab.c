@@ -49,13 +49,13 @@ static struct sk *_Atomic *slot(int fd, int create)
 	lo = (unsigned)fd & (CHUNK - 1);
 	c = __atomic_load_n(&chunks[hi], __ATOMIC_ACQUIRE);
 	if (!c && create) {
-		pthread_mutex_lock(&lock);
+		shunt_mutex_lock(&lock);
 		c = chunks[hi];
 		if (!c) {
 			c = calloc(CHUNK, sizeof *c);
 			__atomic_store_n(&chunks[hi], c, __ATOMIC_RELEASE);
 		}
-		pthread_mutex_unlock(&lock);
+		shunt_mutex_unlock(&lock);
 	}
 	return c ? &c[lo] : NULL;
 }
@@ -293,10 +293,10 @@ static int sk_key_ok;
 /* The chain first .. last (linked by next_free) onto the shared list. */
 static void free_list_push(struct sk *first, struct sk *last)
 {
-	pthread_mutex_lock(&lock);
+	shunt_mutex_lock(&lock);
 	last->next_free = free_sks;
 	free_sks = first;
-	pthread_mutex_unlock(&lock);
+	shunt_mutex_unlock(&lock);
 }
 
 static void sk_cache_gone(void *arg)
@@ -367,11 +367,11 @@ struct sk *sk_new(int kind, int domain)
 	struct sk *s = sk_cache_pop();
 
 	if (!s) {
-		pthread_mutex_lock(&lock);
+		shunt_mutex_lock(&lock);
 		s = free_sks;
 		if (s)
 			free_sks = s->next_free;
-		pthread_mutex_unlock(&lock);
+		shunt_mutex_unlock(&lock);
 	}
 	if (!s && !(s = calloc(1, sizeof *s)))
 		return NULL;

@@ -158,10 +158,10 @@ int fd_give_back(void)
 	if (!shunt_active || shunt_sandboxed || inside)
 		return 0;
 	inside = 1;
-	pthread_mutex_lock(&lock);
+	shunt_mutex_lock(&lock);
 	__atomic_store_n(&pressure_until, shunt_now_ns() + PRESSURE_NS, __ATOMIC_RELAXED);
 	if (empty_at && shunt_now_ns() - empty_at < EMPTY_NS) {
-		pthread_mutex_unlock(&lock); /* a program retrying at EMFILE: not a scan each time */
+		shunt_mutex_unlock(&lock); /* a program retrying at EMFILE: not a scan each time */
 		inside = 0;
 		errno = e;
 		return 0;
@@ -180,7 +180,7 @@ int fd_give_back(void)
 	free(p.fd);
 	freed += transports_drop_unused();
 	empty_at = freed ? 0 : shunt_now_ns();
-	pthread_mutex_unlock(&lock);
+	shunt_mutex_unlock(&lock);
 	if (freed)
 		shunt_log("descriptors: the program ran out; %d of shunt's given back", freed);
 	inside = 0;

@@ -17,6 +17,9 @@
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
+#include <ucontext.h>
+#include <unistd.h>
+#include <sys/syscall.h>
 #include "shim.h"
 #include "../base/real.h"
 
@@ -50,18 +53,78 @@ int shunt_signal_restarts(void)
 	return !!(app[sig].sa_flags & SA_RESTART);
 }
 
+/*
+ * A handler due while this thread holds a lock of shunt's (lock.h): held
+ * back, as the kernel holds a signal back until its system call is done.
+ * The signal stays blocked when the trampoline returns (its saved mask,
+ * which sigreturn restores, says so) and is queued again to this thread
+ * with its own siginfo; the last unlock unblocks it (flush_deferred) and
+ * the kernel delivers it then, with a context of its own - or, were the
+ * signal already pending again, once, as the kernel merges a standard
+ * signal that is blocked.  Counted now: a blocking call of ours that
+ * sees the count move gives its partial result or EINTR, with the
+ * handler run first (its lock given back on the way out).  The calls are
+ * a signal's path only, and not made in a sandbox (its filter need not
+ * allow them): there the handler runs at once, as before.
+ */
+static __thread __attribute__((tls_model("initial-exec"))) sigset_t deferred;
+
+static void flush_deferred(void)
+{
+	sigset_t s = deferred;
+	int e = errno;
+
+	sigemptyset(&deferred);
+	shunt_crit_deferred = 0;
+	pthread_sigmask(SIG_UNBLOCK, &s, NULL); /* delivered here, the depth zero */
+	errno = e;
+}
+
+static int defer(int sig, siginfo_t *si, ucontext_t *uc)
+{
+	sigset_t one;
+	int e = errno;
+
+	sigemptyset(&one);
+	sigaddset(&one, sig);
+	/* SA_NODEFER: the signal is not blocked in its handler, and queued
+	 * again it would come back at once */
+	if ((app[sig].sa_flags & SA_NODEFER) && pthread_sigmask(SIG_BLOCK, &one, NULL))
+		goto no;
+	if (syscall(SYS_rt_tgsigqueueinfo, shunt_pid(), gettid(), sig, si)) {
+		if (app[sig].sa_flags & SA_NODEFER)
+			pthread_sigmask(SIG_UNBLOCK, &one, NULL);
+		goto no; /* (the queue's limit): run now, as before */
+	}
+	sigaddset(&uc->uc_sigmask, sig);
+	sigaddset(&deferred, sig);
+	shunt_crit_deferred = 1;
+	errno = e;
+	return 1;
+no:
+	errno = e;
+	return 0;
+}
+
 static void trampoline(int sig, siginfo_t *si, void *uc)
 {
 	struct sigaction *a = &app[sig];
 
 	__atomic_store_n(&last_sig, sig, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&delivered, 1, __ATOMIC_RELEASE);
+	if (shunt_crit_depth > 0 && !shunt_sandboxed && uc && defer(sig, si, uc))
+		return;
 	handling++;
 	if (a->sa_flags & SA_SIGINFO)
 		a->sa_sigaction(sig, si, uc);
 	else if (a->sa_handler != SIG_DFL && a->sa_handler != SIG_IGN)
 		a->sa_handler(sig);
 	handling--;
+}
+
+__attribute__((constructor)) static void signal_init(void)
+{
+	shunt_crit_flush_fn = flush_deferred;
 }
 
 static int synchronous(int sig)

@@ -81,10 +81,10 @@ static struct shunt_stats_file *stats_file(void)
 
 	if (f || sf_failed || shunt_sandboxed || shunt_dirfd < 0 || !shunt_active)
 		return f;
-	pthread_mutex_lock(&sf_lock);
+	shunt_mutex_lock(&sf_lock);
 	if (!sf && !sf_failed && stats_init())
 		sf_failed = 1;
-	pthread_mutex_unlock(&sf_lock);
+	shunt_mutex_unlock(&sf_lock);
 	if (__atomic_exchange_n(&listeners_left, 0, __ATOMIC_RELAXED))
 		fdtab_each(adopt_inherited, NULL); /* (now with a file: listed) */
 	return __atomic_load_n(&sf, __ATOMIC_ACQUIRE);

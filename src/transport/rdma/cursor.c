@@ -61,9 +61,9 @@ int rdma_attach(struct sk *s, int fd, struct rdma_conn *rc, uint64_t raddr, uint
 	c->tx = (struct ring){ .ctl = &rc->h->ring[0], .data = rdma_slot_tx(l, rc->slot), .size = rs };
 	c->rx = (struct ring){ .ctl = &rc->h->ring[1], .data = rdma_slot_rx(l, rc->slot), .size = rs };
 	/* from here cursor messages wake this connection's sleepers */
-	pthread_mutex_lock(&l->cq_lock);
+	shunt_mutex_lock(&l->cq_lock);
 	__atomic_store_n(&rc->state, RC_OPEN, __ATOMIC_RELEASE);
-	pthread_mutex_unlock(&l->cq_lock);
+	shunt_mutex_unlock(&l->cq_lock);
 	s->conn = c;
 	s->kind = SK_CONN;
 	return 0;
@@ -173,11 +173,11 @@ static void on_cdc(struct rdma_link *l, unsigned slot, const struct shunt_cdc *m
 		 * asleep on an empty ring reads no more); a writer posting at
 		 * this moment carries our consumer anyway. */
 		__atomic_store_n(&rc->peer_blocked, 1, __ATOMIC_RELEASE);
-		if (c && !pthread_mutex_trylock(&rc->lock)) {
+		if (c && !shunt_mutex_trylock(&rc->lock)) {
 			if (__atomic_load_n(&rx->cons, __ATOMIC_ACQUIRE) != rc->acked &&
 			    !rdma_push_locked(c, 0, 0, NULL))
 				__atomic_store_n(&rc->peer_blocked, 0, __ATOMIC_RELEASE);
-			pthread_mutex_unlock(&rc->lock);
+			shunt_mutex_unlock(&rc->lock);
 		}
 	}
 }
@@ -201,13 +201,13 @@ static void on_down(struct rdma_link *l)
 	 * and the link with them (freed once no slot is held): a peer process
 	 * that ended without its exit path (killed, _exit) left each link it
 	 * had for the life of ours (tests/behave/child_servers over RDMA). */
-	pthread_mutex_lock(&l->cq_lock);
+	shunt_mutex_lock(&l->cq_lock);
 	for (unsigned s = 0; s < LINK_SLOTS; s++) {
 		struct rdma_conn *rc = l->slot_ctx[s];
 		if (rc && __atomic_load_n(&rc->state, __ATOMIC_ACQUIRE) == RC_CLOSED)
 			release(rc);
 	}
-	pthread_mutex_unlock(&l->cq_lock);
+	shunt_mutex_unlock(&l->cq_lock);
 }
 
 const struct link_ops rdma_link_cb = { on_cdc, on_down };
@@ -270,9 +270,9 @@ int rdma_push_locked(struct conn *c, uint32_t extra, int flags, uint64_t *seq)
 
 static void push(struct conn *c, uint32_t extra)
 {
-	pthread_mutex_lock(&rcn(c)->rc->lock);
+	shunt_mutex_lock(&rcn(c)->rc->lock);
 	rdma_push_locked(c, extra, PUSH_MAY_POLL, NULL);
-	pthread_mutex_unlock(&rcn(c)->rc->lock);
+	shunt_mutex_unlock(&rcn(c)->rc->lock);
 }
 
 /* Before the TCP socket says FIN: the cursor message that ends the stream
@@ -299,9 +299,9 @@ static int push_and_wait_ns(struct conn *c, uint32_t extra, uint64_t wait_ns, in
 		seq = &own;
 	*late = 0;
 	*seq = 0;
-	pthread_mutex_lock(&rc->lock);
+	shunt_mutex_lock(&rc->lock);
 	r = rdma_push_locked(c, extra, PUSH_MAY_POLL | PUSH_SIGNAL, seq);
-	pthread_mutex_unlock(&rc->lock);
+	shunt_mutex_unlock(&rc->lock);
 	if (!r && *seq)
 		r = (*late = shunt_fault_rdma_stall()) ? -ETIMEDOUT : rdma_link_wait(rc->link, *seq, wait_ns);
 	return r;
@@ -367,7 +367,7 @@ static int backlog_one(struct rdma_conn *rc, void *arg)
 
 	if (!__atomic_load_n(&rc->backlog, __ATOMIC_ACQUIRE))
 		return 0;
-	if (pthread_mutex_trylock(&rc->lock)) {
+	if (shunt_mutex_trylock(&rc->lock)) {
 		*again = 1;
 		return 0;
 	}
@@ -375,7 +375,7 @@ static int backlog_one(struct rdma_conn *rc, void *arg)
 	if (rdma_push_locked(rc->c, 0, 0, NULL) == -EPIPE)
 		__atomic_store_n(&rc->backlog, 0, __ATOMIC_RELEASE); /* moving: the move resends it */
 	*again |= __atomic_load_n(&rc->backlog, __ATOMIC_ACQUIRE);
-	pthread_mutex_unlock(&rc->lock);
+	shunt_mutex_unlock(&rc->lock);
 	return 0;
 }
 
@@ -544,18 +544,18 @@ static void close_tail(struct conn *c)
 
 	if (rc->fo_closed && __atomic_load_n(&l->state, __ATOMIC_ACQUIRE) == LINK_UP) {
 		/* moved: the peer's slot waits for this word, ours for its */
-		pthread_mutex_lock(&rc->lock);
+		shunt_mutex_lock(&rc->lock);
 		(void)rdma_post_word(rc, SHUNT_CDC_F_RELEASED, PUSH_MAY_POLL);
-		pthread_mutex_unlock(&rc->lock);
+		shunt_mutex_unlock(&rc->lock);
 	}
-	pthread_mutex_lock(&l->cq_lock);
+	shunt_mutex_lock(&l->cq_lock);
 	__atomic_store_n(&rc->state, RC_CLOSED, __ATOMIC_RELEASE);
 	rc->c = NULL;
 	now = __atomic_load_n(&l->state, __ATOMIC_ACQUIRE) != LINK_UP ||
 	      (rc->closed_rcvd && apps_let_go(rc));
 	if (now)
 		release(rc);
-	pthread_mutex_unlock(&l->cq_lock);
+	shunt_mutex_unlock(&l->cq_lock);
 	rdma_fo_linger(c);
 	moved_free(c);
 }
@@ -591,10 +591,10 @@ static int close_step(struct conn *c)
 	int r;
 
 	if (!rc->close_seq && __atomic_load_n(&rc->link->state, __ATOMIC_ACQUIRE) == LINK_UP &&
-	    !conn_moving(c) && !pthread_mutex_trylock(&rc->lock)) {
+	    !conn_moving(c) && !shunt_mutex_trylock(&rc->lock)) {
 		/* not posted yet: a full send queue, the peer stopped */
 		(void)rdma_push_locked(c, rc->close_word, PUSH_SIGNAL, &rc->close_seq);
-		pthread_mutex_unlock(&rc->lock);
+		shunt_mutex_unlock(&rc->lock);
 	}
 	if (rc->close_seq && __atomic_load_n(&rc->link->completed, __ATOMIC_ACQUIRE) >= rc->close_seq)
 		r = 0;
@@ -616,26 +616,26 @@ void rdma_close_sweep(void)
 {
 	struct rconn *x, *next, **pp;
 
-	if (!__atomic_load_n(&rdma_closers, __ATOMIC_ACQUIRE) || pthread_mutex_trylock(&close_sweep_lock))
+	if (!__atomic_load_n(&rdma_closers, __ATOMIC_ACQUIRE) || shunt_mutex_trylock(&close_sweep_lock))
 		return;
-	pthread_mutex_lock(&closing_lock);
+	shunt_mutex_lock(&closing_lock);
 	x = closing;
-	pthread_mutex_unlock(&closing_lock);
+	shunt_mutex_unlock(&closing_lock);
 	for (; x; x = next) {
 		next = x->closing_next; /* only this sweeper changes it */
 		if (!close_step(&x->c))
 			continue;
-		pthread_mutex_lock(&closing_lock);
+		shunt_mutex_lock(&closing_lock);
 		for (pp = &closing; *pp; pp = &(*pp)->closing_next)
 			if (*pp == x) {
 				*pp = next;
 				break;
 			}
-		pthread_mutex_unlock(&closing_lock);
+		shunt_mutex_unlock(&closing_lock);
 		close_tail(&x->c);
 		__atomic_sub_fetch(&rdma_closers, 1, __ATOMIC_RELEASE);
 	}
-	pthread_mutex_unlock(&close_sweep_lock);
+	shunt_mutex_unlock(&close_sweep_lock);
 }
 
 /* The application let go: tell the peer (it stops writing into our ring);
@@ -668,11 +668,11 @@ void rdma_conn_free(struct conn *c)
 		if (((r == -ETIMEDOUT && !late) || r == -EAGAIN) && later) {
 			/* the progress thread finishes it (rdma_close_sweep) */
 			shunt_unlock(&locked->wlock);
-			pthread_mutex_lock(&closing_lock);
+			shunt_mutex_lock(&closing_lock);
 			rcn(c)->closing_next = closing;
 			closing = rcn(c);
 			__atomic_add_fetch(&rdma_closers, 1, __ATOMIC_ACQ_REL);
-			pthread_mutex_unlock(&closing_lock);
+			shunt_mutex_unlock(&closing_lock);
 			rdma_thread_start();
 			return;
 		}

@@ -65,10 +65,10 @@ int rdma_fo_tx_begin(struct conn *c, int push_flags)
 		return 0;
 	/* no post is under way */
 	if (!(push_flags & PUSH_MAY_POLL)) {
-		if (pthread_mutex_trylock(&rc->lock))
+		if (shunt_mutex_trylock(&rc->lock))
 			return -EBUSY;
 	} else {
-		pthread_mutex_lock(&rc->lock);
+		shunt_mutex_lock(&rc->lock);
 	}
 	why = __atomic_load_n(&c->mv.want, __ATOMIC_ACQUIRE);
 	if (!why) {
@@ -104,7 +104,7 @@ int rdma_fo_tx_begin(struct conn *c, int push_flags)
 	}
 	__atomic_store_n(&c->mv.tx, 1, __ATOMIC_RELEASE);
 	__atomic_add_fetch(&c->mv.gen, 1, __ATOMIC_RELEASE);
-	pthread_mutex_unlock(&rc->lock);
+	shunt_mutex_unlock(&rc->lock);
 	__atomic_store_n(&rdma_fo_work, 1, __ATOMIC_RELEASE);
 	return 0;
 }
@@ -130,7 +130,7 @@ static int fo_thread_spawn(void *(*fn)(void *), void *arg, int fd)
 {
 	int r = -ENOMEM;
 
-	pthread_mutex_lock(&fo_thr_lock);
+	shunt_mutex_lock(&fo_thr_lock);
 	if (fo_thr_n == fo_thr_cap) {
 		int cap = fo_thr_cap ? 2 * fo_thr_cap : 8, *v = realloc(fo_thr_fd, sizeof *v * (size_t)cap);
 		if (v) {
@@ -144,21 +144,21 @@ static int fo_thread_spawn(void *(*fn)(void *), void *arg, int fd)
 		if (r)
 			fo_thr_n--;
 	}
-	pthread_mutex_unlock(&fo_thr_lock);
+	shunt_mutex_unlock(&fo_thr_lock);
 	return r;
 }
 
 /* The thread's last step. */
 static void fo_thread_close(int fd)
 {
-	pthread_mutex_lock(&fo_thr_lock);
+	shunt_mutex_lock(&fo_thr_lock);
 	for (int i = 0; i < fo_thr_n; i++)
 		if (fo_thr_fd[i] == fd) {
 			fo_thr_fd[i] = fo_thr_fd[--fo_thr_n];
 			break;
 		}
 	fd_close_internal(fd);
-	pthread_mutex_unlock(&fo_thr_lock);
+	shunt_mutex_unlock(&fo_thr_lock);
 }
 
 void rdma_fo_threads_wait(uint64_t deadline)
@@ -329,9 +329,9 @@ void rdma_fo_sweep(void)
 {
 	if (!__atomic_load_n(&rdma_fo_work, __ATOMIC_ACQUIRE))
 		return;
-	pthread_mutex_lock(&rdma_lock);
+	shunt_mutex_lock(&rdma_lock);
 	rdma_each_open_flagged(&rdma_fo_work, sweep_one, 0);
-	pthread_mutex_unlock(&rdma_lock);
+	shunt_mutex_unlock(&rdma_lock);
 }
 
 /* fo_lock held: consume what precedes the peer's application bytes on the
@@ -388,10 +388,10 @@ static void fo_rx_settle(struct conn *c)
 			e = -EPROTO; /* and will never come */
 		}
 		if (!e) {
-			pthread_mutex_lock(&rcn(c)->rc->link->cq_lock);
+			shunt_mutex_lock(&rcn(c)->rc->link->cq_lock);
 			__atomic_store_n(&c->mv.rx, 1, __ATOMIC_RELEASE); /* cursor messages stop here */
 			prod = __atomic_load_n(&c->rx.ctl->prod, __ATOMIC_ACQUIRE);
-			pthread_mutex_unlock(&rcn(c)->rc->link->cq_lock);
+			shunt_mutex_unlock(&rcn(c)->rc->link->cq_lock);
 			/* a pass or a fork (rdma_conn_pass, rdma_share_prepare;
 			 * the mover holds the reader's lock): the socket is to
 			 * carry what our application has not read, so only the
@@ -454,9 +454,9 @@ void rdma_conn_refresh(struct conn *c)
 
 	if (rx == 2)
 		return;
-	pthread_mutex_lock(&c->mv.lock);
+	shunt_mutex_lock(&c->mv.lock);
 	fo_rx_settle(c);
-	pthread_mutex_unlock(&c->mv.lock);
+	shunt_mutex_unlock(&c->mv.lock);
 	if (__atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) != rx)
 		__atomic_add_fetch(&c->mv.gen, 1, __ATOMIC_RELEASE);
 }

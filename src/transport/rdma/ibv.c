@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include "ibv.h"
+#include "../../base/lock.h"
 
 struct ibv_api ibv;
 static int loaded; /* 0 not tried, 1 ok, -errno failed */
@@ -26,9 +27,9 @@ int ibv_load(void)
 {
 	void *h;
 
-	pthread_mutex_lock(&lock);
+	shunt_mutex_lock(&lock);
 	if (loaded) {
-		pthread_mutex_unlock(&lock);
+		shunt_mutex_unlock(&lock);
 		return loaded > 0 ? 0 : loaded;
 	}
 	loaded = -ENOENT;
@@ -44,6 +45,6 @@ int ibv_load(void)
 			*(void **)((char *)&ibv + syms[i].off) = f;
 		}
 	}
-	pthread_mutex_unlock(&lock);
+	shunt_mutex_unlock(&lock);
 	return loaded > 0 ? 0 : loaded;
 }

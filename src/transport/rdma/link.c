@@ -142,7 +142,7 @@ void rdma_dev_forget(void)
  * the devices again. */
 void rdma_dev_renew(void)
 {
-	pthread_mutex_lock(&dev_lock);
+	shunt_mutex_lock(&dev_lock);
 	for (struct rdma_dev *d = devs, *next; d; d = next) {
 		next = d->next;
 		d->stale = 1;
@@ -152,7 +152,7 @@ void rdma_dev_renew(void)
 	devs = NULL;
 	devs_scanned = 0;
 	devs_refused = 0;
-	pthread_mutex_unlock(&dev_lock);
+	shunt_mutex_unlock(&dev_lock);
 }
 
 int rdma_dev_same(const struct rdma_dev *a, const struct rdma_dev *b)
@@ -166,7 +166,7 @@ int rdma_dev_same(const struct rdma_dev *a, const struct rdma_dev *b)
  * devices of rdma_links only, which are users). */
 void rdma_dev_sweep(void)
 {
-	pthread_mutex_lock(&dev_lock);
+	shunt_mutex_lock(&dev_lock);
 	for (struct rdma_dev **pp = &stale_devs, *d; (d = *pp);) {
 		struct ibv_context *ctx = d->ctx;
 		struct ibv_comp_channel *ch = NULL;
@@ -199,7 +199,7 @@ void rdma_dev_sweep(void)
 		fd_unmark_internal(ctx->cmd_fd);
 		ibv.close_device(ctx);
 	}
-	pthread_mutex_unlock(&dev_lock);
+	shunt_mutex_unlock(&dev_lock);
 }
 
 /* The last match in the table wins: rxe and most RoCE devices list a
@@ -209,7 +209,7 @@ struct rdma_dev *rdma_dev_for(const struct sockaddr *local)
 	union ibv_gid want;
 	struct rdma_dev *d, *best = NULL;
 
-	pthread_mutex_lock(&dev_lock);
+	shunt_mutex_lock(&dev_lock);
 	if (!devs_scanned) {
 		scan();
 		devs_scanned = 1;
@@ -229,7 +229,7 @@ struct rdma_dev *rdma_dev_for(const struct sockaddr *local)
 		if (!best->ch)
 			best = NULL;
 	}
-	pthread_mutex_unlock(&dev_lock);
+	shunt_mutex_unlock(&dev_lock);
 	return best;
 }
 
@@ -330,7 +330,7 @@ int rdma_slot_key(struct rdma_link *l, unsigned slot, uint32_t *rkey)
 		*rkey = l->rx_mr->rkey;
 		return 0;
 	}
-	pthread_mutex_lock(&l->bind_lock);
+	shunt_mutex_lock(&l->bind_lock);
 	if (!l->mw_ready[slot]) /* never bound, or the re-bind could not be posted */
 		r = bind_locked(l, slot);
 	l->mw_ready[slot] = 0;
@@ -341,7 +341,7 @@ int rdma_slot_key(struct rdma_link *l, unsigned slot, uint32_t *rkey)
 		if (!r && shunt_now_ns() - t0 > 2000000000ull)
 			r = -ETIMEDOUT;
 	}
-	pthread_mutex_unlock(&l->bind_lock);
+	shunt_mutex_unlock(&l->bind_lock);
 	if (r == -EIO || r == -EPIPE) {
 		/* The binder failed: no slot of the link gets a key any more, so
 		 * it fails now - its connections move to TCP as on any link
@@ -510,9 +510,9 @@ void rdma_slot_put(struct rdma_link *l, unsigned slot)
 	l->slot_ctx[slot] = NULL;
 	if (l->mw[slot] && __atomic_load_n(&l->state, __ATOMIC_ACQUIRE) == LINK_UP) {
 		/* the old key dies now, and the next connection need not wait */
-		pthread_mutex_lock(&l->bind_lock);
+		shunt_mutex_lock(&l->bind_lock);
 		l->mw_ready[slot] = !bind_locked(l, slot);
-		pthread_mutex_unlock(&l->bind_lock);
+		shunt_mutex_unlock(&l->bind_lock);
 	}
 	__atomic_fetch_and(&l->used, ~(1u << slot), __ATOMIC_ACQ_REL);
 }
@@ -538,9 +538,9 @@ static int sq_room(struct rdma_link *l, unsigned need, int may_poll)
 			start = shunt_now_ns();
 		else if (shunt_now_ns() - start > SQ_POLL_NS)
 			return -EAGAIN;
-		pthread_mutex_unlock(&l->sq_lock);
+		shunt_mutex_unlock(&l->sq_lock);
 		rdma_link_poll(l);
-		pthread_mutex_lock(&l->sq_lock);
+		shunt_mutex_lock(&l->sq_lock);
 	}
 	return 0;
 }
@@ -588,7 +588,7 @@ int rdma_push(struct rdma_link *l, unsigned slot, uint64_t raddr, uint32_t rkey,
 	n++;
 	for (int i = 0; i + 1 < n; i++)
 		wr[i].next = &wr[i + 1];
-	pthread_mutex_lock(&l->sq_lock);
+	shunt_mutex_lock(&l->sq_lock);
 	if ((r = sq_room(l, (unsigned)n, may_poll)) == 0) {
 		/* ask for a completion when crossing a quarter of the queue,
 		 * and for the cursor message itself when the caller waits */
@@ -604,7 +604,7 @@ int rdma_push(struct rdma_link *l, unsigned slot, uint64_t raddr, uint32_t rkey,
 		if (seq)
 			*seq = l->posted;
 	}
-	pthread_mutex_unlock(&l->sq_lock);
+	shunt_mutex_unlock(&l->sq_lock);
 	return r;
 }
 
@@ -639,7 +639,7 @@ static int poll_locked(struct rdma_link *l);
 
 int rdma_link_poll(struct rdma_link *l)
 {
-	if (pthread_mutex_trylock(&l->cq_lock))
+	if (shunt_mutex_trylock(&l->cq_lock))
 		return 0; /* someone else reaps: their dispatch wakes us */
 	return poll_locked(l);
 }
@@ -647,7 +647,7 @@ int rdma_link_poll(struct rdma_link *l)
 /* Every completion that exists now is processed when this returns. */
 void rdma_link_drain(struct rdma_link *l)
 {
-	pthread_mutex_lock(&l->cq_lock);
+	shunt_mutex_lock(&l->cq_lock);
 	poll_locked(l);
 }
 
@@ -709,7 +709,7 @@ static int poll_locked(struct rdma_link *l)
 	}
 	if (n < 0)
 		down = 1;
-	pthread_mutex_unlock(&l->cq_lock);
+	shunt_mutex_unlock(&l->cq_lock);
 	if (down && __atomic_exchange_n(&l->state, LINK_DOWN, __ATOMIC_ACQ_REL) == LINK_UP)
 		l->ops->down(l);
 	return total;

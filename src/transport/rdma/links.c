@@ -63,14 +63,14 @@ void rdma_spare_refill(void)
 	struct rdma_dev *need = NULL;
 	struct rdma_link *l, *n;
 
-	pthread_mutex_lock(&rdma_lock);
+	shunt_mutex_lock(&rdma_lock);
 	for (l = rdma_links; l && !need; l = l->next) {
 		need = l->dev->stale ? NULL : l->dev; /* (no link is made there: rdma_dev_renew) */
 		for (n = rdma_spares; n; n = n->next)
 			if (n->dev == need)
 				need = NULL;
 	}
-	pthread_mutex_unlock(&rdma_lock);
+	shunt_mutex_unlock(&rdma_lock);
 	uint64_t t0 = shunt_now_ns();
 	if (!need || t0 < spare_retry_ns)
 		return;
@@ -85,14 +85,14 @@ void rdma_spare_refill(void)
 	spare_retry_ns = 0;
 	shunt_log("rdma: spare link on %s ready in %llu us", need->name,
 		  (unsigned long long)(shunt_now_ns() - t0) / 1000);
-	pthread_mutex_lock(&rdma_lock);
+	shunt_mutex_lock(&rdma_lock);
 	if (need->stale) { /* the process changed its credentials meanwhile */
 		rdma_link_free(n);
 	} else {
 		n->next = rdma_spares;
 		rdma_spares = n;
 	}
-	pthread_mutex_unlock(&rdma_lock);
+	shunt_mutex_unlock(&rdma_lock);
 }
 
 /* Client: the spares that offers in flight hold (each its own): the
@@ -341,10 +341,10 @@ struct rdma_link *rdma_retiring_named(const union ibv_gid *g, uint32_t qpn, stru
 static void retire_free(struct rdma_link *l)
 {
 	/* a thread that gave back the last slot may be inside these locks */
-	pthread_mutex_lock(&l->cq_lock);
-	pthread_mutex_unlock(&l->cq_lock);
-	pthread_mutex_lock(&l->sq_lock);
-	pthread_mutex_unlock(&l->sq_lock);
+	shunt_mutex_lock(&l->cq_lock);
+	shunt_mutex_unlock(&l->cq_lock);
+	shunt_mutex_lock(&l->sq_lock);
+	shunt_mutex_unlock(&l->sq_lock);
 	rdma_link_free(l);
 }
 
@@ -442,7 +442,7 @@ void rdma_creds_changed(void)
 {
 	struct rdma_link *l, **pp;
 
-	pthread_mutex_lock(&rdma_lock);
+	shunt_mutex_lock(&rdma_lock);
 	/* each link is tried once, at the first change after it was made: a
 	 * provider that posts from user space posts after any later one too
 	 * (a process that changes its user at every request, as smbd does,
@@ -466,7 +466,7 @@ void rdma_creds_changed(void)
 			rdma_link_down(l);
 		}
 	rdma_dev_sweep();
-	pthread_mutex_unlock(&rdma_lock);
+	shunt_mutex_unlock(&rdma_lock);
 }
 
 /* The process ends (share.c, rdma_exit_flush): each link that carries
@@ -481,7 +481,7 @@ void rdma_links_farewell(void)
 
 	if (shunt_sandboxed)
 		return; /* (a post is a system call: the filter may forbid it) */
-	pthread_mutex_lock(&rdma_lock);
+	shunt_mutex_lock(&rdma_lock);
 	for (struct rdma_link *l = rdma_links; l; l = l->next)
 		if (!__atomic_load_n(&l->used, __ATOMIC_ACQUIRE) &&
 		    __atomic_load_n(&l->state, __ATOMIC_ACQUIRE) == LINK_UP &&
@@ -490,5 +490,5 @@ void rdma_links_farewell(void)
 	for (struct rdma_link *l = rdma_links; l; l = l->next)
 		if (l->retire_agreed == 2 && (now = shunt_now_ns()) < deadline)
 			rdma_link_wait(l, l->retire_seq, deadline - now);
-	pthread_mutex_unlock(&rdma_lock);
+	shunt_mutex_unlock(&rdma_lock);
 }

@@ -64,9 +64,9 @@ static int slot_open(struct rdma_offer *x, struct rdma_link *l, uint32_t tag)
 	rc->link = l;
 	rc->tag = tag;
 	pthread_mutex_init(&rc->lock, NULL);
-	pthread_mutex_lock(&l->cq_lock);
+	shunt_mutex_lock(&l->cq_lock);
 	slot = rdma_slot_take(l, rc, tag);
-	pthread_mutex_unlock(&l->cq_lock);
+	shunt_mutex_unlock(&l->cq_lock);
 	if (slot < 0) {
 		rdma_rc_free(rc);
 		return -1;
@@ -82,9 +82,9 @@ static void slot_close(struct rdma_offer *x)
 {
 	if (x->slot < 0)
 		return;
-	pthread_mutex_lock(&x->link->cq_lock);
+	shunt_mutex_lock(&x->link->cq_lock);
 	rdma_slot_put(x->link, (unsigned)x->slot);
-	pthread_mutex_unlock(&x->link->cq_lock);
+	shunt_mutex_unlock(&x->link->cq_lock);
 	rdma_rc_free(x->rc);
 	x->slot = -1;
 	x->rc = NULL;
@@ -130,7 +130,7 @@ int rdma_client_offer(int fd, uint32_t tag, struct shunt_hs_offer *o, void **sta
 	x = calloc(1, sizeof *x);
 	if (!x)
 		return -ENOMEM;
-	pthread_mutex_lock(&rdma_lock);
+	shunt_mutex_lock(&rdma_lock);
 	x->dev = rdma_dev_for((void *)&ss);
 	x->link = x->dev ? rdma_spare_take(x->dev) : NULL;
 	x->slot = -1;
@@ -140,7 +140,7 @@ int rdma_client_offer(int fd, uint32_t tag, struct shunt_hs_offer *o, void **sta
 	}
 	if (x->link)
 		rdma_spare_hold(x->link);
-	pthread_mutex_unlock(&rdma_lock);
+	shunt_mutex_unlock(&rdma_lock);
 	if (x->slot < 0) {
 		/* a device, but no queue pair or registration for us: resources */
 		int r = no_link(x->dev);
@@ -159,11 +159,11 @@ void rdma_offer_drop(void *state)
 
 	if (!x)
 		return;
-	pthread_mutex_lock(&rdma_lock);
+	shunt_mutex_lock(&rdma_lock);
 	slot_close(x);
 	if (x->spare) /* unused: back to the pool */
 		rdma_spare_back(x->link);
-	pthread_mutex_unlock(&rdma_lock);
+	shunt_mutex_unlock(&rdma_lock);
 	free(x);
 }
 
@@ -174,10 +174,10 @@ void rdma_offer_abandon(void *state)
 	struct rdma_offer *x = state;
 
 	if (x && x->rc) {
-		pthread_mutex_lock(&x->link->cq_lock);
+		shunt_mutex_lock(&x->link->cq_lock);
 		x->rc->closed_sent = 1;
 		__atomic_store_n(&x->rc->state, RC_CLOSED, __ATOMIC_RELEASE);
-		pthread_mutex_unlock(&x->link->cq_lock);
+		shunt_mutex_unlock(&x->link->cq_lock);
 		x->slot = -1;
 		x->rc = NULL;
 	}
@@ -201,7 +201,7 @@ int rdma_client_accept(struct sk *s, int fd, void *state, const struct shunt_hs_
 	union ibv_gid g;
 
 	memcpy(g.raw, a->offer.gid, 16);
-	pthread_mutex_lock(&rdma_lock);
+	shunt_mutex_lock(&rdma_lock);
 	if (!(l = rdma_links_named(&g, a->offer.qpn, x->dev)))
 		l = rdma_retiring_named(&g, a->offer.qpn, x->dev);
 	if (l && a->offer.peer_qpn && l->qp->qp_num != want) {
@@ -224,7 +224,7 @@ int rdma_client_accept(struct sk *s, int fd, void *state, const struct shunt_hs_
 			slot_open(x, l, tag);
 	}
 	x->spare = 0;
-	pthread_mutex_unlock(&rdma_lock);
+	shunt_mutex_unlock(&rdma_lock);
 	if (x->slot < 0) {
 		rdma_offer_drop(x);
 		return why;
@@ -260,7 +260,7 @@ int rdma_server_offer(int fd, const struct shunt_hs_msg *p, uint32_t tag, struct
 		return SHUNT_R_RESOURCE;
 	memcpy(g.raw, p->offer.gid, 16);
 	x->slot = -1;
-	pthread_mutex_lock(&rdma_lock);
+	shunt_mutex_lock(&rdma_lock);
 	x->dev = rdma_dev_for((void *)&ss);
 	if (x->dev && (x->link = rdma_links_find(p->offer.host_id, p->offer.proc_id, x->dev))) {
 		slot_open(x, x->link, tag);
@@ -272,7 +272,7 @@ int rdma_server_offer(int fd, const struct shunt_hs_msg *p, uint32_t tag, struct
 			rdma_link_free(x->link);
 		}
 	}
-	pthread_mutex_unlock(&rdma_lock);
+	shunt_mutex_unlock(&rdma_lock);
 	if (x->slot < 0) {
 		int r = no_link(x->dev) == -ENOMEM ? SHUNT_R_RESOURCE : SHUNT_R_HS_NO_TRANSPORT;
 		free(x);
@@ -305,13 +305,13 @@ void rdma_offer_stale(void *state)
 	if (!x || x->slot < 0)
 		return;
 	l = x->link;
-	pthread_mutex_lock(&rdma_lock);
+	shunt_mutex_lock(&rdma_lock);
 	if (!(__atomic_load_n(&l->used, __ATOMIC_ACQUIRE) & ~(1u << x->slot))) {
 		shunt_log("rdma: the client has no queue pair %u any more: our link to it retires",
 			  l->peer_qpn);
 		rdma_link_down(l);
 	}
-	pthread_mutex_unlock(&rdma_lock);
+	shunt_mutex_unlock(&rdma_lock);
 }
 
 /* Server, on the client's CONFIRM: it must name the link we answered on. */

@@ -59,11 +59,11 @@ static void dev_events(struct rdma_dev *d)
 	if (!dead)
 		return;
 	shunt_log("rdma: %s: port down or device failed", d->name);
-	pthread_mutex_lock(&rdma_lock);
+	shunt_mutex_lock(&rdma_lock);
 	for (struct rdma_link *l = rdma_links; l; l = l->next)
 		if (l->dev == d && __atomic_load_n(&l->state, __ATOMIC_ACQUIRE) == LINK_UP)
 			rdma_link_break(l);
-	pthread_mutex_unlock(&rdma_lock);
+	shunt_mutex_unlock(&rdma_lock);
 }
 
 static void progress_once(int timeout_ms)
@@ -73,7 +73,7 @@ static void progress_once(int timeout_ms)
 	struct rdma_link *l;
 	int n = 0;
 
-	pthread_mutex_lock(&rdma_lock);
+	shunt_mutex_lock(&rdma_lock);
 	for (l = rdma_links; l && n < 16; l = l->next) {
 		int dup = 0;
 		for (int i = 0; i < n; i++)
@@ -81,7 +81,7 @@ static void progress_once(int timeout_ms)
 		if (!dup)
 			dev[n++] = l->dev;
 	}
-	pthread_mutex_unlock(&rdma_lock);
+	shunt_mutex_unlock(&rdma_lock);
 	for (int i = 0; i < n; i++) {
 		p[2 * i] = (struct pollfd){ .fd = dev[i]->ch->fd, .events = POLLIN };
 		p[2 * i + 1] = (struct pollfd){ .fd = dev[i]->ctx->async_fd, .events = POLLIN };
@@ -107,7 +107,7 @@ static void progress_once(int timeout_ms)
 		}
 	}
 	/* every link, woken or not: cheap, and nothing is missed */
-	pthread_mutex_lock(&rdma_lock);
+	shunt_mutex_lock(&rdma_lock);
 	rdma_links_poll();
 	rdma_links_retire();
 	rdma_dev_sweep(); /* (devices opened before a credential change, unused now) */
@@ -117,7 +117,7 @@ static void progress_once(int timeout_ms)
 	window_probe();
 	rdma_backlog_sweep();
 	rdma_fin_sweep();
-	pthread_mutex_unlock(&rdma_lock);
+	shunt_mutex_unlock(&rdma_lock);
 	rdma_fo_sweep();
 	rdma_close_sweep();
 	rdma_spare_refill();
@@ -127,13 +127,13 @@ static void progress_once(int timeout_ms)
  * rc->c alive), until fn returns nonzero. */
 void rdma_link_each_open(struct rdma_link *l, int (*fn)(struct rdma_conn *rc, void *arg), void *arg)
 {
-	pthread_mutex_lock(&l->cq_lock);
+	shunt_mutex_lock(&l->cq_lock);
 	for (unsigned s = 0; s < LINK_SLOTS; s++) {
 		struct rdma_conn *rc = l->slot_ctx[s];
 		if (rc && __atomic_load_n(&rc->state, __ATOMIC_ACQUIRE) == RC_OPEN && rc->c && fn(rc, arg))
 			break;
 	}
-	pthread_mutex_unlock(&l->cq_lock);
+	shunt_mutex_unlock(&l->cq_lock);
 }
 
 /* fn on each open connection of every link (rdma_lock held); up: of the
@@ -172,11 +172,11 @@ static int probe_one(struct rdma_conn *rc, void *arg)
 	int r;
 
 	(void)arg;
-	if (ring_space(&c->tx) || rcn(c)->moved || conn_moving(c) || pthread_mutex_trylock(&rc->lock))
+	if (ring_space(&c->tx) || rcn(c)->moved || conn_moving(c) || shunt_mutex_trylock(&rc->lock))
 		return 0;
 	/* no completion polling here: we hold the cq lock */
 	r = rdma_push_locked(c, SHUNT_CDC_F_BLOCKED, 0, NULL);
-	pthread_mutex_unlock(&rc->lock);
+	shunt_mutex_unlock(&rc->lock);
 	return !r; /* one post tells for the whole link */
 }
 

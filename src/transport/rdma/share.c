@@ -85,9 +85,9 @@ static int move_rx(struct conn *c, uint64_t deadline)
 			/* the socket ended with no message before it: the peer
 			 * sent everything over RDMA and closed (its FIN came
 			 * after its last cursor message), so our ring has all */
-			pthread_mutex_lock(&rcn(c)->rc->link->cq_lock);
+			shunt_mutex_lock(&rcn(c)->rc->link->cq_lock);
 			__atomic_store_n(&c->mv.rx, 2, __ATOMIC_RELEASE);
-			pthread_mutex_unlock(&rcn(c)->rc->link->cq_lock);
+			shunt_mutex_unlock(&rcn(c)->rc->link->cq_lock);
 			__atomic_add_fetch(&c->mv.gen, 1, __ATOMIC_RELEASE);
 			break;
 		}
@@ -106,9 +106,9 @@ static int move_rx(struct conn *c, uint64_t deadline)
  * lock throughout. */
 static void pass_resend(struct conn *c, int on)
 {
-	pthread_mutex_lock(&c->mv.lock);
+	shunt_mutex_lock(&c->mv.lock);
 	c->mv.pass = on;
-	pthread_mutex_unlock(&c->mv.lock);
+	shunt_mutex_unlock(&c->mv.lock);
 }
 
 /* Before the descriptor is passed to another process, or shunt's
@@ -281,13 +281,13 @@ void rdma_share_prepare(const char *why, int reason)
 
 	if (!__atomic_load_n(&rdma_links, __ATOMIC_ACQUIRE))
 		return; /* no RDMA connection was ever made here */
-	pthread_mutex_lock(&one);
+	shunt_mutex_lock(&one);
 	fdtab_each(gather, &m);
 	if (!m.n || !(err = calloc((size_t)m.n * 2, sizeof *err))) {
 		for (int i = 0; i < m.n; i++)
 			sk_put(m.v[i]);
 		free(m.v);
-		pthread_mutex_unlock(&one);
+		shunt_mutex_unlock(&one);
 		return;
 	}
 	held = err + m.n;
@@ -325,7 +325,7 @@ void rdma_share_prepare(const char *why, int reason)
 	}
 	free(err);
 	free(m.v);
-	pthread_mutex_unlock(&one);
+	shunt_mutex_unlock(&one);
 }
 
 /* Before the process ends (exit(), _exit()): the kernel closes the TCP
@@ -351,9 +351,9 @@ void rdma_exit_flush(void)
 	 * rdma_close_sweep): the process's end would cut them off, the
 	 * kernel's FIN before the word - they end first, within their bound */
 	while (__atomic_load_n(&rdma_closers, __ATOMIC_ACQUIRE) && ms_left(deadline)) {
-		pthread_mutex_lock(&rdma_lock);
+		shunt_mutex_lock(&rdma_lock);
 		rdma_links_poll();
-		pthread_mutex_unlock(&rdma_lock);
+		shunt_mutex_unlock(&rdma_lock);
 		rdma_close_sweep();
 		usleep(1000);
 	}

@@ -286,7 +286,7 @@ int arena_server_take(uint64_t peer, uint64_t nonce, struct arena **out, unsigne
 	struct arena *a;
 	int r = 0, created = 0, closed;
 
-	pthread_mutex_lock(&lock);
+	shunt_mutex_lock(&lock);
 	closed = sweep_locked(peer);
 	for (a = arenas; a; a = a->next)
 		if (takes(a, peer) && !take_seg(a, seg))
@@ -310,7 +310,7 @@ int arena_server_take(uint64_t peer, uint64_t nonce, struct arena **out, unsigne
 		__atomic_add_fetch(&a->held, 1, __ATOMIC_RELAXED);
 		*out = a;
 	}
-	pthread_mutex_unlock(&lock);
+	shunt_mutex_unlock(&lock);
 	return r;
 }
 
@@ -318,11 +318,11 @@ uint32_t arena_server_client_uid(uint64_t peer)
 {
 	uint32_t uid = UINT32_MAX;
 
-	pthread_mutex_lock(&lock);
+	shunt_mutex_lock(&lock);
 	for (struct arena *a = arenas; a && uid == UINT32_MAX; a = a->next)
 		if (a->side == 1 && a->peer == peer && mine(a))
 			uid = __atomic_load_n(&a->client_uid, __ATOMIC_RELAXED);
-	pthread_mutex_unlock(&lock);
+	shunt_mutex_unlock(&lock);
 	return uid;
 }
 
@@ -382,7 +382,7 @@ static int get_or_map(uint64_t id, int *fds, const uint32_t *uid, int side, stru
 	struct arena *a;
 	int r = 0;
 
-	pthread_mutex_lock(&lock);
+	shunt_mutex_lock(&lock);
 	a = find(id, side);
 	if (a && !same_arena(a, fds)) {
 		close3(fds);
@@ -417,7 +417,7 @@ static int get_or_map(uint64_t id, int *fds, const uint32_t *uid, int side, stru
 		__atomic_add_fetch(&a->held, 1, __ATOMIC_RELAXED);
 		*out = a;
 	}
-	pthread_mutex_unlock(&lock);
+	shunt_mutex_unlock(&lock);
 	return r;
 }
 
@@ -574,9 +574,9 @@ static void reap_closed(void)
 {
 	if (shunt_sandboxed || shunt_in_handler())
 		return;
-	pthread_mutex_lock(&lock);
+	shunt_mutex_lock(&lock);
 	reap_closed_locked();
-	pthread_mutex_unlock(&lock);
+	shunt_mutex_unlock(&lock);
 }
 
 void arena_offer_begin(void)
@@ -598,7 +598,7 @@ int arena_drop_unused(void)
 {
 	int n = 0;
 
-	pthread_mutex_lock(&lock);
+	shunt_mutex_lock(&lock);
 	for (struct arena **pp = &arenas; *pp;) {
 		if (!__atomic_load_n(&(*pp)->held, __ATOMIC_ACQUIRE) && may_unmap(*pp)) {
 			arena_free_locked(pp);
@@ -607,7 +607,7 @@ int arena_drop_unused(void)
 			pp = &(*pp)->next;
 		}
 	}
-	pthread_mutex_unlock(&lock);
+	shunt_mutex_unlock(&lock);
 	return n;
 }
 

@@ -163,10 +163,10 @@ int shm_settle(struct conn *c)
 	 * same message would both consume them, the second taking bytes of
 	 * the stream.  A thread finding it busy leaves it to the one in it
 	 * (a try: no wait, nothing held across a fork). */
-	if (pthread_mutex_trylock(&c->mv.lock))
+	if (shunt_mutex_trylock(&c->mv.lock))
 		return 0;
 	r = settle_locked(c);
-	pthread_mutex_unlock(&c->mv.lock);
+	shunt_mutex_unlock(&c->mv.lock);
 	if (__atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) == 2)
 		shm_move_progress(c); /* just moved: the peer may wait for our resend */
 	return r;
