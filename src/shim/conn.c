@@ -549,12 +549,28 @@ static int send_needs_socket(struct sk *s, int flags)
 	return 0;
 }
 
+/* O_NONBLOCK is the open file description's, which a fork shares: the
+ * other process's fcntl(F_SETFL) or FIONBIO changes it for this one too,
+ * and our copy (s->nonblock, kept by this process's wrappers) would not
+ * know - a read TCP fails with EAGAIN waited for ever.  Where a call on a
+ * connection another process may hold must wait or say EAGAIN, the
+ * kernel is asked (one fcntl, on that path alone; not in a sandbox). */
+int conn_nonblock(struct sk *s, int flags)
+{
+	int fl;
+
+	if (s->conn->shared && !(flags & MSG_DONTWAIT) && !shunt_sandboxed &&
+	    (fl = real.fcntl(s->conn->tcp_fd, F_GETFL)) >= 0)
+		s->nonblock = !!(fl & O_NONBLOCK);
+	return s->nonblock || (flags & MSG_DONTWAIT);
+}
+
 ssize_t conn_sendmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int flags, const struct msghdr *ctl)
 {
 	struct conn *c = s->conn;
 	size_t len = iov_total(iov0, iovcnt), total = 0;
 	int nonblock = s->nonblock || (flags & MSG_DONTWAIT);
-	int deadline = -2, r = 0, moved = 0, armed = 0;
+	int deadline = -2, r = 0, moved = 0, armed = 0, asked = 0;
 	uint64_t sig0 = shunt_signals_seen();
 	struct iovec copy[IOV_MAX], *iov = copy;
 	struct conn_stuck stuck = { 0 };
@@ -632,6 +648,8 @@ ssize_t conn_sendmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int fla
 			c->tp->push(c);
 			continue;
 		}
+		if (len && !asked++) /* the ring is full: wait, or EAGAIN? */
+			nonblock = conn_nonblock(s, flags);
 		if (!len || (nonblock && total))
 			break;
 		if (nonblock) {
@@ -718,7 +736,7 @@ ssize_t conn_recvmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int fla
 	int peekall = peek && (flags & MSG_WAITALL);
 	size_t want;
 	int trunc = flags & MSG_TRUNC; /* TCP's: count and consume, copy nothing */
-	int deadline = -2, r = 0;
+	int deadline = -2, r = 0, asked = 0;
 	uint64_t sig0 = shunt_signals_seen();
 	struct iovec copy[IOV_MAX], *iov = copy;
 
@@ -768,6 +786,8 @@ ssize_t conn_recvmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int fla
 			/* not all there yet: nap, the lock released (rare: no
 			 * wake-up says "this many"; and what is there stays
 			 * unread, as the kernel leaves it) */
+			if (!asked++ && (nonblock = conn_nonblock(s, flags)))
+				continue; /* (another process made it non-blocking) */
 			shunt_unlock(&locked->rlock);
 			if (shunt_signals_seen() != sig0)
 				return -EINTR;
@@ -858,6 +878,8 @@ ssize_t conn_recvmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int fla
 				continue;
 			break;
 		}
+		if (!asked++) /* the ring is empty: wait, or EAGAIN? */
+			nonblock = conn_nonblock(s, flags);
 		if (nonblock) {
 			if (shunt_now_ns() - c->last_probe_ns > REFRESH_INTERVAL_NS) {
 				conn_refresh(c);

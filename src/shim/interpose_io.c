@@ -397,12 +397,13 @@ static ssize_t accel_sendfile(struct sk *s, int in, off_t *off, size_t count)
 	char buf[65536];
 	size_t total = 0;
 	off_t pos = off ? *off : 0;
+	int nonblock = conn_nonblock(s, 0);
 
 	while (total < count) {
 		size_t want = count - total < sizeof buf ? count - total : sizeof buf;
 		ssize_t n, w;
 		struct iovec iov = { buf, 0 };
-		if (s->nonblock) {
+		if (nonblock) {
 			size_t room = conn_send_room(s->conn);
 			if (!room && !total)
 				return -EAGAIN;

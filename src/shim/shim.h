@@ -198,6 +198,9 @@ void conn_discard(struct conn *c);
 /* ctl (sendmsg's, or NULL): control data TCP acts on (SO_TIMESTAMPING
  * asks for a send's timestamps; an unknown type is EINVAL): the
  * connection moves to TCP and the socket gets it */
+/* O_NONBLOCK now (MSG_DONTWAIT among flags counts): the kernel's word on a
+ * connection another process may hold, which may have changed it */
+int conn_nonblock(struct sk *s, int flags);
 ssize_t conn_sendmsg(struct sk *s, const struct iovec *iov, int iovcnt, int flags, const struct msghdr *ctl);
 static inline ssize_t conn_send(struct sk *s, const struct iovec *iov, int iovcnt, int flags)
 {

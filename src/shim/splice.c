@@ -72,7 +72,7 @@ static ssize_t to_conn(struct sk *s, int out, int in, size_t len, unsigned flags
 
 	if (!is_pipe(in))
 		return -EINVAL;
-	if (s->nonblock) {
+	if (conn_nonblock(s, 0)) {
 		size_t room = conn_send_room(s->conn);
 		if (!room)
 			return -EAGAIN;
