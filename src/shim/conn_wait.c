@@ -69,6 +69,23 @@ void conn_load_timeouts(struct conn *c)
 	c->timeo_ms[1] = sock_timeout_ms(c->tcp_fd, SO_SNDTIMEO);
 }
 
+/* The timeout a sleep of this call starts with (1: sending).  The
+ * socket's options are shared with every process holding it: on a
+ * connection a fork or exec shared, another's setsockopt may have changed
+ * them since, and the kernel is asked (a sleep's path alone; not in a
+ * sandbox) - else a child's SO_RCVTIMEO went unseen by its parent, whose
+ * read slept on past it (tests/behave/nonblock_shared). */
+static int conn_timeout_now(struct conn *c, int tx)
+{
+	if (c->shared && !shunt_sandboxed) {
+		int ms = sock_timeout_ms(c->tcp_fd, tx ? SO_SNDTIMEO : SO_RCVTIMEO);
+		if (ms >= 0)
+			__atomic_store_n(&conn_timeouts_maybe, 1, __ATOMIC_RELAXED);
+		__atomic_store_n(&c->timeo_ms[tx], ms, __ATOMIC_RELAXED);
+	}
+	return __atomic_load_n(&c->timeo_ms[tx], __ATOMIC_RELAXED);
+}
+
 /* After the kernel took SO_{RCV,SND}TIMEO{,_OLD,_NEW}: a struct timeval
  * or struct __kernel_sock_timeval, two 64-bit fields on 64-bit Linux. */
 void conn_set_timeout(struct conn *c, int name, const void *val, socklen_t len)
@@ -285,7 +302,7 @@ static int conn_wait(struct conn *c, unsigned want, int *deadline_ms, int short_
 		adapt_spin(c, 0);
 	/* SO_RCVTIMEO/SO_SNDTIMEO matter only to a sleeper */
 	if (*deadline_ms == -2)
-		*deadline_ms = __atomic_load_n(&c->timeo_ms[!(want & POLLIN)], __ATOMIC_RELAXED);
+		*deadline_ms = conn_timeout_now(c, !(want & POLLIN));
 	tmo = *deadline_ms < 0 || *deadline_ms > SLEEP_SLICE_MS ? SLEEP_SLICE_MS : *deadline_ms;
 	if (conn_moving(c) && tmo > 10)
 		tmo = 10; /* the peer's failover message comes on the socket */
@@ -352,7 +369,7 @@ int conn_settle_wait(struct sk *s, int *deadline, size_t done, uint64_t *sig0)
 	int rx = __atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE), r;
 
 	if (*deadline == -2)
-		*deadline = __atomic_load_n(&c->timeo_ms[1], __ATOMIC_RELAXED);
+		*deadline = conn_timeout_now(c, 1);
 	r = fd_wait(c->tcp_fd, POLLOUT | POLLIN, *deadline < 0 ? UINT64_MAX : t0 + *deadline * 1000000ull, 0);
 	if (r > 0 && (r & POLLIN) && !(r & POLLOUT)) {
 		uint64_t gen = __atomic_load_n(&c->mv.gen, __ATOMIC_ACQUIRE);

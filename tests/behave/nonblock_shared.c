@@ -2,9 +2,10 @@
  * and fork() share: set or cleared through one descriptor or process, it
  * holds for the others - a read on an empty connection then fails with
  * EAGAIN, a write into a full one takes what fits or fails with EAGAIN,
- * and cleared again, a read waits for its byte.  Under shunt a forked
- * child's fcntl(F_SETFL) or FIONBIO went unseen by its parent, whose
- * read waited for ever where TCP's says EAGAIN. */
+ * and cleared again, a read waits for its byte.  So does SO_RCVTIMEO, the
+ * socket's.  Under shunt a forked child's fcntl(F_SETFL) or FIONBIO went
+ * unseen by its parent, whose read waited for ever where TCP's says
+ * EAGAIN, and so did its SO_RCVTIMEO. */
 #include "common.h"
 
 static struct chan ch;
@@ -113,6 +114,19 @@ int main(void)
 	child_sets(fd, 0, 0);
 	chan_send(&ch, 'd');
 	write_all(fd, "d", 1); /* blocking again: it waits for room */
+
+	/* a child's SO_RCVTIMEO bounds the parent's read (the socket's) */
+	pid_t q = fork();
+	CHECK(q >= 0);
+	if (!q) {
+		struct timeval tv = { 0, 200000 };
+		CHECK(!setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv));
+		_exit(0);
+	}
+	CHECK(waitpid(q, NULL, 0) == q);
+	t0 = now_s();
+	CHECK(recv(fd, &b, 1, 0) == -1 && errno == EAGAIN);
+	CHECK(now_s() - t0 > 0.1);
 	chan_close(&ch);
 	close(fd);
 	CHECK(wait_child(p) == 0);
