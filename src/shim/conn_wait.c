@@ -74,7 +74,7 @@ void conn_load_timeouts(struct conn *c)
  * connection a fork or exec shared, another's setsockopt may have changed
  * them since, and the kernel is asked (a sleep's path alone; not in a
  * sandbox) - else a child's SO_RCVTIMEO went unseen by its parent, whose
- * read slept on past it (tests/behave/nonblock_shared). */
+ * read slept on past it (tests/behave/shared_state). */
 static int conn_timeout_now(struct conn *c, int tx)
 {
 	if (c->shared && !shunt_sandboxed) {
