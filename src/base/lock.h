@@ -38,6 +38,29 @@ static inline void shunt_crit_leave(void)
 			shunt_crit_flush_fn();
 	}
 }
+/* A system call that may block for as long as the peer likes, made with a
+ * lock held (a moved connection's socket, move.c): handlers run in it
+ * as in the kernel's own call - held back, one that ends the wait (an
+ * alarm's siglongjmp out of a blocked write) would never run.  One that
+ * calls into shunt meanwhile meets its thread's lock (the window's cost).
+ * Those held back so far come in now. */
+static inline int shunt_crit_open(void)
+{
+	int d = shunt_crit_depth;
+
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	shunt_crit_depth = 0;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if (__builtin_expect(shunt_crit_deferred, 0) && shunt_crit_flush_fn)
+		shunt_crit_flush_fn();
+	return d;
+}
+static inline void shunt_crit_close(int depth)
+{
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	shunt_crit_depth = depth;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+}
 /* The library's own mutexes: pthread's, counted as above. */
 static inline int shunt_mutex_lock(pthread_mutex_t *m)
 {

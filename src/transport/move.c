@@ -226,11 +226,15 @@ ssize_t move_send_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int f
 		r = move_flush(c, fl | MSG_DONTWAIT);
 		if (r != -EAGAIN || nonblock)
 			break;
-		if (fd_wait(c->tcp_fd, POLLOUT, UINT64_MAX, 0) == -EINTR)
+		int d = shunt_crit_open(); /* (waits as long as the peer likes: lock.h) */
+		r = fd_wait(c->tcp_fd, POLLOUT, UINT64_MAX, 0);
+		shunt_crit_close(d);
+		if (r == -EINTR)
 			return -EINTR;
 	}
 	if (r) /* EPIPE raised SIGPIPE unless the caller said MSG_NOSIGNAL, as the kernel does */
 		return r;
+	int d = nonblock ? -1 : shunt_crit_open(); /* (as above) */
 	if (ctl) { /* sendmsg's control data, the kernel's to judge */
 		struct msghdr mh = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt,
 				     .msg_control = ctl->msg_control, .msg_controllen = ctl->msg_controllen };
@@ -238,6 +242,8 @@ ssize_t move_send_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int f
 	} else {
 		n = sock_send(c->tcp_fd, iov, iovcnt, flags);
 	}
+	if (d >= 0)
+		shunt_crit_close(d);
 	return n < 0 ? -errno : n;
 }
 
@@ -329,7 +335,10 @@ ssize_t move_recv_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int f
 			break;
 		if (nonblock)
 			return -EAGAIN;
-		if (fd_wait(c->tcp_fd, POLLIN, UINT64_MAX, 0) == -EINTR)
+		int d = shunt_crit_open(); /* (as move_send_tcp's) */
+		int w = fd_wait(c->tcp_fd, POLLIN, UINT64_MAX, 0);
+		shunt_crit_close(d);
+		if (w == -EINTR)
 			return -EINTR;
 	}
 	if (c->peer_err == EPROTO)
@@ -349,7 +358,10 @@ ssize_t move_recv_tcp(struct conn *c, const struct iovec *iov, int iovcnt, int f
 			ctl->msg_flags = mh.msg_flags;
 		}
 	} else {
+		int d = nonblock ? -1 : shunt_crit_open(); /* (as move_send_tcp's) */
 		n = sock_recv(c->tcp_fd, iov, iovcnt, flags);
+		if (d >= 0)
+			shunt_crit_close(d);
 		if (ctl)
 			ctl->msg_controllen = 0;
 	}

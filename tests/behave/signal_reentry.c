@@ -9,6 +9,7 @@
  * and reset the connection ("the peer broke its shared ring"), its dup,
  * close or epoll_ctl waited for ever on the library's mutex. */
 #include "common.h"
+#include <setjmp.h>
 #include <sys/epoll.h>
 
 #define CHUNK (1u << 20)
@@ -64,11 +65,20 @@ static void on_alarm(int sig)
 	errno = e;
 }
 
+/* SIGALRM every TICK_US to on_alarm; off: the test's deadline again */
 static void ticking(int on)
 {
 	struct itimerval it = { { 0, on ? TICK_US : 0 }, { 0, on ? TICK_US : 0 } };
+	struct sigaction sa = { .sa_handler = on ? on_alarm : SIG_DFL, .sa_flags = SA_RESTART };
 
+	sigemptyset(&sa.sa_mask);
+	if (on)
+		CHECK(!sigaction(SIGALRM, &sa, NULL));
 	CHECK(!setitimer(ITIMER_REAL, &it, NULL));
+	if (!on) {
+		CHECK(!sigaction(SIGALRM, &sa, NULL));
+		deadline(100);
+	}
 }
 
 /* The server: mode 1 reads the stream to its end, then answers with the
@@ -105,6 +115,10 @@ static void serve(int l)
 	write_pattern(c2, 64u << 20, 7);
 	close(c2);
 	close(c);
+	/* the jump's: read nothing, for 6 s */
+	int c3 = accept(l, NULL, NULL);
+	CHECK(c3 >= 0);
+	sleep(6);
 	_exit(0);
 }
 
@@ -216,20 +230,61 @@ static void handler_same_calls(int m)
 	printf("signal_reentry: %s: %ld handler calls\n", m == 3 ? "dup/close" : "epoll_ctl", handled);
 }
 
+/* A handler that ends a blocked write (an alarm's siglongjmp: an old way
+ * to bound a call) on a connection moved to TCP (urgent data moves it):
+ * the write sleeps in the kernel's send with shunt's lock held, and the
+ * handler must run there as in TCP's - held back, it waited for the
+ * peer to read (here 6 s; for ever, were it never to). */
+static sigjmp_buf jump;
+
+static void on_alarm_jump(int sig)
+{
+	(void)sig;
+	siglongjmp(jump, 1);
+}
+
+static void handler_jumps(const struct sockaddr_storage *ss, socklen_t len)
+{
+	static char buf[1 << 20]; /* (more than the room poll calls writable) */
+	struct sigaction sa = { .sa_handler = on_alarm_jump, .sa_flags = SA_RESTART };
+	int fd = connect_to(ss, len), fl;
+	volatile double t0;
+
+	expect_mode(fd);
+	CHECK(send(fd, "!", 1, MSG_OOB) == 1);
+	CHECK((fl = fcntl(fd, F_GETFL)) >= 0 && !fcntl(fd, F_SETFL, fl | O_NONBLOCK));
+	while (write(fd, buf, sizeof buf) > 0) /* the socket's buffers full: the next write sleeps */
+		;
+	CHECK(errno == EAGAIN && !fcntl(fd, F_SETFL, fl));
+	sigemptyset(&sa.sa_mask);
+	CHECK(!sigaction(SIGALRM, &sa, NULL));
+	t0 = now_s();
+	if (!sigsetjmp(jump, 1)) {
+		alarm(1);
+		write(fd, buf, sizeof buf);
+		fprintf(stderr, "the write returned before the alarm\n");
+		exit(1);
+	}
+	if (now_s() - t0 > 3) {
+		fprintf(stderr, "the alarm's handler ran %.1f s late\n", now_s() - t0 - 1);
+		exit(1);
+	}
+	signal(SIGALRM, SIG_DFL);
+	deadline(100);
+	printf("signal_reentry: jump: out of a blocked write after %.2f s\n", now_s() - t0);
+}
+
 int main(void)
 {
 	struct sockaddr_storage ss;
 	socklen_t len;
 	int l = listen_on("127.0.0.1", &ss, &len);
-	struct sigaction sa = { .sa_handler = on_alarm, .sa_flags = SA_RESTART };
 
 	deadline(100);
 	pid_t p = test_fork();
 	if (!p)
 		serve(l);
 	close(l);
-	sigemptyset(&sa.sa_mask);
-	CHECK(!sigaction(SIGALRM, &sa, NULL));
 	S = connect_to(&ss, len);
 	expect_mode(S);
 	handler_writes();
@@ -244,6 +299,7 @@ int main(void)
 	handler_peeks();
 	close(EP);
 	close(S);
+	handler_jumps(&ss, len); /* (its connection is left to the exit) */
 	CHECK(wait_child(p) == 0);
 	return 0;
 }
