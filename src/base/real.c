@@ -33,6 +33,7 @@ static void resolve(void)
 	RESOLVE(epoll_ctl); RESOLVE(epoll_wait); RESOLVE(epoll_pwait);
 	RESOLVE(sendfile); RESOLVE(execve); RESOLVE(fexecve); RESOLVE(fork);
 	RESOLVE(clone);
+	RESOLVE(mlockall); RESOLVE(munlockall);
 	RESOLVE(syscall); RESOLVE(prctl); RESOLVE(splice); RESOLVE(sendmmsg);
 	RESOLVE(recvmmsg); RESOLVE(open); RESOLVE(openat); RESOLVE(pipe); RESOLVE(pipe2);
 	RESOLVE(socketpair); RESOLVE(eventfd); RESOLVE(timerfd_create); RESOLVE(signalfd);

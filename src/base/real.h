@@ -67,6 +67,8 @@ struct real_fns {
 	int (*sendmmsg)(int, struct mmsghdr *, unsigned int, int);
 	int (*recvmmsg)(int, struct mmsghdr *, unsigned int, int, struct timespec *);
 	int (*prctl)(int, ...);
+	int (*mlockall)(int);
+	int (*munlockall)(void);
 	/* calls that make descriptors, retried after a give-back (giveback.c) */
 	int (*open)(const char *, int, ...);
 	int (*open64)(const char *, int, ...);

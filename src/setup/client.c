@@ -651,6 +651,14 @@ static int connect_offer(int fd, struct sk *s, const struct sockaddr *addr, sock
 	int ret, leave;
 
 	s->reason = SHUNT_R_RESOURCE;
+	if (!arena_mappable()) { /* (the answer is final: an arena we could not map ended it) */
+		static int told;
+		if (!__atomic_exchange_n(&told, 1, __ATOMIC_RELAXED))
+			shunt_warn("the process's memory limits (RLIMIT_AS; mlockall(MCL_FUTURE) within "
+				   "RLIMIT_MEMLOCK) leave no room for a shared-memory arena: its connections "
+				   "stay plain TCP (reason resource-limit)");
+		return rdv_sys(real.connect(fd, addr, len));
+	}
 	if (rdv_csock_get(&sock_id))
 		return rdv_sys(real.connect(fd, addr, len));
 	arena_offer_begin();

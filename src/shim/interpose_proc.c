@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <linux/seccomp.h>
@@ -33,6 +34,7 @@
 #include <unistd.h>
 #include "interpose.h"
 #include "../base/real.h"
+#include "../transport/shm/arena.h"
 #include "shunt/shunt.h"
 
 
@@ -284,6 +286,28 @@ static int limit_set(__rlimit_resource_t resource, int r)
 {
 	if (!r && resource == RLIMIT_NOFILE)
 		fd_reserve_mark(1);
+	if (!r && (resource == RLIMIT_AS || resource == RLIMIT_MEMLOCK))
+		arena_limits_changed(-1); /* a new arena's mapping may be refused */
+	return r;
+}
+
+/* Every mapping made after mlockall(MCL_FUTURE) is locked, within
+ * RLIMIT_MEMLOCK: an arena's too (arena.c arena_mappable). */
+EXPORT int mlockall(int flags)
+{
+	int r = R(mlockall)(flags);
+
+	if (!r)
+		arena_limits_changed(!!(flags & MCL_FUTURE));
+	return r;
+}
+
+EXPORT int munlockall(void)
+{
+	int r = R(munlockall)();
+
+	if (!r)
+		arena_limits_changed(0);
 	return r;
 }
 

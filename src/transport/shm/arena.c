@@ -41,6 +41,7 @@
 #include <sys/eventfd.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "arena.h"
@@ -577,6 +578,50 @@ static void reap_closed(void)
 	shunt_mutex_lock(&lock);
 	reap_closed_locked();
 	shunt_mutex_unlock(&lock);
+}
+
+/*
+ * Memory limits an arena's mapping may meet: RLIMIT_AS (the address space:
+ * an arena takes 16 MiB of it at the default ring size) and, in a process
+ * that called mlockall(MCL_FUTURE), RLIMIT_MEMLOCK - every new mapping is
+ * locked then, its whole length counted, and refused beyond the limit
+ * without CAP_IPC_LOCK.  Where either may refuse one, a look before each
+ * offer: the same mapping's length, reserved without access and given
+ * back (two system calls; none in a process without such limits).  A
+ * refusal keeps the connection plain (resource-limit) - before, the
+ * server's answer named an arena the client could not map and the
+ * connection was ended (tests/behave/mem_limits).
+ */
+static _Atomic int as_limited = -1; /* -1: not looked at yet */
+static _Atomic int future_locked_seen;
+
+void arena_limits_changed(int future_locked)
+{
+	__atomic_store_n(&as_limited, -1, __ATOMIC_RELAXED);
+	if (future_locked >= 0)
+		__atomic_store_n(&future_locked_seen, future_locked, __ATOMIC_RELAXED);
+}
+
+int arena_mappable(void)
+{
+	int as = __atomic_load_n(&as_limited, __ATOMIC_RELAXED);
+	size_t len = SHUNT_ARENA_HDR_SIZE + SHUNT_ARENA_SLOTS * seg_size(shunt_cfg.ring_size);
+	struct rlimit rl;
+	void *m;
+
+	if (as < 0) {
+		as = !getrlimit(RLIMIT_AS, &rl) && rl.rlim_cur != RLIM_INFINITY;
+		__atomic_store_n(&as_limited, as, __ATOMIC_RELAXED);
+	}
+	if (!as && !__atomic_load_n(&future_locked_seen, __ATOMIC_RELAXED))
+		return 1;
+	if (shunt_sandboxed)
+		return 0; /* (no call of ours to look) */
+	m = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (m == MAP_FAILED)
+		return 0;
+	munmap(m, len);
+	return 1;
 }
 
 void arena_offer_begin(void)

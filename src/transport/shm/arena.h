@@ -74,6 +74,13 @@ int arena_drop_unused(void);
  * the answer's end): no arena of ours is unmapped meanwhile. */
 void arena_offer_begin(void);
 void arena_offer_end(void);
+/* Client: could a new arena be mapped now (1), given the process's memory
+ * limits?  Asked before an offer: a server's answer is final, and an
+ * arena we then could not map ended the connection.  arena_limits_changed:
+ * RLIMIT_AS or RLIMIT_MEMLOCK set, or mlockall() made (future_locked: its
+ * MCL_FUTURE; -1: as it was). */
+int arena_mappable(void);
+void arena_limits_changed(int future_locked);
 /* We no longer use one segment of the arena (owners untouched). */
 void arena_put(struct arena *a);
 /* fork: the child is one more owner of every segment it inherited. */
