@@ -410,6 +410,10 @@ static void atfork_child(void)
 
 	base_atfork_child();
 	shunt_lock_forget_self();
+	/* first: what follows takes them (tests/behave/fork_threads) */
+	fdtab_atfork_child();
+	ep_atfork_child();
+	giveback_atfork_child();
 	fork_gen_pre = 0;
 	/* sandboxed: no getrandom, no stat */
 	if (!gen)

@@ -220,6 +220,13 @@ static void reg_drop(struct epset *ep, int fd)
 	ep->nregs--;
 }
 
+void ep_atfork_child(void)
+{
+	shunt_mutex_reset(&sets_lock);
+	for (struct epset *ep = all_sets; ep; ep = ep->next)
+		shunt_mutex_reset(&ep->lock);
+}
+
 void ep_free(struct epset *ep)
 {
 	shunt_mutex_lock(&sets_lock);

@@ -215,6 +215,11 @@ struct sk *fdtab_closing(int fd)
 	return s;
 }
 
+void fdtab_atfork_child(void)
+{
+	shunt_mutex_reset(&lock);
+}
+
 void fdtab_each(void (*fn)(int fd, struct sk *s, void *arg), void *arg)
 {
 	unsigned end = __atomic_load_n(&fd_hi, __ATOMIC_ACQUIRE);

@@ -143,6 +143,11 @@ int conn_retire(int fd, struct sk *s, int why)
  * numbers below RLIMIT_NOFILE, hidefd.c): the table is that full, and
  * libc's own calls, which nothing retries, would meet EMFILE next - give
  * back now. */
+void giveback_atfork_child(void)
+{
+	shunt_mutex_reset(&lock);
+}
+
 void fd_room_after(int fd)
 {
 	if (fd_in_reserve(fd)) /* one compare unless it is there */

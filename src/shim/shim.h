@@ -376,6 +376,12 @@ int ep_ctl(struct sk *eps, int epfd, int op, int fd, struct epoll_event *ev);
 int ep_wait(struct sk *eps, int epfd, struct epoll_event *evs, int max, int timeout_ms,
 	    const sigset_t *mask);
 void ep_free(struct epset *ep);
+/* A forked child's reset of the library's mutexes another thread of the
+ * parent may have held at the fork (it does not exist here: the child's
+ * first close, dup or epoll call waited for it for ever) */
+void ep_atfork_child(void);
+void fdtab_atfork_child(void);
+void giveback_atfork_child(void);
 void ep_forget_fd(int fd);
 int ep_in_use(void); /* the process has an epoll set */
 void ep_pend_settled(int fd, struct sk *s); /* s's offer or handshake state settled: its registrations follow */
