@@ -80,11 +80,14 @@ static void echo_check(int fd, const char *what)
 	CHECK(!memcmp(got, what, strlen(what)));
 }
 
+static _Atomic int reader_started;
+
 static void *late_reader(void *arg)
 {
 	int fd = (int)(intptr_t)arg;
 	char got[4];
 
+	reader_started = 1;
 	CHECK(recv(fd, got, 4, MSG_WAITALL) == 4);
 	CHECK(!memcmp(got, "late", 4));
 	return NULL;
@@ -159,6 +162,8 @@ int main(void)
 	/* closed while another thread sleeps in recv() on it */
 	fd = dial(&ss, len, 'd');
 	CHECK(pthread_create(&rd, NULL, late_reader, (void *)(intptr_t)fd) == 0);
+	while (!reader_started) /* (on a loaded machine the thread may start late: its */
+		usleep(1000);   /*  recv after the close is EBADF, TCP's too) */
 	usleep(100000);
 	close(fd);
 	pthread_join(rd, NULL);

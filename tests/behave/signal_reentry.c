@@ -118,6 +118,7 @@ static void serve(int l)
 	/* the jump's: read nothing, for 6 s */
 	int c3 = accept(l, NULL, NULL);
 	CHECK(c3 >= 0);
+	write_all(c3, "s", 1);
 	sleep(6);
 	_exit(0);
 }
@@ -251,6 +252,7 @@ static void handler_jumps(const struct sockaddr_storage *ss, socklen_t len)
 	volatile double t0;
 
 	expect_mode(fd);
+	read_all(fd, buf, 1); /* the server's byte: the connection is settled (two hosts: its handshake) */
 	CHECK(send(fd, "!", 1, MSG_OOB) == 1);
 	CHECK((fl = fcntl(fd, F_GETFL)) >= 0 && !fcntl(fd, F_SETFL, fl | O_NONBLOCK));
 	while (write(fd, buf, sizeof buf) > 0) /* the socket's buffers full: the next write sleeps */

@@ -116,7 +116,11 @@ static int settle_locked(struct conn *c)
 	for (;;) {
 		if (__atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) == 2)
 			return 0; /* the socket carries the peer's bytes now */
-		r = peek_past_leftovers(c->tcp_fd, buf, sizeof buf, &partial);
+		int fd = __atomic_load_n(&c->tcp_fd, __ATOMIC_ACQUIRE);
+		r = peek_past_leftovers(fd, buf, sizeof buf, &partial);
+		if (r < 0 && (errno == EBADF || errno == ENOTSOCK) &&
+		    __atomic_load_n(&c->tcp_fd, __ATOMIC_ACQUIRE) != fd)
+			continue; /* moved to a duplicate meanwhile (as shm_refresh's look) */
 		if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
 			c->peer_err = errno; /* the kernel reports a reset once: this was it */
 			return 0;
