@@ -29,13 +29,18 @@ static inline void shunt_crit_enter(void)
 	shunt_crit_depth++;
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 }
+/* The signals held back so far come in (the depth is zero). */
+static inline void shunt_crit_let_in(void)
+{
+	if (__builtin_expect(shunt_crit_deferred, 0) && shunt_crit_flush_fn)
+		shunt_crit_flush_fn();
+}
 static inline void shunt_crit_leave(void)
 {
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	if (--shunt_crit_depth <= 0) {
 		shunt_crit_depth = 0;
-		if (__builtin_expect(shunt_crit_deferred, 0) && shunt_crit_flush_fn)
-			shunt_crit_flush_fn();
+		shunt_crit_let_in();
 	}
 }
 /* A system call that may block for as long as the peer likes, made with a
@@ -51,8 +56,7 @@ static inline int shunt_crit_open(void)
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	shunt_crit_depth = 0;
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	if (__builtin_expect(shunt_crit_deferred, 0) && shunt_crit_flush_fn)
-		shunt_crit_flush_fn();
+	shunt_crit_let_in();
 	return d;
 }
 static inline void shunt_crit_close(int depth)
@@ -61,24 +65,24 @@ static inline void shunt_crit_close(int depth)
 	shunt_crit_depth = depth;
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 }
-/* The library's own mutexes: pthread's, counted as above. */
-static inline int shunt_mutex_lock(pthread_mutex_t *m)
+/* The library's own mutexes: pthread's, counted as above (take: its
+ * lock or trylock). */
+static inline int shunt_mutex_take(pthread_mutex_t *m, int (*take)(pthread_mutex_t *))
 {
 	int r;
 
 	shunt_crit_enter();
-	if ((r = pthread_mutex_lock(m)))
+	if ((r = take(m)))
 		shunt_crit_leave();
 	return r;
 }
+static inline int shunt_mutex_lock(pthread_mutex_t *m)
+{
+	return shunt_mutex_take(m, pthread_mutex_lock);
+}
 static inline int shunt_mutex_trylock(pthread_mutex_t *m)
 {
-	int r;
-
-	shunt_crit_enter();
-	if ((r = pthread_mutex_trylock(m)))
-		shunt_crit_leave();
-	return r;
+	return shunt_mutex_take(m, pthread_mutex_trylock);
 }
 static inline int shunt_mutex_unlock(pthread_mutex_t *m)
 {
