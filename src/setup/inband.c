@@ -291,7 +291,12 @@ int inband_client(struct sk *s, int fd, uint64_t nonce, uint64_t max_wait)
 	} else if (r.offer.nonce != nonce || !(r.offer.transports & t)) {
 		rc = decline(fd, SHUNT_R_HS_NO_TRANSPORT, deadline);
 	} else if (r.offer.transports == SHUNT_HS_T_RDMA) {
-		/* the link and slot the server chose; CONFIRM names ours */
+		/* the link and slot the server chose; CONFIRM names ours.  The
+		 * connection exists from client_accept on, but the stream is
+		 * the handshake's until CONFIRM is on it: another thread's fork
+		 * does not move it meanwhile (rdma/share.c) - its failover
+		 * message ahead of CONFIRM, the server took it for data */
+		__atomic_store_n(&s->hs_confirming, 1, __ATOMIC_RELEASE);
 		rc = shunt_remote->client_accept(s, fd, rst, &r, tag, &ro);
 		rst = NULL;
 		if (rc) {
@@ -302,6 +307,7 @@ int inband_client(struct sk *s, int fd, uint64_t nonce, uint64_t max_wait)
 			shunt_fault_confirm(); /* tests only (fault.c): a slow client */
 			hs_send(fd, &m, deadline);
 		}
+		__atomic_store_n(&s->hs_confirming, 0, __ATOMIC_RELEASE);
 	} else if ((rc = rdv_inband_attach(s, fd, nonce, deadline))) {
 		decline(fd, rc, deadline);
 	} else {

@@ -542,8 +542,14 @@ static int send_needs_socket(struct sk *s, int flags)
 	int on = 0;
 	socklen_t l = sizeof on;
 
-	if (flags & MSG_OOB)
+	if (flags & MSG_OOB) {
+		/* the urgent byte goes on the socket after every byte before
+		 * it: our sending half there is enough, where the transport
+		 * can move it alone (RDMA) */
+		if (s->conn->tp->move_ask && !s->conn->tp->move_ask(s->conn, SHUNT_R_UNSUPPORTED))
+			return 0;
 		return conn_move_for(s, "urgent data (MSG_OOB)");
+	}
 	if (!real.getsockopt(s->conn->tcp_fd, SOL_SOCKET, SO_ZEROCOPY, &on, &l) && on)
 		conn_move_for(s, "zerocopy (MSG_ZEROCOPY)"); /* if not, its copy is the ring's */
 	return 0;

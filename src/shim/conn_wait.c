@@ -40,7 +40,9 @@ static int timeval_ms(int64_t sec, int64_t usec)
 	return sec > INT_MAX / 1000 - 1 ? INT_MAX : (int)(sec * 1000 + (usec + 999) / 1000);
 }
 
-static int sock_timeout_ms(int fd, int opt)
+/* The socket's timeout (-1: none) in *ms; -1 when the kernel would not
+ * say (*ms untouched). */
+static int sock_timeout_get(int fd, int opt, int *ms)
 {
 	struct timeval tv;
 	socklen_t l = sizeof tv;
@@ -50,7 +52,16 @@ static int sock_timeout_ms(int fd, int opt)
 		errno = e;
 		return -1;
 	}
-	return timeval_ms(tv.tv_sec, tv.tv_usec);
+	*ms = timeval_ms(tv.tv_sec, tv.tv_usec);
+	return 0;
+}
+
+static int sock_timeout_ms(int fd, int opt)
+{
+	int ms = -1;
+
+	(void)sock_timeout_get(fd, opt, &ms);
+	return ms;
 }
 
 /* The socket's timeouts, read once when the connection is attached (they
@@ -77,8 +88,11 @@ void conn_load_timeouts(struct conn *c)
  * read slept on past it (tests/behave/shared_state). */
 static int conn_timeout_now(struct conn *c, int tx)
 {
-	if (c->shared && !shunt_sandboxed) {
-		int ms = sock_timeout_ms(c->tcp_fd, tx ? SO_SNDTIMEO : SO_RCVTIMEO);
+	int ms;
+
+	/* (a socket that would not say - its number closed under us, being
+	 * moved by another thread's close - keeps what we knew) */
+	if (c->shared && !shunt_sandboxed && !sock_timeout_get(c->tcp_fd, tx ? SO_SNDTIMEO : SO_RCVTIMEO, &ms)) {
 		if (ms >= 0)
 			__atomic_store_n(&conn_timeouts_maybe, 1, __ATOMIC_RELAXED);
 		__atomic_store_n(&c->timeo_ms[tx], ms, __ATOMIC_RELAXED);

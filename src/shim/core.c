@@ -391,7 +391,7 @@ void shunt_fork_before(void)
 
 	rdv_offers_settle_all();
 	inband_confirm_all(0); /* the slot is this process's (its queue pair stays here) */
-	fdtab_each(hold_for_child, &gen);
+	fdtab_each_held(hold_for_child, &gen);
 	fork_gen_pre = gen;
 }
 
@@ -401,7 +401,7 @@ void shunt_fork_after(pid_t pid)
 
 	fork_gen_pre = 0;
 	if (pid < 0 && gen) /* no child: give its shares back */
-		fdtab_each(unhold, &gen);
+		fdtab_each_held(unhold, &gen);
 }
 
 static void atfork_child(void)

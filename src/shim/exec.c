@@ -495,8 +495,8 @@ static char **prepare(char *const envp[], struct handover *h, const char *path, 
 	transports_share_prepare("exec", SHUNT_R_FORK);
 	if (why)
 		return NULL;
-	fdtab_each(collect, h);
-	fdtab_each(collect_closing, h);
+	fdtab_each_held(collect, h);
+	fdtab_each_held(collect_closing, h);
 	collect_listeners(h);
 	if (!h->count && !h->listeners)
 		env_kept(envp, path);

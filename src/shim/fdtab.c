@@ -220,7 +220,7 @@ void fdtab_atfork_child(void)
 	shunt_mutex_reset(&lock);
 }
 
-void fdtab_each(void (*fn)(int fd, struct sk *s, void *arg), void *arg)
+static void each(void (*fn)(int fd, struct sk *s, void *arg), void *arg, int held)
 {
 	unsigned end = __atomic_load_n(&fd_hi, __ATOMIC_ACQUIRE);
 
@@ -230,10 +230,34 @@ void fdtab_each(void (*fn)(int fd, struct sk *s, void *arg), void *arg)
 			continue;
 		for (unsigned lo = 0; lo < CHUNK && hi * CHUNK + lo < end; lo++) {
 			struct sk *s = __atomic_load_n(&c[lo], __ATOMIC_ACQUIRE);
-			if (s)
+			if (!s)
+				continue;
+			if (!held) {
 				fn((int)(hi * CHUNK + lo), s, arg);
+			} else if (sk_tryref(s)) {
+				if (__atomic_load_n(&c[lo], __ATOMIC_ACQUIRE) == s)
+					fn((int)(hi * CHUNK + lo), s, arg);
+				sk_put(s);
+			}
 		}
 	}
+}
+
+void fdtab_each(void (*fn)(int fd, struct sk *s, void *arg), void *arg)
+{
+	each(fn, arg, 0);
+}
+
+/* fdtab_each with each entry held for fn's call: for a walk that reads an
+ * entry's connection while another thread may close its descriptor (a
+ * fork's, an exec's) - that close's last reference freed the connection
+ * under fn, and an sk_ref of fn's then revived an entry already let go (a
+ * fork among connections in flight over RDMA: freed twice).  fn's own
+ * sk_ref keeps the entry past the call; one whose last reference goes
+ * with ours is let go here, as its close would have. */
+void fdtab_each_held(void (*fn)(int fd, struct sk *s, void *arg), void *arg)
+{
+	each(fn, arg, 1);
 }
 
 /* The descriptors that are accelerated connections now, for a caller

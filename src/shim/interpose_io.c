@@ -141,7 +141,12 @@ static ssize_t accel_recv(int fd, const struct iovec *iov, int cnt, int flags, i
 		}
 	}
 	empty = file_read_empty(file, iov, cnt);
-	if (s->kind != SK_CONN && empty) { /* the kernel's 0, never a wait for the handshake */
+	if (s->kind != SK_CONN && (empty || (flags & MSG_OOB))) {
+		/* the kernel's 0, never a wait for the handshake - nor for
+		 * urgent data, which is out of the stream the handshake's
+		 * messages head: none is the kernel's EINVAL (a server's
+		 * recv(MSG_OOB | MSG_DONTWAIT) before the client's CONFIRM said
+		 * EAGAIN) */
 		sk_put(s);
 		return 0;
 	}

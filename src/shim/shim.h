@@ -82,6 +82,7 @@ struct sk {
 	uint64_t hs_until;        /* ... and when a call that must know stops waiting */
 	struct offer *offer;      /* a client's offer not settled yet (src/setup/early.c) */
 	_Atomic int fresh;        /* made by socket(): connect() or listen() not decided yet */
+	_Atomic int hs_confirming; /* a client's RDMA connection made, its CONFIRM not sent yet */
 	_Atomic int ep_pre;       /* in an epoll set since before that (epoll.c pre_ctl) */
 	pthread_mutex_t offer_lock; /* serialises its use (all zero = unlocked) */
 	struct sk *next_free;     /* on the free list (fdtab.c) */
@@ -170,6 +171,7 @@ static inline void cancel_release_all(void)
 }
 static inline struct sk *sk_ref(struct sk *s) { __atomic_add_fetch(&s->refs, 1, __ATOMIC_RELAXED); return s; }
 void fdtab_each(void (*fn)(int fd, struct sk *s, void *arg), void *arg);
+void fdtab_each_held(void (*fn)(int fd, struct sk *s, void *arg), void *arg); /* each held for fn */
 int fdtab_conns(int **fds); /* the connections' numbers now (free the array), or -ENOMEM */
 long fd_close_range(unsigned first, unsigned last, unsigned flags,
 		    long (*sys_close_range)(unsigned, unsigned, unsigned));

@@ -72,6 +72,11 @@ struct transport {
 						  socket is closed (a look at shared memory;
 						  NULL: the socket alone tells) */
 	void (*move_progress)(struct conn *c); /* what a move owes, from any call (NULL: none) */
+	/* Our sending half alone to the socket, made by our next write - the
+	 * peer's half follows when it hears, as after a failed link - for a
+	 * send only the socket carries (urgent data): 0 asked, else -errno
+	 * (NULL: the whole connection moves, pass below) */
+	int (*move_ask)(struct conn *c, int why);
 	/* Both halves to the socket before SCM_RIGHTS carries the descriptor
 	 * away, or a give-back (reader lock rx held; why: the reason).  *t:
 	 * the writer's lock if it was taken (the caller unlocks it).  1:

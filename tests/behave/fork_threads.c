@@ -5,7 +5,15 @@
  * Under shunt a child whose fork came while another thread held one of
  * the library's mutexes (the epoll sets', the descriptor table's) waited
  * for it for ever - that thread does not exist in the child: about one
- * child in 200 hung. */
+ * child in 200 hung.  Over RDMA (each fork moves the parent's connections
+ * to TCP first) the connections in flight broke: a fork right after the
+ * client's CONFIRM read EPROTO (the server's first write took the move
+ * for the peer's close and went bare on the socket), a fork between the
+ * client's attach and its CONFIRM left the server reading the failover
+ * message as data, a close racing the fork's walk freed a connection
+ * twice (glibc aborted), and a fork after the peer's close cost a slot of
+ * the link each time (after 32, every connection fell back).  Runs in the
+ * RDMA guest too; the last connection must still be accelerated. */
 #include "common.h"
 #include <sys/epoll.h>
 
@@ -55,13 +63,6 @@ int main(void)
 	int l = listen_on("127.0.0.1", &ss, &len), hung = 0;
 	pthread_t t[3];
 
-	if (getenv("SHUNT_EXPECT") && !strcmp(getenv("SHUNT_EXPECT"), "rdma")) {
-		/* open (forty-third session): over RDMA a fork while another
-		 * thread's connection is in flight ended that connection with
-		 * EPROTO in the test guest (docs/architecture.md, Known limits) */
-		printf("skip: a fork among RDMA connections in flight (open defect)\n");
-		return 77;
-	}
 	if (getenv("ASAN_OPTIONS")) { /* its allocator's lock stays held in a child forked mid-malloc */
 		printf("skip: ASan's malloc is not fork-safe with threads\n");
 		return 77;
@@ -108,6 +109,16 @@ int main(void)
 	stop = 1;
 	for (int i = 0; i < 3; i++)
 		pthread_join(t[i], NULL);
+	/* and the transport has not run out of anything on the way (over
+	 * RDMA each fork after the peer's close cost a slot of the link, 32
+	 * in all: the rest fell back, resource-limit) */
+	int fd = connect_to(&ss, len);
+	char c;
+	expect_mode(fd);
+	write_all(fd, "y", 1);
+	read_all(fd, &c, 1);
+	CHECK(c == 'y');
+	close(fd);
 	kill(srv, SIGKILL);
 	waitpid(srv, NULL, 0);
 	if (hung)

@@ -7,7 +7,8 @@
  * answers: recv(MSG_OOB) with nothing urgent (EINVAL), poll's POLLPRI,
  * select's exceptfds, SIGURG to the F_SETOWN owner, SIOCATMARK before and
  * at the mark, the stream without the urgent byte, then with SO_OOBINLINE
- * (epoll's EPOLLPRI), and bulk data both ways after it. */
+ * (epoll's EPOLLPRI), bulk data both ways after it, and an urgent byte
+ * sent first thing after connect(). */
 #include "common.h"
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
@@ -123,6 +124,20 @@ static void server(int l)
 	write_all(c, "k", 1);
 	close(ep);
 	close(c);
+
+	/* the urgent byte the client's first send, right after its connect(),
+	 * while this server calls nothing on the connection for 6 s (over
+	 * RDMA the sender's move waited for our answer, which a server whose
+	 * accept() had not read the client's CONFIRM - two hosts - gives at
+	 * its first call: EOPNOTSUPP after 5 s, forty-third session) */
+	c = accept(l, NULL, NULL);
+	CHECK(c >= 0);
+	sleep(6);
+	wait_urgent(c);
+	CHECK(recv(c, &b, 1, MSG_OOB) == 1 && b == '?');
+	expect_text(c, "xyz");
+	write_all(c, "m", 1);
+	close(c);
 	_exit(0);
 }
 
@@ -134,7 +149,7 @@ int main(void)
 	char b;
 	pid_t p;
 
-	deadline(60);
+	deadline(90);
 	p = test_fork();
 	if (!p)
 		server(l);
@@ -166,6 +181,17 @@ int main(void)
 	write_pattern(fd, BULK, 9);
 	read_all(fd, &b, 1);
 	CHECK(b == 'k');
+	close(fd);
+
+	/* urgent data first thing, to a server that calls nothing yet: TCP's
+	 * send does not wait for it */
+	fd = connect_to(&ss, len);
+	double t0 = now_s();
+	CHECK(send(fd, "?", 1, MSG_OOB) == 1);
+	write_all(fd, "xyz", 3);
+	CHECK(now_s() - t0 < 3);
+	read_all(fd, &b, 1);
+	CHECK(b == 'm');
 	close(fd);
 	CHECK(wait_child(p) == 0);
 	return 0;

@@ -35,6 +35,7 @@ int rdma_attach(struct sk *s, int fd, struct rdma_conn *rc, uint64_t raddr, uint
 	int dupfd = fd_dup_hidden(fd), efd;
 	uint32_t rs = l->ring_size;
 	struct conn *c;
+	int moved;
 
 	/* out of descriptors: idle connections give theirs back (giveback.c) */
 	AGAIN_IF_EMFILE(dupfd, fd_dup_hidden(fd));
@@ -63,7 +64,15 @@ int rdma_attach(struct sk *s, int fd, struct rdma_conn *rc, uint64_t raddr, uint
 	/* from here cursor messages wake this connection's sleepers */
 	shunt_mutex_lock(&l->cq_lock);
 	__atomic_store_n(&rc->state, RC_OPEN, __ATOMIC_RELEASE);
+	moved = rc->fo_closed;
 	shunt_mutex_unlock(&l->cq_lock);
+	/* the peer moved before we opened (a fork of the client's right
+	 * after its CONFIRM, before our accept() returned): its word found
+	 * no connection to ask (on_cdc) - asked now, or our first write
+	 * took the peer for gone and sent bytes bare on the socket, where
+	 * the peer waits for our failover message (its EPROTO) */
+	if (moved)
+		rdma_fo_request(c, SHUNT_R_PEER_FAILOVER);
 	s->conn = c;
 	s->kind = SK_CONN;
 	return 0;
@@ -120,7 +129,13 @@ static void on_cdc(struct rdma_link *l, unsigned slot, const struct shunt_cdc *m
 	if ((m->flags & (SHUNT_CDC_F_FAILOVER | SHUNT_CDC_F_CLOSED)) ==
 	    (SHUNT_CDC_F_FAILOVER | SHUNT_CDC_F_CLOSED))
 		rc->fo_closed = 1;
-	if (m->flags & SHUNT_CDC_F_RELEASED)
+	/* a CLOSED without FAILOVER is the peer application's close (or its
+	 * exit): it let go for good, and sends no RELEASED after it - were
+	 * our half to move later, our slot must not wait for one (a fork of
+	 * ours after the peer's close: a slot lost each time, the link full
+	 * after 32) */
+	if ((m->flags & SHUNT_CDC_F_RELEASED) ||
+	    (m->flags & (SHUNT_CDC_F_FAILOVER | SHUNT_CDC_F_CLOSED)) == SHUNT_CDC_F_CLOSED)
 		rc->peer_released = 1;
 	st = __atomic_load_n(&rc->state, __ATOMIC_ACQUIRE);
 	if (st == RC_CLOSED) {

@@ -72,6 +72,22 @@ static int op_pass(struct conn *c, struct shunt_ring_ctl *rx, struct shunt_ring_
 	return r;
 }
 
+/* Urgent data: a failover's first half, now, without the peer's answer -
+ * a peer whose application calls nothing for a while (a server asleep,
+ * whose accept() left the client's CONFIRM unread: it answers at its
+ * first call) held a whole move (op_pass) past its 5 s, and the send
+ * failed with EOPNOTSUPP between two hosts.  Not a link of another
+ * process's (SHUNT_RDMA_FORK=keep's child): that one moves whole. */
+static int op_move_ask(struct conn *c, int why)
+{
+	const struct rconn *x = c->tpd;
+
+	if (x->pid != shunt_pid() || x->moved || c->broken)
+		return -EBUSY;
+	rdma_fo_request(c, why);
+	return 0;
+}
+
 /* This process's link carries it, nothing moves it already, nobody shut
  * it - or a pass of this process's moved it to its socket already: a
  * give-back may move it to TCP (if it is not) and close its two
@@ -142,7 +158,8 @@ static int op_peer_gone(const struct conn *c)
 {
 	const struct rdma_conn *rc = ((const struct rconn *)c->tpd)->rc;
 
-	return rc && __atomic_load_n(&rc->closed_rcvd, __ATOMIC_ACQUIRE);
+	/* (a CLOSED that came with FAILOVER is a move, never an end) */
+	return rc && __atomic_load_n(&rc->closed_rcvd, __ATOMIC_ACQUIRE) && !rc->fo_closed;
 }
 
 const struct transport rdma_transport = {
@@ -161,6 +178,7 @@ const struct transport rdma_transport = {
 	.discard = rdma_conn_free,
 	.move_tx = rdma_fo_begin,
 	.peer_gone = op_peer_gone,
+	.move_ask = op_move_ask,
 	.pass = op_pass,
 	.idle_here = op_idle_here,
 	.fork_child = op_fork_child,

@@ -256,8 +256,9 @@ static void gather(int fd, struct sk *s, void *arg)
 	struct conn *c = s->conn;
 
 	(void)fd;
-	if (s->kind != SK_CONN || !c || c->tp != &rdma_transport || rcn(c)->moved || c->broken || rcn(c)->pid != shunt_pid())
-		return;
+	if (s->kind != SK_CONN || !c || c->tp != &rdma_transport || rcn(c)->moved || c->broken ||
+	    rcn(c)->pid != shunt_pid() || __atomic_load_n(&s->hs_confirming, __ATOMIC_ACQUIRE))
+		return; /* (a connect() still sending CONFIRM: stays this process's) */
 	for (int i = 0; i < m->n; i++)
 		if (m->v[i] == s)
 			return; /* a dup'd descriptor */
@@ -282,7 +283,7 @@ void rdma_share_prepare(const char *why, int reason)
 	if (!__atomic_load_n(&rdma_links, __ATOMIC_ACQUIRE))
 		return; /* no RDMA connection was ever made here */
 	shunt_mutex_lock(&one);
-	fdtab_each(gather, &m);
+	fdtab_each_held(gather, &m);
 	if (!m.n || !(err = calloc((size_t)m.n * 2, sizeof *err))) {
 		for (int i = 0; i < m.n; i++)
 			sk_put(m.v[i]);
@@ -357,7 +358,7 @@ void rdma_exit_flush(void)
 		rdma_close_sweep();
 		usleep(1000);
 	}
-	fdtab_each(gather, &m);
+	fdtab_each_held(gather, &m);
 	for (int i = 0; i < m.n; i++) {
 		struct conn *c = m.v[i]->conn;
 		/* past the deadline the rest go as they are (each flush may
