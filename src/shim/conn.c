@@ -483,6 +483,17 @@ size_t conn_send_room(struct conn *c)
  * descriptor pass: move.c) and the feature is the socket's from then on;
  * the peer follows (reason unsupported-feature, 8).  0, or -EOPNOTSUPP
  * when it cannot move (a sandbox), said once. */
+/* A look at c's socket through fd (its number a moment ago) failed: was
+ * it because another thread's close moved the socket to a duplicate of
+ * ours meanwhile (fdtab.c unborrow)?  Then it is no error of the peer's
+ * and the look is made again on the new number - before, a reader that
+ * looked at that moment reported EBADF (tests/behave/borrowed_fd, once in
+ * a CI run).  errno: the look's. */
+int conn_sock_renumbered(const struct conn *c, int fd)
+{
+	return (errno == EBADF || errno == ENOTSOCK) && __atomic_load_n(&c->tcp_fd, __ATOMIC_ACQUIRE) != fd;
+}
+
 int conn_move_for(struct sk *s, const char *what)
 {
 	return conn_move_why(s, SHUNT_R_UNSUPPORTED, what);

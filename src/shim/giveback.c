@@ -139,15 +139,17 @@ int conn_retire(int fd, struct sk *s, int why)
 	return 1;
 }
 
-/* A descriptor just made for the program landed in its reserve (the last
- * numbers below RLIMIT_NOFILE, hidefd.c): the table is that full, and
- * libc's own calls, which nothing retries, would meet EMFILE next - give
- * back now. */
+/* A forked child: the give-back's mutex fresh (another thread of the
+ * parent may have held it at the fork). */
 void giveback_atfork_child(void)
 {
 	shunt_mutex_reset(&lock);
 }
 
+/* A descriptor just made for the program landed in its reserve (the last
+ * numbers below RLIMIT_NOFILE, hidefd.c): the table is that full, and
+ * libc's own calls, which nothing retries, would meet EMFILE next - give
+ * back now. */
 void fd_room_after(int fd)
 {
 	if (fd_in_reserve(fd)) /* one compare unless it is there */

@@ -285,6 +285,7 @@ size_t conn_nread(struct conn *c);
 
 /* move.c: a half on the TCP socket after a move (RDMA failover, a passed fd) */
 int conn_moving(struct conn *c);                 /* our sending half moves or moved */
+int conn_sock_renumbered(const struct conn *c, int fd); /* a look through fd failed: look again */
 /* Its inline first look, for the data path: 0 means not moving (a load of
  * three words the path touches anyway); else ask conn_moving. */
 static inline int conn_may_move(const struct conn *c)

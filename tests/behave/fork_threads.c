@@ -46,13 +46,10 @@ static void *churn(void *arg)
 
 static void *connections(void *arg)
 {
-	char c;
-
 	(void)arg;
 	while (!stop) {
 		int fd = connect_to(&ss, len);
-		write_all(fd, "x", 1);
-		read_all(fd, &c, 1);
+		echo_once(fd, 'x');
 		close(fd);
 	}
 	return NULL;
@@ -113,11 +110,8 @@ int main(void)
 	 * RDMA each fork after the peer's close cost a slot of the link, 32
 	 * in all: the rest fell back, resource-limit) */
 	int fd = connect_to(&ss, len);
-	char c;
 	expect_mode(fd);
-	write_all(fd, "y", 1);
-	read_all(fd, &c, 1);
-	CHECK(c == 'y');
+	echo_once(fd, 'y');
 	close(fd);
 	kill(srv, SIGKILL);
 	waitpid(srv, NULL, 0);

@@ -101,12 +101,7 @@ static void shm_refresh(struct conn *c)
 			continue;
 		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
 			break;
-		/* another thread's close moved the socket to a duplicate of
-		 * ours meanwhile (fdtab.c unborrow): no error of the peer's -
-		 * before, a reader that looked at that moment reported EBADF
-		 * (tests/behave/borrowed_fd, once in a CI run) */
-		if (r < 0 && (errno == EBADF || errno == ENOTSOCK) &&
-		    __atomic_load_n(&c->tcp_fd, __ATOMIC_ACQUIRE) != fd)
+		if (r < 0 && conn_sock_renumbered(c, fd))
 			continue;
 		if (r == 0) {
 			int err = 0;

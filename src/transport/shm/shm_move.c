@@ -118,9 +118,8 @@ static int settle_locked(struct conn *c)
 			return 0; /* the socket carries the peer's bytes now */
 		int fd = __atomic_load_n(&c->tcp_fd, __ATOMIC_ACQUIRE);
 		r = peek_past_leftovers(fd, buf, sizeof buf, &partial);
-		if (r < 0 && (errno == EBADF || errno == ENOTSOCK) &&
-		    __atomic_load_n(&c->tcp_fd, __ATOMIC_ACQUIRE) != fd)
-			continue; /* moved to a duplicate meanwhile (as shm_refresh's look) */
+		if (r < 0 && conn_sock_renumbered(c, fd))
+			continue;
 		if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
 			c->peer_err = errno; /* the kernel reports a reset once: this was it */
 			return 0;
