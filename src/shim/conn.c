@@ -598,11 +598,14 @@ ssize_t conn_sendmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int fla
 		return -EFAULT;
 	if (c->broken)
 		return -c->broken;
-	if (__builtin_expect(c->shared, 0) && !c->shut_wr && __atomic_load_n(&c->tx.ctl->wr_done, __ATOMIC_ACQUIRE))
+	if (__builtin_expect(c->shared, 0) && !c->shut_wr && __atomic_load_n(&c->tx.ctl->wr_done, __ATOMIC_ACQUIRE)) {
 		/* another holder's shutdown(SHUT_WR) (a fork shares the
-		 * socket): the kernel's holds for every holder - the send
-		 * is its EPIPE, not bytes put after the end the peer read */
+		 * socket): it holds for every holder - the send is EPIPE,
+		 * not bytes put after the end the peer read; its FIN may
+		 * still be owed (shm.c shm_shutdown), so not the socket's */
 		c->shut_wr = 1;
+		__atomic_store_n(&c->mv.fin, 1, __ATOMIC_RELEASE);
+	}
 	if (c->shut_wr && c->mv.fin) { /* the kernel's FIN is still owed */
 		if (!(flags & MSG_NOSIGNAL))
 			raise(SIGPIPE);

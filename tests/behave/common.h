@@ -203,6 +203,26 @@ static inline void expect_mode_ex(int fd, int peer_forks)
 	}
 }
 
+/* Under shunt: fd, a connection passed to another process (SCM_RIGHTS),
+ * is plain TCP now, reason 23 (fd-passed). */
+static inline void expect_passed(int fd)
+{
+	struct shunt_info info;
+	socklen_t l = sizeof info;
+
+	if (!getenv("SHUNT_EXPECT"))
+		return;
+	CHECK(getsockopt(fd, SOL_SHUNT, SHUNT_INFO, &info, &l) == 0);
+	/* over RDMA the peer may hear of the move from the link first:
+	 * peer-failover (17) */
+	if (info.mode != 0 || (info.reason != 23 /* fd-passed */ &&
+			       !(info.reason == 17 && !strcmp(getenv("SHUNT_EXPECT"), "rdma")))) {
+		fprintf(stderr, "fd %d: mode %u reason %u, wanted tcp/fd-passed\n", fd, info.mode,
+			info.reason);
+		exit(1);
+	}
+}
+
 static inline void expect_mode(int fd)
 {
 	expect_mode_ex(fd, 0);

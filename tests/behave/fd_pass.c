@@ -39,24 +39,6 @@ static void *writer(void *arg)
 	return NULL;
 }
 
-static void expect_passed(int fd)
-{
-	struct shunt_info info;
-	socklen_t l = sizeof info;
-
-	if (!getenv("SHUNT_EXPECT"))
-		return;
-	CHECK(getsockopt(fd, SOL_SHUNT, SHUNT_INFO, &info, &l) == 0);
-	/* over RDMA the peer may hear of the move from the link first:
-	 * peer-failover (17) */
-	if (info.mode != 0 || (info.reason != 23 /* fd-passed */ &&
-			       !(info.reason == 17 && !strcmp(getenv("SHUNT_EXPECT"), "rdma")))) {
-		fprintf(stderr, "fd %d: mode %u reason %u, wanted tcp/fd-passed\n", fd, info.mode,
-			info.reason);
-		exit(1);
-	}
-}
-
 int main(void)
 {
 	struct sockaddr_storage ss;

@@ -132,12 +132,28 @@ static int shm_peer_gone(const struct conn *c)
 	return !__atomic_load_n(&arena_seg(m->arena, m->segno)->owner[!c->side], __ATOMIC_ACQUIRE);
 }
 
-/* a move's resend (shm_move.c) goes before the FIN */
+/* shutdown(SHUT_WR), writer's lock held: 1 when the kernel's FIN waits.
+ * A move's resend (shm_move.c) goes before the FIN.  Bytes the peer has
+ * not read yet may still have to be resent on the socket - its process
+ * may pass the connection to another (SCM_RIGHTS: the receiver reads the
+ * socket) - so the FIN waits while our ring holds any: it is owed
+ * (mv.fin), sent after a move's resend (shm_move_progress, a pass) or by
+ * the socket's close; the peer reads our end off the ring meanwhile, and
+ * a send of ours is EPIPE (conn.c).  Before, the FIN left at once, and a
+ * pass of a connection whose client had sent its request and shut down
+ * lost the request (tests/behave/fd_pass_halfclosed). */
 static int shm_shutdown(struct conn *c)
 {
-	if (move_pending(c))
-		move_flush_until(c, shunt_now_ns() + MOVE_FLUSH_NS);
-	return 0;
+	if (conn_moving(c)) {
+		if (!shm_move_tx(c))
+			move_flush_until(c, shunt_now_ns() + MOVE_FLUSH_NS);
+		if (!move_pending(c))
+			return 0;
+	} else if (!c->mv.rx && !ring_used(&c->tx)) {
+		return 0; /* all read: nothing can be owed */
+	}
+	__atomic_store_n(&c->mv.fin, 1, __ATOMIC_RELEASE);
+	return 1;
 }
 
 /* This holder's last close begins (once): 1 if it is its side's last. */

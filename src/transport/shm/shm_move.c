@@ -78,9 +78,12 @@ void shm_move_progress(struct conn *c)
 
 	if (!conn_moving(c) || (c->mv.tx && !move_pending(c)) || shunt_trylock(&t->wlock))
 		return;
+	/* then the shutdown owed - ours, or another holder's (a fork shares
+	 * the connection: the ring's word says it shut; a second shutdown
+	 * of the socket changes nothing) */
 	if (!shm_move_tx(c) && move_flush(c, MSG_NOSIGNAL | MSG_DONTWAIT) != -EAGAIN &&
-	    __atomic_exchange_n(&c->mv.fin, 0, __ATOMIC_ACQ_REL))
-		real.shutdown(c->tcp_fd, SHUT_WR); /* the shutdown owed */
+	    (__atomic_exchange_n(&c->mv.fin, 0, __ATOMIC_ACQ_REL) | __atomic_load_n(&t->wr_done, __ATOMIC_ACQUIRE)))
+		real.shutdown(c->tcp_fd, SHUT_WR);
 	shunt_unlock(&t->wlock);
 }
 
@@ -213,15 +216,16 @@ static int pass_locked(struct conn *c, struct shunt_ring_ctl *t, struct shunt_ri
 	 * for a give-back, which only frees this process's descriptors */
 	if (why == SHUNT_R_DESCRIPTORS && !shm_sole_owner(c))
 		return -EBUSY;
-	/* the peer's unread bytes: it resends them, unless it has shut its
-	 * sending side (it cannot write the socket then).  Then they are
-	 * all there, before its end: a move within this process (C stdio, a
-	 * kernel feature) holds them for the reads to come (move.c, stdio.c);
-	 * the receiver of a passed descriptor would never see them. */
+	/* the peer's unread bytes: it resends them - also when it has shut
+	 * its sending side, whose FIN waits while we have not read them
+	 * (shm.c shm_shutdown).  Then they are all there, before its end: a
+	 * move within this process (C stdio, a kernel feature) holds them
+	 * for the reads to come (move.c, stdio.c), sooner than a resend made
+	 * at the peer's next call; the receiver of a passed descriptor reads
+	 * the socket, where the peer resends them and then sends its FIN. */
 	left = __atomic_load_n(&rx->prod, __ATOMIC_ACQUIRE) - __atomic_load_n(&rx->cons, __ATOMIC_ACQUIRE);
-	hold = left && __atomic_load_n(&rx->wr_done, __ATOMIC_ACQUIRE);
-	if (hold && why != SHUNT_R_STDIO && why != SHUNT_R_UNSUPPORTED && why != SHUNT_R_RINGS_FULL)
-		return -EPIPE;
+	hold = left && __atomic_load_n(&rx->wr_done, __ATOMIC_ACQUIRE) &&
+	       (why == SHUNT_R_STDIO || why == SHUNT_R_UNSUPPORTED || why == SHUNT_R_RINGS_FULL);
 	/* our socket: nothing of shunt's may head the peer's resend */
 	n = peek_past_leftovers(c->tcp_fd, buf, sizeof buf, &partial);
 	if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
@@ -251,6 +255,10 @@ static int pass_locked(struct conn *c, struct shunt_ring_ctl *t, struct shunt_ri
 				break; /* the peer is gone: nothing to tell */
 			off += (size_t)w;
 		}
+	} else if (__atomic_exchange_n(&c->mv.fin, 0, __ATOMIC_ACQ_REL)) {
+		/* we shut while the peer had bytes of ours to read: the FIN
+		 * owed, after them (the peer reads our ring to its end) */
+		real.shutdown(c->tcp_fd, SHUT_WR);
 	}
 	/* wake the peer (it resends now) and our own sleepers (they find
 	 * the rings gone and the socket in their place once we unlock) */
