@@ -342,7 +342,7 @@ EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct
 /* An accelerated connection passed to another process (SCM_RIGHTS) must
  * arrive there as a plain TCP socket whose stream goes on at the exact
  * byte: both halves move to the socket first (move.c).  One that cannot
- * move (a peer that half-closed with bytes we have not read, a sandbox)
+ * move (a sandbox, a peer passing it at the same moment)
  * is named in a warning; other processes holding one follow (move.c). */
 static void pass_moves(const struct msghdr *m)
 {

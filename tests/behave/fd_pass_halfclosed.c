@@ -15,8 +15,8 @@
  * plain TCP after it, reason 23 (fd-passed).  (Before: the client's
  * shutdown sent the kernel's FIN at once, so its unread bytes could not
  * follow onto the socket; the pass went ahead with a warning and the
- * worker read an empty request.)  NOT_OVER_RDMA: there the peer's FIN
- * still leaves once its last word completed (an open defect). */
+ * worker read an empty request.)  Over RDMA likewise: the peer's FIN waits
+ * after its closing word while we have not read all it sent. */
 #include "common.h"
 #include <poll.h>
 #include <sys/ioctl.h>

@@ -6,10 +6,10 @@
  * printf (the move made by a write), or with read() or recv() (MSG_PEEK,
  * MSG_WAITALL) after that printf - and answers with printf.  The client gets the answer and EOF, as over
  * TCP.  Under shunt the request is in the rings when the child's first
- * stdio call moves the connection to TCP, and the client, having shut its
- * side, cannot resend it on the socket: the move holds those bytes and the
- * child's reads get them first (ungetc into the FILE, or shunt's read()).
- * Before, the move failed: the child read an empty request, wrote to the
+ * stdio call moves the connection to TCP: the move holds those bytes and
+ * the child's reads get them first (ungetc into the FILE, or shunt's
+ * read()); the client's FIN, owed since its shutdown while the request
+ * was unread, follows when the move wakes its read.  Before, the move failed: the child read an empty request, wrote to the
  * kernel socket past the rings, and the client's read failed with
  * ECONNRESET. */
 #include "common.h"

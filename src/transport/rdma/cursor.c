@@ -329,6 +329,21 @@ int rdma_push_and_wait(struct conn *c, uint32_t extra)
 	return push_and_wait_ns(c, extra, FIN_WAIT_NS, &late, NULL);
 }
 
+/* The closing word completed: is the kernel's FIN owed yet?  While the
+ * peer has bytes of ours it has not read (by its last consumer update) its
+ * process may still pass the connection to another (SCM_RIGHTS), and we
+ * then resend them on the socket, the FIN after them (failover.c): owed
+ * (mv.fin) until a move's resend or the socket's close; the peer reads our
+ * end off its ring meanwhile, and a send of ours says EPIPE (conn.c).  As
+ * shared memory's (shm.c shm_shutdown).  1: owed. */
+static int fin_owed(struct conn *c)
+{
+	if (!ring_used(&c->tx))
+		return 0;
+	__atomic_store_n(&c->mv.fin, 1, __ATOMIC_RELEASE);
+	return 1;
+}
+
 static void fin_wait_end(struct rdma_conn *rc)
 {
 	if (__atomic_exchange_n(&rc->fin_wait, 0, __ATOMIC_ACQ_REL))
@@ -351,7 +366,7 @@ int rdma_fin_settle(struct conn *c, int final)
 		   __atomic_load_n(&rc->link->completed, __ATOMIC_ACQUIRE) >=
 			   __atomic_load_n(&rc->fin_seq, __ATOMIC_ACQUIRE)) {
 		rc->fin_done = 1;
-		if (__atomic_exchange_n(&c->mv.fin, 0, __ATOMIC_ACQ_REL))
+		if (!fin_owed(c) && __atomic_exchange_n(&c->mv.fin, 0, __ATOMIC_ACQ_REL))
 			real.shutdown(c->tcp_fd, SHUT_WR);
 	} else if (final || shunt_now_ns() - rc->fin_since >= FIN_WAIT_NS) {
 		rdma_fo_request(c, SHUNT_R_RDMA_STALLED);
@@ -426,7 +441,7 @@ static int shutdown_ns(struct conn *c, uint64_t wait_ns)
 	r = conn_moving(c) ? -EPIPE : push_and_wait_ns(c, 0, wait_ns, &late, NULL);
 	if (!r) {
 		rc->fin_done = 1;
-		return 0;
+		return fin_owed(c);
 	}
 	/* not completed yet, or not even posted (a full send queue: the
 	 * backlog posts it, and sets fin_seq) */

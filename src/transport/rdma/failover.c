@@ -90,7 +90,10 @@ int rdma_fo_tx_begin(struct conn *c, int push_flags)
 	c->mv.next = start;
 	c->mv.start = start;
 	c->mv.end = end;
-	if (rc->fin_done) { /* all of it reached the peer and the kernel's FIN followed */
+	if (rc->fin_done && !__atomic_load_n(&c->mv.fin, __ATOMIC_ACQUIRE)) {
+		/* all of it reached the peer and the kernel's FIN followed (one
+		 * still owed: the peer had not read it all, its pass needs it
+		 * on the socket - cursor.c fin_owed) */
 		c->mv.hdr_off = sizeof c->mv.hdr;
 		c->mv.next = end;
 	}

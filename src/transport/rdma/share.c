@@ -141,9 +141,7 @@ int rdma_conn_pass(struct conn *c, int why)
 	if (!r)
 		r = move_rx(c, deadline);
 	pass_resend(c, 0);
-	if (!r && c->peer_eof && ring_used(&c->rx))
-		r = -EPIPE; /* the peer ended over RDMA: the rest is only in our ring */
-	return r;
+	return r; /* (a peer that shut down resent too: its FIN waited - cursor.c fin_owed) */
 }
 
 static int moved_map(int memfd, struct shunt_seg_hdr **out, size_t *len)
