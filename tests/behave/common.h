@@ -203,6 +203,23 @@ static inline void expect_mode_ex(int fd, int peer_forks)
 	}
 }
 
+#ifndef POLLRDHUP /* (a test that included a libc header before this one) */
+#define POLLRDHUP 0x2000
+#endif
+
+/* Wait until fd holds n unread bytes and the peer's end (FIONREAD, and
+ * poll's POLLRDHUP). */
+static inline void await_unread_end(int fd, int n)
+{
+	for (int have = -1;; usleep(10000)) {
+		struct pollfd p = { fd, POLLIN | POLLRDHUP, 0 };
+		CHECK(ioctl(fd, FIONREAD, &have) == 0);
+		CHECK(poll(&p, 1, 0) >= 0);
+		if (have == n && (p.revents & POLLRDHUP))
+			return;
+	}
+}
+
 /* Under shunt: fd, a connection passed to another process (SCM_RIGHTS),
  * is plain TCP now, reason 23 (fd-passed). */
 static inline void expect_passed(int fd)

@@ -18,23 +18,9 @@
  * worker read an empty request.)  Over RDMA likewise: the peer's FIN waits
  * after its closing word while we have not read all it sent. */
 #include "common.h"
-#include <poll.h>
-#include <sys/ioctl.h>
 
 #define REQ 40000u /* within the kernel's first receive window */
 #define ANS (1u << 20)
-
-/* wait until fd holds n unread bytes and the peer's end */
-static void await_end(int fd, int n)
-{
-	for (int have = -1;; usleep(10000)) {
-		struct pollfd p = { fd, POLLIN | POLLRDHUP, 0 };
-		CHECK(ioctl(fd, FIONREAD, &have) == 0);
-		CHECK(poll(&p, 1, 0) >= 0);
-		if (have == n && (p.revents & POLLRDHUP))
-			return;
-	}
-}
 
 int main(void)
 {
@@ -83,7 +69,7 @@ int main(void)
 		expect_mode(c);
 		read_all(c, buf, 3);
 		CHECK(pattern(0, 1) == (uint8_t)buf[0] && pattern(2, 1) == (uint8_t)buf[2]);
-		await_end(c, (int)REQ - 3);
+		await_unread_end(c, (int)REQ - 3);
 		send_fd(u[0], c);
 		expect_passed(c);
 		close(c);

@@ -208,9 +208,10 @@ int shm_side_moved(const struct conn *c, int rx)
 static int pass_locked(struct conn *c, struct shunt_ring_ctl *t, struct shunt_ring_ctl *rx, int why)
 {
 	uint8_t buf[SHUNT_HS_MAX_LEN];
+	int here = why == SHUNT_R_STDIO || why == SHUNT_R_UNSUPPORTED || why == SHUNT_R_RINGS_FULL;
 	uint64_t left;
 	ssize_t n;
-	int partial, r, hold;
+	int partial, r, hold, ended;
 
 	/* Other processes holding it (a fork) follow (move_follow) - but
 	 * for a give-back, which only frees this process's descriptors */
@@ -222,10 +223,11 @@ static int pass_locked(struct conn *c, struct shunt_ring_ctl *t, struct shunt_ri
 	 * move within this process (C stdio, a kernel feature) holds them
 	 * for the reads to come (move.c, stdio.c), sooner than a resend made
 	 * at the peer's next call; the receiver of a passed descriptor reads
-	 * the socket, where the peer resends them and then sends its FIN. */
+	 * the socket, where the peer resends them and then sends its FIN.
+	 * (Its end first: then the ring holds every byte before it.) */
+	ended = (int)__atomic_load_n(&rx->wr_done, __ATOMIC_ACQUIRE);
 	left = __atomic_load_n(&rx->prod, __ATOMIC_ACQUIRE) - __atomic_load_n(&rx->cons, __ATOMIC_ACQUIRE);
-	hold = left && __atomic_load_n(&rx->wr_done, __ATOMIC_ACQUIRE) &&
-	       (why == SHUNT_R_STDIO || why == SHUNT_R_UNSUPPORTED || why == SHUNT_R_RINGS_FULL);
+	hold = left && ended && here;
 	/* our socket: nothing of shunt's may head the peer's resend */
 	n = peek_past_leftovers(c->tcp_fd, buf, sizeof buf, &partial);
 	if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
@@ -236,6 +238,12 @@ static int pass_locked(struct conn *c, struct shunt_ring_ctl *t, struct shunt_ri
 		return -EBUSY; /* not ours: the peer moves it itself */
 	if (hold && (r = move_hold_ring(c)) < 0)
 		return r;
+	if (ended && here)
+		/* the stream ends with what we hold: the socket's reads say
+		 * so at once (the kernel's EOF once its queue is empty) - the
+		 * peer's FIN may be owed until its next call, which a quiet
+		 * peer does not make (tests/behave/halfclose_quiet_peer) */
+		real.shutdown(c->tcp_fd, SHUT_RD);
 	/* from here on the peer writes the socket, from our consumer on */
 	__atomic_store_n(&rx->rd_left, (uint32_t)why, __ATOMIC_SEQ_CST);
 	/* and our side's other holders follow (move_follow) */
