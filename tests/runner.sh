@@ -29,7 +29,7 @@ run_one() {
 		skip=$((skip + 1)); printf 'skip  %-22s %-6s %s\n' "$name" "$mode" "$(tail -1 "$log")"
 	else
 		fail=$((fail + 1)); failed+=("$name/$mode")
-		printf 'FAIL  %-22s %-6s rc=%d\n' "$name" "$mode" "$rc"; sed 's/^/      | /' "$log" | tail -25
+		printf 'FAIL  %-22s %-6s rc=%d\n' "$name" "$mode" "$rc"; sed 's/^/      | /' "$log" | tail -40
 		[ -z "${FAIL_LOG_DIR:-}" ] || cp "$log" "$FAIL_LOG_DIR/$name.$mode.log" 2> /dev/null
 	fi
 	rm -f "$log"

@@ -76,6 +76,9 @@ int main(void)
 		c = accept(l, NULL, NULL);
 		CHECK(c >= 0);
 		expect_mode(c);
+		/* not before the client looked at its mode: the pass moves it */
+		read_all(c, buf, 1);
+		CHECK(buf[0] == 'g');
 		write_all(c, "bye", 3);
 		CHECK(shutdown(c, SHUT_WR) == 0);
 		send_fd(v[0], c);
@@ -98,6 +101,7 @@ int main(void)
 	close(cfd);
 	cfd = connect_to(&ss, len);
 	expect_mode(cfd);
+	write_all(cfd, "g", 1);
 	read_all(cfd, buf, 3);
 	CHECK(!memcmp(buf, "bye", 3));
 	CHECK(read(cfd, buf, 1) == 0);

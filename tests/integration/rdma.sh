@@ -23,10 +23,13 @@ for attempt in 1 2 3 4; do
 	echo "rdma: the guest kernel failed in guest $attempt; a fresh guest runs what it had not passed:"
 	echo "$out" | grep -v '^      |' | sed -n '/^vm: the guest kernel/,$p' | head -30
 done
-# every failure's own lines (a long run's tail would cut the early ones
-# off), then the end
-echo "$out" | awk '/^FAIL /{p=1} /^(ok|skip) /{p=0} p' | head -200
+# the end, then every failure's own last lines (a long run's tail would
+# cut the early ones off; the runner shows a failed script's last lines,
+# so they come last)
 echo "$out" | tail -40
+echo "$out" | awk 'function show() { if (h != "") print h; for (i = n > 12 ? n - 11 : 1; i <= n; i++) print l[i]; h = ""; n = 0 }
+	/^FAIL /{ show(); h = $0; p = 1; next } /^(ok|skip) |^[0-9]+ passed/{ p = 0 } p { l[++n] = $0 }
+	END { show() }' | head -200
 [ $rc = 77 ] && exit 77
 echo "$out" | grep -Eq '^[0-9]+ passed, 0 failed' || die "the RDMA suite failed (rc $rc)"
 last=$(echo "$out" | grep -E '^[0-9]+ passed' | tail -1)
