@@ -789,7 +789,8 @@ static inline struct sockaddr_in tool_role(int argc, char **argv, const char *na
 }
 
 /* Read until EOF, checking every byte against pattern(seed); the count. */
-static inline uint64_t read_pattern_to_eof(int fd, uint32_t seed)
+/* The pattern from its byte `from` on, to the end: how many bytes came. */
+static inline uint64_t read_pattern_from_to_eof(int fd, uint64_t from, uint32_t seed)
 {
 	static char buf[1 << 16];
 	uint64_t got = 0;
@@ -797,11 +798,16 @@ static inline uint64_t read_pattern_to_eof(int fd, uint32_t seed)
 
 	while ((n = read(fd, buf, sizeof buf)) > 0) {
 		for (ssize_t i = 0; i < n; i++)
-			CHECK((uint8_t)buf[i] == pattern(got + (uint64_t)i, seed));
+			CHECK((uint8_t)buf[i] == pattern(from + got + (uint64_t)i, seed));
 		got += (uint64_t)n;
 	}
 	CHECK(n == 0);
 	return got;
+}
+
+static inline uint64_t read_pattern_to_eof(int fd, uint32_t seed)
+{
+	return read_pattern_from_to_eof(fd, 0, seed);
 }
 
 static inline int wait_child(pid_t p)

@@ -49,15 +49,8 @@ int main(void)
 		close(v[0]);
 		close(l);
 		int fd = recv_fd(u[1]);
-		for (uint64_t pos = 3; pos < REQ;) {
-			size_t want = REQ - pos < sizeof buf ? REQ - pos : sizeof buf;
-			ssize_t n = read(fd, buf, want);
-			CHECK(n > 0);
-			for (ssize_t i = 0; i < n; i++)
-				CHECK((uint8_t)buf[i] == pattern(pos + (uint64_t)i, 1));
-			pos += (uint64_t)n;
-		}
-		CHECK(read(fd, buf, 1) == 0); /* the client's end */
+		/* the rest of the request, and the client's end */
+		CHECK(read_pattern_from_to_eof(fd, 3, 1) == REQ - 3);
 		write_pattern(fd, ANS, 3);
 		close(fd);
 		_exit(0);
