@@ -40,8 +40,13 @@ int shunt_fo_encode(void *buf, uint64_t start, uint64_t end, uint32_t reason)
 
 int shunt_fo_parse(const void *buf, size_t len, struct shunt_fo *out)
 {
+	const uint8_t *b = buf;
 	struct shunt_fo m;
 
+	/* what is there already can say it is not one (a closed socket's
+	 * linger must not wait for the rest of something else) */
+	if ((len >= 1 && b[0] != SHUNT_FO_KIND) || (len >= 2 && b[1] != SHUNT_FO_VERSION))
+		return -EPROTO;
 	if (len < sizeof m)
 		return -EAGAIN;
 	memcpy(&m, buf, sizeof m);

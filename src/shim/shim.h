@@ -303,6 +303,7 @@ ssize_t move_send_socket(struct conn *c, const struct iovec *iov, int iovcnt, in
 ssize_t move_recv_urgent(struct conn *c, const struct iovec *iov, int iovcnt, int flags); /* MSG_OOB */
 int move_settling(struct conn *c);                /* a blocking write must not block yet (RDMA) */
 int move_flush(struct conn *c, int flags);       /* what the move owes the peer; -EAGAIN: later */
+void move_fin(struct conn *c);                   /* ... then the FIN a shutdown owed (mv.fin) */
 /* ... waiting for room until the deadline (shunt_now_ns; UINT64_MAX: for
  * ever - close() when no flusher thread can be had) */
 int move_flush_until(struct conn *c, uint64_t deadline);

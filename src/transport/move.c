@@ -74,7 +74,8 @@ static void fault_cut(struct conn *c)
 		return;
 	left = c->mv.end - c->mv.next;
 	(void)send_staged(c, c->mv.next + ((uint64_t)cut < left ? (uint64_t)cut : left), MSG_NOSIGNAL);
-	shunt_log("fault: failover cut after %lld resent bytes: the process dies", (long long)cut);
+	shunt_log("fault: failover cut after %lld resent bytes, the stream ends at byte %llu: the process dies",
+		  (long long)cut, (unsigned long long)c->mv.end);
 	raise(SIGKILL);
 }
 
@@ -89,6 +90,14 @@ int move_flush(struct conn *c, int flags)
 	}
 	fault_cut(c);
 	return send_staged(c, c->mv.end, flags);
+}
+
+/* After the flush: the kernel's FIN that shutdown() left owed while the
+ * peer had bytes of ours to read (mv.fin), once. */
+void move_fin(struct conn *c)
+{
+	if (__atomic_exchange_n(&c->mv.fin, 0, __ATOMIC_ACQ_REL))
+		real.shutdown(c->tcp_fd, SHUT_WR);
 }
 
 int move_flush_until(struct conn *c, uint64_t deadline)

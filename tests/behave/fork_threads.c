@@ -13,12 +13,11 @@
  * message as data, a close racing the fork's walk freed a connection
  * twice (glibc aborted), and a fork after the peer's close cost a slot of
  * the link each time (after 32, every connection fell back).  The last
- * connection must still be accelerated.  NOT_OVER_RDMA: an open defect -
- * about one run in ten in the guest, a connection in flight reads EOF or
- * ECONNRESET instead of its echo (1 in 10 with the forty-fourth session's
- * library too, 1 in 8 with the forty-fifth's; it failed a clean-clone CI
- * run): run it there by hand (TESTS=fork_threads with the marker removed)
- * until it is mended. */
+ * connection must still be accelerated.  And (forty-sixth session) about
+ * one run in ten a connection in flight read ECONNRESET instead of its
+ * echo: a fork between the server's read and its close left the client's
+ * failover message unread on the server's socket, and the server's close
+ * reset the connection (tests/behave/fork_peer_close, deterministic). */
 #include "common.h"
 #include <sys/epoll.h>
 

@@ -28,6 +28,14 @@ int main(void)
 	CHECK(b[0] != 0); /* never taken for a zero-byte probe */
 	for (size_t k = 0; k < sizeof b; k++)
 		CHECK(shunt_fo_parse(b, k, &m) == -EAGAIN);
+	/* a start that is not one says so at once (a closed socket's linger
+	 * does not wait for the rest of an application's bytes) */
+	memcpy(bad, b, sizeof b);
+	bad[0] = 'G';
+	CHECK(shunt_fo_parse(bad, 1, &m) == -EPROTO && shunt_fo_parse(bad, 20, &m) == -EPROTO);
+	memcpy(bad, b, sizeof b);
+	bad[1] ^= 1;
+	CHECK(shunt_fo_parse(bad, 1, &m) == -EAGAIN && shunt_fo_parse(bad, 2, &m) == -EPROTO);
 	/* kind, version, pad, reason, magic: any change is refused */
 	for (size_t k = 0; k < 16; k++) {
 		memcpy(bad, b, sizeof b);

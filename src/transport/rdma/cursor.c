@@ -366,8 +366,8 @@ int rdma_fin_settle(struct conn *c, int final)
 		   __atomic_load_n(&rc->link->completed, __ATOMIC_ACQUIRE) >=
 			   __atomic_load_n(&rc->fin_seq, __ATOMIC_ACQUIRE)) {
 		rc->fin_done = 1;
-		if (!fin_owed(c) && __atomic_exchange_n(&c->mv.fin, 0, __ATOMIC_ACQ_REL))
-			real.shutdown(c->tcp_fd, SHUT_WR);
+		if (!fin_owed(c))
+			move_fin(c);
 	} else if (final || shunt_now_ns() - rc->fin_since >= FIN_WAIT_NS) {
 		rdma_fo_request(c, SHUNT_R_RDMA_STALLED);
 	} else {
@@ -561,8 +561,8 @@ static void close_move(struct conn *c)
 	rdma_fo_tx_begin(c, PUSH_MAY_POLL);
 	if (move_flush(c, MSG_NOSIGNAL | MSG_DONTWAIT) == -EAGAIN)
 		rdma_fo_orphan(c);
-	else if (__atomic_exchange_n(&c->mv.fin, 0, __ATOMIC_ACQ_REL))
-		real.shutdown(c->tcp_fd, SHUT_WR);
+	else
+		move_fin(c);
 }
 
 /* After the closing word: the slot, the socket, the memory. */
@@ -578,6 +578,7 @@ static void close_tail(struct conn *c)
 		(void)rdma_post_word(rc, SHUNT_CDC_F_RELEASED, PUSH_MAY_POLL);
 		shunt_mutex_unlock(&rc->lock);
 	}
+	rdma_fo_linger_note(c); /* (the ring is the slot's until the release) */
 	shunt_mutex_lock(&l->cq_lock);
 	__atomic_store_n(&rc->state, RC_CLOSED, __ATOMIC_RELEASE);
 	rc->c = NULL;

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -178,64 +179,143 @@ void rdma_fo_threads_forget(void)
 	shunt_mutex_reset(&fo_thr_lock);
 }
 
-/* The peer moved its sending half after its stream had ended over RDMA
- * (its closing word late: rdma-stalled): its failover message and the
- * bytes it resends - all of which we have - may still be on their way,
- * unread.  Closed with them unread, the kernel would reset the connection
- * and the peer could lose what we sent it last.  Reads them off to the
- * peer's FIN (at most 30 s) and closes, as the kernel finishes a closed
- * TCP socket's exchange: a thread of ours (rdma_fo_linger), or the
- * orphan's once it sent what it owed. */
-static void drain_to_fin(int fd)
+/* The peer's failover message at the head of the socket, after its
+ * liveness probes (those are read off): 0 with *m (the message still
+ * unread), -EAGAIN while it is on its way, -EPROTO for anything else, or
+ * 1 at the socket's end (*err: 0 for the FIN, else the error). */
+static int fo_msg_peek(int fd, struct shunt_fo *m, int *err)
 {
-	uint64_t deadline = shunt_now_ns() + 30000000000ull;
-	uint8_t buf[4096];
+	uint8_t buf[64];
 
 	for (;;) {
-		ssize_t n = real.recv(fd, buf, sizeof buf, MSG_DONTWAIT);
-		if (n > 0)
+		ssize_t r = real.recv(fd, buf, sizeof buf, MSG_PEEK | MSG_DONTWAIT);
+		size_t z = 0;
+		int e;
+
+		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+			return -EAGAIN;
+		if (r <= 0) {
+			*err = r ? errno : 0;
+			return 1;
+		}
+		while (z < (size_t)r && !buf[z])
+			z++;
+		if (z) { /* liveness probes */
+			(void)!real.recv(fd, buf, z, MSG_DONTWAIT);
 			continue;
-		if (!n || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) ||
-		    shunt_now_ns() >= deadline)
-			break;
-		fd_wait(fd, POLLIN, deadline, 1000);
+		}
+		e = shunt_fo_parse(buf, (size_t)r, m);
+		if (e == -EAGAIN && sock_hung_up(fd))
+			e = -EPROTO; /* the rest will never come */
+		return e;
 	}
+}
+
+/* At the close (the ring still ours): whether the socket may yet receive,
+ * unread, what only the peer's move puts there - its failover message and
+ * the bytes it resends that we have.  Closed with those unread, the
+ * kernel would reset the connection, and the peer could lose what we
+ * sent it last (a fork of the peer's between our last read and our close;
+ * a peer whose closing word was late).  Not after a fork, an exec or a
+ * pass (another process may read the socket still), nor with bytes of
+ * the peer's unread (a reset is what TCP does then). */
+void rdma_fo_linger_note(struct conn *c)
+{
+	struct fo_linger *lg = &rcn(c)->linger;
+	int why = __atomic_load_n(&c->mv.want, __ATOMIC_ACQUIRE), rx = __atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE);
+	int inq = 0;
+
+	lg->on = 0;
+	if (c->tcp_fd < 0 || rcn(c)->moved || c->passed || rx == 2 || rcn(c)->close_reset || ring_used(&c->rx) ||
+	    (why && why != SHUNT_R_PEER_FAILOVER && why != SHUNT_R_LINK_FAILED && why != SHUNT_R_RDMA_STALLED))
+		return;
+	/* a move under way (the peer's message comes), or bytes there
+	 * already (the peer's message before its word) */
+	if (!why && (shunt_sandboxed || real.ioctl(c->tcp_fd, FIONREAD, &inq) || inq <= 0))
+		return;
+	lg->on = 1;
+	lg->rx = rx;
+	lg->skip = c->mv.skip;
+	lg->prod = __atomic_load_n(&c->rx.ctl->prod, __ATOMIC_ACQUIRE);
+	lg->size = c->rx.size;
+}
+
+/* Reads off what the note expects, no more; never blocks.  1 once done:
+ * the message and the bytes we have are read, or the socket ended, or it
+ * holds something else (the kernel's close decides: a reset, as TCP's
+ * close with bytes unread). */
+static int linger_step(struct fo_linger *lg, int fd)
+{
+	uint8_t buf[4096];
+
+	while (!lg->rx) {
+		struct shunt_fo m;
+		int err, e = fo_msg_peek(fd, &m, &err);
+		if (e == -EAGAIN)
+			return 0;
+		if (e || shunt_fo_skip(&m, lg->prod, lg->size, &lg->skip))
+			return 1;
+		(void)!real.recv(fd, buf, sizeof m, MSG_DONTWAIT);
+		lg->rx = 1;
+	}
+	while (lg->skip) {
+		ssize_t n = real.recv(fd, buf, lg->skip < sizeof buf ? (size_t)lg->skip : sizeof buf, MSG_DONTWAIT);
+		if (n <= 0)
+			return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) ? 0 : 1;
+		lg->skip -= (uint64_t)n;
+	}
+	return 1;
+}
+
+/* Our stream ends now (as close() sends the FIN at once); the socket is
+ * closed once the note's bytes are read off, within 30 s, as the kernel
+ * finishes a closed TCP socket's exchange. */
+static void linger_finish(struct fo_linger *lg, int fd)
+{
+	uint64_t deadline = shunt_now_ns() + 30000000000ull;
+
+	real.shutdown(fd, SHUT_WR);
+	while (!linger_step(lg, fd) && shunt_now_ns() < deadline)
+		fd_wait(fd, POLLIN, deadline, 1000);
+	lg->on = 2;
 	fo_thread_close(fd);
 }
 
+struct lingerer {
+	int fd;
+	struct fo_linger lg;
+};
+
 static void *linger_run(void *arg)
 {
-	drain_to_fin((int)(intptr_t)arg);
+	struct lingerer *x = arg;
+
+	linger_finish(&x->lg, x->fd);
+	free(x);
 	return NULL;
 }
 
-/* Whether the socket may hold, unread, only what the peer's move resends. */
-static int linger_owed(struct conn *c)
-{
-	int why = __atomic_load_n(&c->mv.want, __ATOMIC_ACQUIRE);
-
-	/* only a move of the link's or the peer's: after a fork, an exec or
-	 * a pass another process may read this socket still */
-	return !(rcn(c)->moved || c->passed ||
-		 (why != SHUNT_R_PEER_FAILOVER && why != SHUNT_R_LINK_FAILED && why != SHUNT_R_RDMA_STALLED) ||
-		 __atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) == 2 || rcn(c)->close_reset ||
-		 !__atomic_load_n(&c->rx.ctl->wr_done, __ATOMIC_ACQUIRE) || ring_used(&c->rx));
-	/* (else nothing is owed to us, or a reset is what TCP would do) */
-}
-
+/* After the close (its note): a thread of ours reads the socket off. */
 void rdma_fo_linger(struct conn *c)
 {
-	if (c->tcp_fd < 0 || !linger_owed(c))
+	struct lingerer *x;
+
+	if (c->tcp_fd < 0 || rcn(c)->linger.on != 1 || !(x = malloc(sizeof *x)))
 		return; /* (an orphan's socket: it lingers itself, rdma_fo_orphan) */
-	if (!fo_thread_spawn(linger_run, (void *)(intptr_t)c->tcp_fd, c->tcp_fd))
+	x->fd = c->tcp_fd;
+	x->lg = rcn(c)->linger;
+	if (!fo_thread_spawn(linger_run, x, x->fd))
 		c->tcp_fd = -1; /* the thread's now */
+	else
+		free(x);
 }
 
 /* close() with bytes the socket cannot take yet: a thread finishes them
  * and closes our descriptor of the socket, as the kernel sends what was
  * queued after close(). */
 struct orphan {
-	int fd, fin, linger; /* linger: 1 to read to the peer's FIN, 2 read */
+	int fd, fin;
+	struct fo_linger lg;
 	size_t len, off;
 	uint8_t buf[];
 };
@@ -243,7 +323,6 @@ struct orphan {
 static void *orphan_run(void *arg)
 {
 	struct orphan *o = arg;
-	uint8_t buf[4096];
 
 	while (o->off < o->len) {
 		ssize_t n = real.send(o->fd, o->buf + o->off, o->len - o->off, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -253,19 +332,18 @@ static void *orphan_run(void *arg)
 		}
 		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
 			break; /* the peer is gone: so are the bytes, as with TCP */
-		/* the peer's resend must not wait for ours: read as we wait,
-		 * to its FIN */
-		while (o->linger == 1 && (n = real.recv(o->fd, buf, sizeof buf, MSG_DONTWAIT)) != -1)
-			if (!n)
-				o->linger = 2;
-		fd_wait(o->fd, POLLOUT | (o->linger == 1 ? POLLIN : 0), UINT64_MAX, 1000);
+		/* the peer's resend must not wait for ours: read it off as we wait */
+		if (o->lg.on == 1 && linger_step(&o->lg, o->fd))
+			o->lg.on = 2;
+		fd_wait(o->fd, POLLOUT | (o->lg.on == 1 ? POLLIN : 0), UINT64_MAX, 1000);
 	}
-	if (o->fin) /* the application's shutdown, owed until now */
-		real.shutdown(o->fd, SHUT_WR);
-	if (o->linger == 1)
-		drain_to_fin(o->fd); /* and closes it */
-	else
+	if (o->lg.on == 1) {
+		linger_finish(&o->lg, o->fd); /* (its FIN, then closes it) */
+	} else {
+		if (o->fin) /* the application's shutdown, owed until now */
+			real.shutdown(o->fd, SHUT_WR);
 		fo_thread_close(o->fd);
+	}
 	free(o);
 	return NULL;
 }
@@ -281,7 +359,9 @@ void rdma_fo_orphan(struct conn *c)
 	}
 	o->fd = c->tcp_fd;
 	o->fin = __atomic_exchange_n(&c->mv.fin, 0, __ATOMIC_ACQ_REL);
-	o->linger = linger_owed(c);
+	rdma_fo_linger_note(c);
+	o->lg = rcn(c)->linger;
+	rcn(c)->linger.on = 0; /* the orphan's */
 	o->len = len;
 	o->off = 0;
 	memcpy(o->buf, c->mv.hdr + c->mv.hdr_off, hdr);
@@ -319,8 +399,8 @@ static int sweep_one(struct rdma_conn *rc, void *arg)
 		int r = move_flush(c, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (r == -EAGAIN)
 			*again = 1;
-		else if (__atomic_exchange_n(&c->mv.fin, 0, __ATOMIC_ACQ_REL))
-			real.shutdown(c->tcp_fd, SHUT_WR); /* the shutdown owed */
+		else
+			move_fin(c); /* the shutdown owed */
 	}
 	shunt_unlock(&t->wlock);
 	return 0;
@@ -348,16 +428,14 @@ static void fo_rx_settle(struct conn *c)
 	while (!c->mv.rx) {
 		struct shunt_fo m;
 		uint64_t prod;
-		size_t z = 0;
-		int e;
+		int e, err;
 
-		r = real.recv(c->tcp_fd, buf, 64, MSG_PEEK | MSG_DONTWAIT);
-		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-			return;
-		if (r <= 0) {
+		e = fo_msg_peek(c->tcp_fd, &m, &err);
+		if (e == -EAGAIN)
+			return; /* (the rest is on its way) */
+		if (e == 1) {
 			/* the kernel's FIN or RST: cursor messages sent before
 			 * it count first */
-			int err = r ? errno : 0;
 			rdma_link_drain(rcn(c)->rc->link);
 			if (!err && !__atomic_load_n(&c->rx.ctl->wr_done, __ATOMIC_ACQUIRE)) {
 				/* FIN with no cursor FIN before it: the peer
@@ -377,18 +455,6 @@ static void fo_rx_settle(struct conn *c)
 			else
 				c->peer_err = err;
 			return;
-		}
-		while (z < (size_t)r && !buf[z])
-			z++;
-		if (z) { /* liveness probes */
-			(void)!real.recv(c->tcp_fd, buf, z, MSG_DONTWAIT);
-			continue;
-		}
-		e = shunt_fo_parse(buf, (size_t)r, &m);
-		if (e == -EAGAIN) {
-			if (!sock_hung_up(c->tcp_fd))
-				return; /* the rest is on its way */
-			e = -EPROTO; /* and will never come */
 		}
 		if (!e) {
 			shunt_mutex_lock(&rcn(c)->rc->link->cq_lock);

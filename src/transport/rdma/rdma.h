@@ -62,6 +62,16 @@ struct rdma_conn {
 
 /* A connection over RDMA as this process holds it (the conn's tpd): a
  * forked child's or an exec'd image's copy is not the link's owner. */
+/* A closed connection's socket that may still receive, unread, the peer's
+ * failover message and the bytes it resends that we have (failover.c,
+ * rdma_fo_linger): noted at the close, while the ring is ours. */
+struct fo_linger {
+	int on;                   /* 1: to be read off; 2: read off */
+	int rx;                   /* as mv.rx: 0 before the message, 1 in the resend */
+	uint64_t prod, skip;      /* our ring's producer; the resent bytes we have */
+	uint32_t size;            /* our ring's size (the message's bound) */
+};
+
 struct rconn {
 	struct conn c;            /* first: the shim core's part */
 	struct rdma_conn *rc;
@@ -73,6 +83,7 @@ struct rconn {
 	size_t moved_len;
 	int moved_fd;
 	struct rconn *closing_next; /* while close_rest finishes its close (cursor.c) */
+	struct fo_linger linger;  /* its socket after the close (failover.c) */
 };
 
 static inline struct rconn *rcn(struct conn *c)
@@ -130,6 +141,7 @@ int rdma_push_locked(struct conn *c, uint32_t extra, int flags, uint64_t *seq);
 int rdma_post_word(struct rdma_conn *rc, uint32_t flags, int push_flags);
 /* failover.c */
 void rdma_fo_orphan(struct conn *c);
+void rdma_fo_linger_note(struct conn *c);
 void rdma_fo_linger(struct conn *c);
 void rdma_fo_threads_wait(uint64_t deadline); /* the process's end */
 void rdma_fo_threads_forget(void);            /* a forked child */

@@ -67,8 +67,8 @@ static int move_tx(struct conn *c, uint64_t deadline, int reason)
 	rdma_fo_request(c, reason); /* unless it is moving already */
 	rdma_fo_tx_begin(c, PUSH_MAY_POLL);
 	r = move_flush_until(c, deadline);
-	if (!r && __atomic_exchange_n(&c->mv.fin, 0, __ATOMIC_ACQ_REL))
-		real.shutdown(c->tcp_fd, SHUT_WR);
+	if (!r)
+		move_fin(c);
 	shunt_unlock(&c->tx.ctl->wlock);
 	return r == -EPIPE || r == -ECONNRESET ? 0 : r; /* a dead socket owes nothing */
 }

@@ -263,10 +263,10 @@ static int pass_locked(struct conn *c, struct shunt_ring_ctl *t, struct shunt_ri
 				break; /* the peer is gone: nothing to tell */
 			off += (size_t)w;
 		}
-	} else if (__atomic_exchange_n(&c->mv.fin, 0, __ATOMIC_ACQ_REL)) {
+	} else {
 		/* we shut while the peer had bytes of ours to read: the FIN
 		 * owed, after them (the peer reads our ring to its end) */
-		real.shutdown(c->tcp_fd, SHUT_WR);
+		move_fin(c);
 	}
 	/* wake the peer (it resends now) and our own sleepers (they find
 	 * the rings gone and the socket in their place once we unlock) */
