@@ -9,7 +9,7 @@ SAN     ?=
 HAVE_VERBS := $(shell test -f /usr/include/infiniband/verbs.h && echo 1)
 # The transports: shared memory always, RDMA when libibverbs' headers are
 # there (nothing stands in for it otherwise: src/transport/transport.c).
-SHIM_SRC := $(wildcard src/base/*.c) $(wildcard src/shim/*.c) $(wildcard src/setup/*.c) $(wildcard src/transport/*.c) $(wildcard src/transport/shm/*.c) $(if $(HAVE_VERBS),$(wildcard src/transport/rdma/*.c)) src/common/config.c src/common/reason.c src/common/msg.c src/common/handshake.c src/common/synopt.c src/common/failover.c src/common/rdvdir.c src/common/loadavg.c src/common/nbdnl.c
+SHIM_SRC := $(wildcard src/base/*.c) $(wildcard src/shim/*.c) $(wildcard src/setup/*.c) $(wildcard src/transport/*.c) $(wildcard src/transport/shm/*.c) $(if $(HAVE_VERBS),$(wildcard src/transport/rdma/*.c)) src/common/config.c src/common/reason.c src/common/msg.c src/common/handshake.c src/common/synopt.c src/common/failover.c src/common/rdvdir.c src/common/loadavg.c src/common/nbdnl.c src/common/iscsinl.c
 TOOL_SRC := $(wildcard src/tools/*.c) src/common/reason.c src/common/config.c src/common/rdvdir.c
 HDRS    := $(wildcard include/shunt/*.h src/base/*.h src/shim/*.h src/setup/*.h src/common/*.h src/transport/*.h src/transport/shm/*.h src/transport/rdma/*.h)
 
@@ -65,7 +65,7 @@ $(BUILD)/shunt: $(TOOL_SRC) $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -o $@ $(TOOL_SRC) -lm
 
-COMMON_SRC := src/transport/ring.c src/base/lock.c src/common/config.c src/common/msg.c src/common/reason.c src/common/handshake.c src/common/synopt.c src/common/failover.c src/common/loadavg.c src/common/nbdnl.c
+COMMON_SRC := src/transport/ring.c src/base/lock.c src/common/config.c src/common/msg.c src/common/reason.c src/common/handshake.c src/common/synopt.c src/common/failover.c src/common/loadavg.c src/common/nbdnl.c src/common/iscsinl.c
 $(BUILD)/tests/unit/%: tests/unit/%.c $(COMMON_SRC) $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $(SAN) -o $@ $< $(COMMON_SRC) -lpthread

@@ -7,7 +7,7 @@ export DEBIAN_FRONTEND=noninteractive
 pkgs=(build-essential clang libclang-rt-14-dev libbpf-dev iproute2 procps gnuplot-nox
       redis-server redis-tools nginx-light curl iperf3 socat sockperf wrk ncat iptables nftables
       openssh-server openssh-client haproxy liburing-dev nodejs apache2 apache2-utils vsftpd lftp dovecot-imapd xinetd
-      postfix php8.2-fpm squid varnish postgresql pgbouncer nbd-client nbd-server
+      postfix php8.2-fpm squid varnish postgresql pgbouncer nbd-client nbd-server tgt open-iscsi
       # the RDMA suite: Debian's kernel with rdma_rxe under QEMU, rdma-core
       qemu-system-x86 linux-image-amd64 busybox-static kmod cpio xz-utils zstd
       rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest libibverbs-dev librdmacm-dev)

@@ -12,10 +12,13 @@
  * descriptor pass (move.c; reason kernel-socket on both ends); one that
  * cannot move (a peer that shut its side with bytes we have not read, a
  * sandbox) fails the call with EBUSY and a warning, instead of giving the
- * kernel a socket whose stream is elsewhere.
+ * kernel a socket whose stream is elsewhere.  The kernel's iSCSI
+ * initiator likewise: iscsid logs in over its own connection, then gives
+ * the socket to iscsi_tcp by number in ISCSI_UEVENT_BIND_CONN on a
+ * NETLINK_ISCSI socket (src/common/iscsinl.h).
  *
  * Netlink sockets are told by their making (socket(AF_NETLINK, ...,
- * NETLINK_GENERIC)); what a send on one carries is read through
+ * NETLINK_GENERIC or NETLINK_ISCSI)); what a send on one carries is read through
  * process_vm_readv, so a bad address stays the kernel's EFAULT, and a
  * message naming accelerated descriptors is taken for NBD's only if its
  * type is the family the kernel calls "nbd" (asked at that moment).  In
@@ -36,50 +39,68 @@
 #include "interpose.h"
 #include "../base/real.h"
 #include "../common/nbdnl.h"
+#include "../common/iscsinl.h"
 
-/* The generic-netlink sockets the program made (descriptor + 1; 0: free).
- * One that is closed past close() (a raw system call) stays listed: its
- * number's next sends are looked at for nothing. */
-#define GENL_MAX 16
-static int genl_fd[GENL_MAX];
-static int genl_n; /* listed now */
+/* The netlink sockets the program made, of the two protocols that can
+ * carry a descriptor to a driver (descriptor + 1; 0: free).  One that is
+ * closed past close() (a raw system call) stays listed: its number's next
+ * sends are looked at for nothing. */
+#define NL_MAX 16
+struct nl_list {
+	int fd[NL_MAX];
+	int n; /* listed now */
+};
+static struct nl_list genl, iscsi;
 
-void ksock_socket(int fd, int domain, int protocol)
+static void list_add(struct nl_list *l, int fd)
 {
-	if (domain != AF_NETLINK || protocol != NETLINK_GENERIC || fd < 0)
-		return;
-	for (int i = 0; i < GENL_MAX; i++) {
+	for (int i = 0; i < NL_MAX; i++) {
 		int z = 0;
-		if (__atomic_compare_exchange_n(&genl_fd[i], &z, fd + 1, 0, __ATOMIC_RELEASE,
-						__ATOMIC_RELAXED)) {
-			__atomic_add_fetch(&genl_n, 1, __ATOMIC_RELEASE);
+		if (__atomic_compare_exchange_n(&l->fd[i], &z, fd + 1, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
+			__atomic_add_fetch(&l->n, 1, __ATOMIC_RELEASE);
 			return;
 		}
 	}
-	/* more than GENL_MAX at once: the first ones are looked at, the rest
+	/* more than NL_MAX at once: the first ones are looked at, the rest
 	 * not (no program of the kind makes more than one or two) */
+}
+
+static void list_closed(struct nl_list *l, unsigned first, unsigned last)
+{
+	if (!__atomic_load_n(&l->n, __ATOMIC_ACQUIRE))
+		return;
+	for (int i = 0; i < NL_MAX; i++) {
+		int v = __atomic_load_n(&l->fd[i], __ATOMIC_RELAXED);
+		if (v && (unsigned)(v - 1) >= first && (unsigned)(v - 1) <= last &&
+		    __atomic_compare_exchange_n(&l->fd[i], &v, 0, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+			__atomic_sub_fetch(&l->n, 1, __ATOMIC_RELEASE);
+	}
+}
+
+static int listed(struct nl_list *l, int fd)
+{
+	if (!__atomic_load_n(&l->n, __ATOMIC_ACQUIRE))
+		return 0;
+	for (int i = 0; i < NL_MAX; i++)
+		if (__atomic_load_n(&l->fd[i], __ATOMIC_RELAXED) == fd + 1)
+			return 1;
+	return 0;
+}
+
+void ksock_socket(int fd, int domain, int protocol)
+{
+	if (domain != AF_NETLINK || fd < 0)
+		return;
+	if (protocol == NETLINK_GENERIC)
+		list_add(&genl, fd);
+	else if (protocol == SHUNT_NETLINK_ISCSI)
+		list_add(&iscsi, fd);
 }
 
 void ksock_closed(unsigned first, unsigned last)
 {
-	if (!__atomic_load_n(&genl_n, __ATOMIC_ACQUIRE))
-		return;
-	for (int i = 0; i < GENL_MAX; i++) {
-		int v = __atomic_load_n(&genl_fd[i], __ATOMIC_RELAXED);
-		if (v && (unsigned)(v - 1) >= first && (unsigned)(v - 1) <= last &&
-		    __atomic_compare_exchange_n(&genl_fd[i], &v, 0, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
-			__atomic_sub_fetch(&genl_n, 1, __ATOMIC_RELEASE);
-	}
-}
-
-static int genl_listed(int fd)
-{
-	if (!__atomic_load_n(&genl_n, __ATOMIC_ACQUIRE))
-		return 0;
-	for (int i = 0; i < GENL_MAX; i++)
-		if (__atomic_load_n(&genl_fd[i], __ATOMIC_RELAXED) == fd + 1)
-			return 1;
-	return 0;
+	list_closed(&genl, first, last);
+	list_closed(&iscsi, first, last);
 }
 
 /* The kernel's number for the "nbd" family now, or -1 (no such family:
@@ -147,37 +168,61 @@ static size_t copy_iov(uint8_t *buf, size_t size, const struct iovec *iov, int c
 	return got;
 }
 
-/* The descriptors a send on a generic-netlink socket hands to the NBD
- * driver, moved first.  0, or -errno for the send to fail with. */
-int ksock_send(int fd, const struct iovec *iov, int cnt)
+/* What a send on a listed netlink socket carries, its first size bytes:
+ * a copy that fails where the kernel's would (EFAULT: its answer); where a
+ * container's filter refuses the call, a plain copy (the addresses are
+ * the program's, given to the kernel in this call).  0: nothing to look at. */
+static size_t send_bytes(uint8_t *buf, size_t size, const struct iovec *iov, int cnt)
 {
-	uint8_t buf[8192];
-	int fds[32], n, accel = 0, e = errno;
-	uint16_t type = 0;
-	struct iovec local = { buf, sizeof buf };
+	struct iovec local = { buf, size };
+	int e = errno;
 	ssize_t got;
 
-	if (!genl_listed(fd) || !iov || cnt <= 0 || shunt_sandboxed)
-		return 0;
-	/* a copy that fails where the kernel's would (EFAULT: its answer);
-	 * where a container's filter refuses the call, a plain copy (the
-	 * addresses are the program's, given to the kernel in this call) */
-	got = process_vm_readv(shunt_pid(), &local, 1, iov, (unsigned long)(cnt > IOV_MAX ? IOV_MAX : cnt), 0);
+	cnt = cnt > IOV_MAX ? IOV_MAX : cnt;
+	got = process_vm_readv(shunt_pid(), &local, 1, iov, (unsigned long)cnt, 0);
 	if (got < 0 && (errno == EPERM || errno == ENOSYS))
-		got = (ssize_t)copy_iov(buf, sizeof buf, iov, cnt > IOV_MAX ? IOV_MAX : cnt);
+		got = (ssize_t)copy_iov(buf, size, iov, cnt);
 	errno = e;
-	if (got <= 0)
-		return 0;
-	n = shunt_nbdnl_socks(buf, (size_t)got, 0, fds, 32, &type);
+	return got > 0 ? (size_t)got : 0;
+}
+
+/* Whether any of the n descriptors is an accelerated connection (or one
+ * whose offer is pending). */
+static int any_accelerated(const int *fds, int n)
+{
+	int accel = 0;
+
 	for (int i = 0; i < n && !accel; i++) {
 		struct sk *s = fdtab_peek(fds[i]);
 		accel = s && (s->kind == SK_CONN || __atomic_load_n(&s->offer, __ATOMIC_ACQUIRE));
 		sk_put(s);
 	}
-	if (!accel || nbd_family() != type)
+	return accel;
+}
+
+/* The descriptors a send on a netlink socket hands to a driver - the NBD
+ * driver's NBD_CMD_CONNECT (generic netlink, the family asked), the iSCSI
+ * initiator's ISCSI_UEVENT_BIND_CONN (NETLINK_ISCSI) - moved first.  0,
+ * or -errno for the send to fail with. */
+int ksock_send(int fd, const struct iovec *iov, int cnt)
+{
+	uint8_t buf[8192];
+	int fds[32], n, is_iscsi;
+	uint16_t type = 0;
+	size_t got;
+
+	if (!iov || cnt <= 0 || shunt_sandboxed)
+		return 0;
+	is_iscsi = listed(&iscsi, fd);
+	if (!is_iscsi && !listed(&genl, fd))
+		return 0;
+	if (!(got = send_bytes(buf, sizeof buf, iov, cnt)))
+		return 0;
+	n = is_iscsi ? shunt_iscsinl_socks(buf, got, fds, 32) : shunt_nbdnl_socks(buf, got, 0, fds, 32, &type);
+	if (!any_accelerated(fds, n) || (!is_iscsi && nbd_family() != type))
 		return 0;
 	for (int i = 0; i < n; i++) {
-		int r = hand_over(fds[i], "netlink NBD_CMD_CONNECT");
+		int r = hand_over(fds[i], is_iscsi ? "netlink ISCSI_UEVENT_BIND_CONN" : "netlink NBD_CMD_CONNECT");
 		if (r)
 			return r;
 	}

@@ -28,6 +28,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/syscall.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -574,6 +575,36 @@ static inline int connect_in_flight(void (*serve)(int l), pid_t *pid, struct soc
 	return fd;
 }
 
+/* A kernel driver's side of connect_in_flight's connection once the
+ * socket was handed to it (the driver reads and writes the socket itself):
+ * by system calls past the wrappers, the rest of our bytes (buf from out1
+ * to total) and all `in` of the peer's, checked, then its "k". */
+static inline void driver_stream(int fd, uint8_t *buf, size_t out1, size_t total, int in)
+{
+	char b;
+
+	for (size_t off = out1; off < total;) {
+		ssize_t n = syscall(SYS_write, fd, buf + off, total - off);
+		CHECK(n > 0);
+		off += (size_t)n;
+	}
+	memset(buf, 0, total);
+	for (size_t got = 0; got < (size_t)in;) {
+		ssize_t n = syscall(SYS_read, fd, buf + got, (size_t)in - got);
+		if (n <= 0) {
+			fprintf(stderr, "client: the socket ended at byte %zu of the peer's %d (%zd)\n", got, in, n);
+			exit(1);
+		}
+		got += (size_t)n;
+	}
+	for (size_t i = 0; i < (size_t)in; i++)
+		if (buf[i] != pattern(i, 1)) {
+			fprintf(stderr, "client: byte %zu of the peer's differs on the socket\n", i);
+			exit(1);
+		}
+	CHECK(syscall(SYS_read, fd, &b, 1) == 1 && b == 'k');
+}
+
 /* n clients of the server process pid (listening at ss): each connects
  * and sends its index as one byte, then each reads it back (the server
  * echoes it, in any order of connections) and closes; pid must exit 0. */
@@ -851,6 +882,19 @@ static inline void child_ping(const struct sockaddr_storage *ss, socklen_t len, 
 	CHECK(!memcmp(b, "ping", 4));
 	close(fd);
 	CHECK(wait_child(p) == 0);
+}
+
+/* One connection accepted on l: one byte echoed, then the client's end. */
+static inline void echo_byte_to_end(int l)
+{
+	int c = accept(l, NULL, NULL);
+	char b;
+
+	CHECK(c >= 0);
+	CHECK(read(c, &b, 1) == 1);
+	write_all(c, &b, 1);
+	CHECK(read(c, &b, 1) == 0);
+	close(c);
 }
 
 /* Fail instead of hanging: every test arms this. */

@@ -23,7 +23,6 @@
 #include <linux/netlink.h>
 #include <sys/ioctl.h>
 #include <linux/nbd.h>
-#include <sys/syscall.h>
 
 #define IN 100000  /* the peer's, in our ring when the socket is handed over */
 #define OUT1 50000 /* ours before, unread by the peer then */
@@ -31,24 +30,10 @@
 
 static void server(int l)
 {
-	int c2;
-	char b;
-
 	/* asleep in its read when the socket is handed over */
 	serve_in_flight(l, IN, OUT1 + OUT2);
-	/* the second connection: an echo of one byte */
-	c2 = accept(l, NULL, NULL);
-	CHECK(c2 >= 0);
-	CHECK(read(c2, &b, 1) == 1);
-	write_all(c2, &b, 1);
-	CHECK(read(c2, &b, 1) == 0);
-	close(c2);
+	echo_byte_to_end(l); /* the second connection */
 	_exit(0);
-}
-
-static ssize_t raw_io(long nr, int fd, void *buf, size_t n)
-{
-	return syscall(nr, fd, buf, n);
 }
 
 /* NBD_CMD_CONNECT's shape - [NBD_ATTR_SOCKETS [NBD_SOCK_ITEM [NBD_SOCK_FD fd]]] -
@@ -81,7 +66,6 @@ int main(void)
 	pid_t p;
 	static uint8_t buf[OUT1 + OUT2];
 	uint8_t msg[64];
-	char b;
 
 	deadline(30);
 	fd = connect_in_flight(server, &p, &ss, &len, buf, OUT1 + OUT2, OUT1, IN);
@@ -94,29 +78,7 @@ int main(void)
 	close(dev);
 	expect_plain_reason(fd, 31); /* kernel-socket */
 
-	/* the "driver": the rest of our bytes and all of the peer's, on the
-	 * socket itself */
-	for (size_t off = OUT1; off < OUT1 + OUT2;) {
-		ssize_t n = raw_io(SYS_write, fd, buf + off, OUT1 + OUT2 - off);
-		CHECK(n > 0);
-		off += (size_t)n;
-	}
-	memset(buf, 0, sizeof buf);
-	for (size_t got = 0; got < IN;) {
-		ssize_t n = raw_io(SYS_read, fd, buf + got, IN - got);
-		if (n <= 0) {
-			fprintf(stderr, "client: the socket ended at byte %zu of the peer's %d (%zd)\n", got,
-				IN, n);
-			exit(1);
-		}
-		got += (size_t)n;
-	}
-	for (size_t i = 0; i < IN; i++)
-		if (buf[i] != pattern(i, 1)) {
-			fprintf(stderr, "client: byte %zu of the peer's differs on the socket\n", i);
-			exit(1);
-		}
-	CHECK(raw_io(SYS_read, fd, &b, 1) == 1 && b == 'k');
+	driver_stream(fd, buf, OUT1, OUT1 + OUT2, IN); /* the "driver" */
 	close(fd);
 
 	/* another family's message of the same shape moves nothing */

@@ -5,7 +5,8 @@
  * /proc/loadavg's text, a line of /proc/net/tcp (`shunt ss`), a
  * rendezvous directory entry's name (the sweep), and a generic-netlink
  * send that may hand sockets to the NBD driver and the kernel's answer
- * naming a family (kernel_sock.c).  The first input byte selects the
+ * naming a family, and an iSCSI netlink send that may hand one to the
+ * kernel's initiator (kernel_sock.c).  The first input byte selects the
  * parser. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -20,6 +21,7 @@
 #include "../../src/common/loadavg.h"
 #include "../../src/common/rdvdir.h"
 #include "../../src/common/nbdnl.h"
+#include "../../src/common/iscsinl.h"
 #include "../../src/tools/procnet.h"
 
 static void fuzz_config(const uint8_t *d, size_t n)
@@ -47,7 +49,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
 
 	if (!n)
 		return 0;
-	switch (d[0] % 11) {
+	switch (d[0] % 12) {
+	case 11: {
+		/* an exact-size copy (ASan sees any read past it); never
+		 * more than asked, never a negative descriptor */
+		uint8_t *copy = malloc(n - 1 ? n - 1 : 1);
+		int fds[4], k;
+		memcpy(copy, d + 1, n - 1);
+		k = shunt_iscsinl_socks(copy, n - 1, fds, 4);
+		free(copy);
+		if (k < 0 || k > 4)
+			abort();
+		for (int i = 0; i < k; i++)
+			if (fds[i] < 0)
+				abort();
+		break;
+	}
 	case 10: {
 		/* exact-size copies; never more sockets than asked, nor any
 		 * that the same bytes of any one family do not name too */

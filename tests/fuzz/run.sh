@@ -11,7 +11,7 @@ OUT=$ROOT/build-fuzz
 command -v clang >/dev/null || { echo "clang not installed: skipping fuzz"; exit 77; }
 mkdir -p "$OUT/corpus" "$OUT/corpus-ring"
 CC=(clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -I"$ROOT/include")
-"${CC[@]}" -o "$OUT/fuzz_parsers" "$ROOT/tests/fuzz/fuzz_parsers.c" "$ROOT/src/common/msg.c" "$ROOT/src/common/config.c" "$ROOT/src/common/handshake.c" "$ROOT/src/common/synopt.c" "$ROOT/src/common/failover.c" "$ROOT/src/common/loadavg.c" "$ROOT/src/common/nbdnl.c" "$ROOT/src/common/rdvdir.c" "$ROOT/src/tools/procnet.c"
+"${CC[@]}" -o "$OUT/fuzz_parsers" "$ROOT/tests/fuzz/fuzz_parsers.c" "$ROOT/src/common/msg.c" "$ROOT/src/common/config.c" "$ROOT/src/common/handshake.c" "$ROOT/src/common/synopt.c" "$ROOT/src/common/failover.c" "$ROOT/src/common/loadavg.c" "$ROOT/src/common/nbdnl.c" "$ROOT/src/common/iscsinl.c" "$ROOT/src/common/rdvdir.c" "$ROOT/src/tools/procnet.c"
 # clang refuses GCC's __atomic builtins on _Atomic objects; the harness is
 # single-threaded, so plain integers are the same layout and behaviour.
 "${CC[@]}" -D_Atomic= -o "$OUT/fuzz_ring" "$ROOT/tests/fuzz/fuzz_ring.c" "$ROOT/src/transport/ring.c" "$ROOT/src/common/msg.c"

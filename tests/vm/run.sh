@@ -73,10 +73,11 @@ mkdir -p "$CACHE"
 MODULES="rdma_rxe ib_uverbs rdma_ucm ib_umad veth smc smc_diag crc32_generic crc32c_generic
 	9p 9pnet_virtio virtio_pci virtio_console virtio_net sch_netem sch_ingress cls_u32 cls_bpf
 	act_gact ip_tables iptable_filter iptable_mangle xt_statistic xt_u32 xt_tcpudp
-	nf_tables nft_compat tls gcm ghash_generic ctr seqiv nbd"
+	nf_tables nft_compat tls gcm ghash_generic ctr seqiv nbd scsi_transport_iscsi iscsi_tcp sd_mod"
 PROGS="bash kmod ip tc rdma ss tcpdump xtables-legacy-multi nft timeout setsid stdbuf
 	setpriv pkill pgrep ibv_devices ibv_devinfo ibv_rc_pingpong rping cmtime rstream ib_write_lat ib_write_bw
-	redis-server redis-benchmark redis-cli iperf3 socat gnuplot strace nbd-client nbd-server"
+	redis-server redis-benchmark redis-cli iperf3 socat gnuplot strace nbd-client nbd-server
+	tgtd tgtadm iscsid iscsiadm"
 EXTRA="/etc/libibverbs.d $LIBDIR/libibverbs $LIBDIR/rsocket /etc/protocols /etc/services
 	$LIBDIR/libgcc_s.so.1 $LIBDIR/xtables /usr/libexec/coreutils/libstdbuf.so"
 
@@ -130,6 +131,8 @@ fail() { echo "vm setup failed: $*" > $OUT; done_ 125; }
 modprobe 9pnet_virtio && modprobe 9p || fail "9p"
 # kernel TLS (tests/behave/ktls), where the kernel has it, and its cipher
 for m in tls gcm ghash_generic ctr seqiv; do modprobe -q $m; done
+# the iSCSI initiator's netlink (tests/behave/kernel_socket_iscsi)
+modprobe -q scsi_transport_iscsi
 mkdir -p "$VM_TREE"
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,cache=none tree "$VM_TREE" || fail "mount tree"
 if [ -n "$VM_HOST" ]; then
