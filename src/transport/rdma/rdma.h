@@ -60,8 +60,6 @@ struct rdma_conn {
 	struct conn *c;           /* NULL once the application closed it */
 };
 
-/* A connection over RDMA as this process holds it (the conn's tpd): a
- * forked child's or an exec'd image's copy is not the link's owner. */
 /* A closed connection's socket that may still receive, unread, the peer's
  * failover message and the bytes it resends that we have (failover.c,
  * rdma_fo_linger): noted at the close, while the ring is ours. */
@@ -72,6 +70,8 @@ struct fo_linger {
 	uint32_t size;            /* our ring's size (the message's bound) */
 };
 
+/* A connection over RDMA as this process holds it (the conn's tpd): a
+ * forked child's or an exec'd image's copy is not the link's owner. */
 struct rconn {
 	struct conn c;            /* first: the shim core's part */
 	struct rdma_conn *rc;
