@@ -211,6 +211,30 @@ static int fo_msg_peek(int fd, struct shunt_fo *m, int *err)
 	}
 }
 
+/* Reads off the bytes the peer resends that we have - *skip of them, no
+ * more (the next is the application's) - without waiting: 0 once all are
+ * read, -EAGAIN while the rest is on its way, or the stream's end among
+ * them (ECONNRESET for a FIN: bytes owed never came; else the socket's
+ * error).  *pos, if given, counts them. */
+static int fo_skip_off(int fd, uint64_t *skip, uint64_t *pos)
+{
+	uint8_t buf[4096];
+
+	while (*skip) {
+		ssize_t n = real.recv(fd, buf, *skip < sizeof buf ? (size_t)*skip : sizeof buf, MSG_DONTWAIT);
+		if (n > 0) {
+			*skip -= (uint64_t)n;
+			if (pos)
+				*pos += (uint64_t)n;
+		} else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+			return -EAGAIN;
+		} else {
+			return n ? errno : ECONNRESET;
+		}
+	}
+	return 0;
+}
+
 /* At the close (the ring still ours): whether the socket may yet receive,
  * unread, what only the peer's move puts there - its failover message and
  * the bytes it resends that we have.  Closed with those unread, the
@@ -246,7 +270,7 @@ void rdma_fo_linger_note(struct conn *c)
  * close with bytes unread). */
 static int linger_step(struct fo_linger *lg, int fd)
 {
-	uint8_t buf[4096];
+	uint8_t buf[sizeof(struct shunt_fo)];
 
 	while (!lg->rx) {
 		struct shunt_fo m;
@@ -258,13 +282,7 @@ static int linger_step(struct fo_linger *lg, int fd)
 		(void)!real.recv(fd, buf, sizeof m, MSG_DONTWAIT);
 		lg->rx = 1;
 	}
-	while (lg->skip) {
-		ssize_t n = real.recv(fd, buf, lg->skip < sizeof buf ? (size_t)lg->skip : sizeof buf, MSG_DONTWAIT);
-		if (n <= 0)
-			return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) ? 0 : 1;
-		lg->skip -= (uint64_t)n;
-	}
-	return 1;
+	return fo_skip_off(fd, &lg->skip, NULL) != -EAGAIN;
 }
 
 /* Our stream ends now (as close() sends the FIN at once); the socket is
@@ -422,8 +440,7 @@ void rdma_fo_sweep(void)
  * blocks and never takes an application byte. */
 static void fo_rx_settle(struct conn *c)
 {
-	uint8_t buf[4096];
-	ssize_t r;
+	uint8_t buf[sizeof(struct shunt_fo)];
 
 	while (!c->mv.rx) {
 		struct shunt_fo m;
@@ -494,25 +511,16 @@ static void fo_rx_settle(struct conn *c)
 		    __atomic_load_n(&rcn(c)->rc->link->state, __ATOMIC_ACQUIRE) == LINK_UP)
 			rdma_link_break(rcn(c)->rc->link);
 	}
-	while (c->mv.rx == 1) {
-		if (!c->mv.skip) {
-			__atomic_store_n(&c->mv.rx, 2, __ATOMIC_RELEASE);
-			break;
-		}
-		r = real.recv(c->tcp_fd, buf, c->mv.skip < sizeof buf ? (size_t)c->mv.skip : sizeof buf,
-			      MSG_DONTWAIT);
-		if (r > 0) {
-			c->mv.skip -= (uint64_t)r;
-			c->mv.rx_pos += (uint64_t)r;
-		} else if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-			/* the stream ended, or was reset, inside the resend:
-			 * this recv took the kernel's one report of it, so the
-			 * reader gets it from here (never a clean EOF) */
-			c->mv.rx_err = r ? errno : ECONNRESET;
-			__atomic_store_n(&c->mv.rx, 2, __ATOMIC_RELEASE); /* the application reads it */
-		} else {
-			break;
-		}
+	if (c->mv.rx == 1) {
+		/* the stream ended, or was reset, inside the resend: the
+		 * recv took the kernel's one report of it, so the reader gets
+		 * it from here (never a clean EOF) */
+		int e = fo_skip_off(c->tcp_fd, &c->mv.skip, &c->mv.rx_pos);
+		if (e == -EAGAIN)
+			return;
+		if (e)
+			c->mv.rx_err = e;
+		__atomic_store_n(&c->mv.rx, 2, __ATOMIC_RELEASE); /* the application reads it */
 	}
 }
 
