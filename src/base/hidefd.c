@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * hidefd.c - shunt's own descriptors: moved out of the application's low
- * numbers (when RLIMIT_NOFILE leaves room: above half of it) and marked,
+ * numbers (when RLIMIT_NOFILE leaves room: above half of it, or 512) and marked,
  * so that the application's close(), close_range() and closefrom() - daemons
  * close "all" descriptors - leave them alone (the shim's wrappers ask
  * fdtab_is_internal).
@@ -42,20 +42,29 @@ int fdtab_is_internal(int fd)
 		  (1ull << ((unsigned)fd % 64)));
 }
 
-/* The upper half of the limit as the process loaded: programs put their
- * own files on low numbers they never opened (a shell's `exec 7>file`, a
- * daemon's dup2() onto 3..9), and Debian's default limit is 1,024 (before
- * the thirty-seventh session only a limit of 2,048 or more moved them:
- * under 1,024 they sat at 3-9).  Below HIDE_MIN there is no half to spare. */
+/* The upper half of the limit as the process loaded, up to HIDE_MAX:
+ * programs put their own files on low numbers they never opened (a
+ * shell's `exec 7>file`, a daemon's dup2() onto 3..9), and Debian's
+ * default limit is 1,024 (before the thirty-seventh session only a limit
+ * of 2,048 or more moved them: under 1,024 they sat at 3-9).  Below
+ * HIDE_MIN there is no half to spare.  Not higher than HIDE_MAX: the
+ * kernel sizes a process's descriptor table to its highest number (to a
+ * power of two), and under a container's 1,048,576 half of it made every
+ * process's table 1,048,576 slots - 8 MiB of kernel memory, charged to its
+ * cgroup, copied by each fork (milliseconds; until the forty-seventh
+ * session, tests/behave/fd_table).  At 512 the table has the 1,024 slots
+ * Debian's default limit gives shunt's processes anyway. */
 #define HIDE_MIN 64
+#define HIDE_MAX 512
 
 static int base(void)
 {
 	struct rlimit rl;
 
 	if (hide_base < 0)
-		hide_base = !getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur >= HIDE_MIN &&
-				    rl.rlim_cur <= INT_MAX ? (int)(rl.rlim_cur / 2) : 0;
+		hide_base = !getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur >= HIDE_MIN
+				    ? (rl.rlim_cur / 2 < HIDE_MAX ? (int)(rl.rlim_cur / 2) : HIDE_MAX)
+				    : 0;
 	return hide_base;
 }
 

@@ -656,6 +656,38 @@ static void w_pages(int n)
 	printf("%.2f %.2f %.2f\n", sys * 1e6, fault * 1e6, child * 1e6);
 }
 
+/* A connection to a forked server, a byte each way, held for sec seconds:
+ * prints the client's descriptor table size (FDSize, /proc/self/status)
+ * once the byte is back (bench/fdtable.sh reads the kernel's memory
+ * meanwhile). */
+static void w_hold(int sec)
+{
+	int fds[2];
+	char b = 'x', line[128];
+	pid_t p = pair_fork("tcp", fds);
+	FILE *f;
+
+	if (p < 0)
+		die("hold: fork");
+	if (!p) {
+		if (read(fds[1], &b, 1) != 1 || write(fds[1], &b, 1) != 1 || read(fds[1], &b, 1) != 0)
+			_exit(1);
+		_exit(0);
+	}
+	if (write(fds[0], &b, 1) != 1 || read(fds[0], &b, 1) != 1)
+		die("hold: byte");
+	f = fopen("/proc/self/status", "r");
+	while (f && fgets(line, sizeof line, f))
+		if (!strncmp(line, "FDSize:", 7))
+			printf("%d\n", atoi(line + 7));
+	if (f)
+		fclose(f);
+	fflush(stdout);
+	sleep((unsigned)sec);
+	close(fds[0]);
+	waitpid(p, NULL, 0);
+}
+
 int cmd_bench_worker(int argc, char **argv)
 {
 	if (argc < 2)
@@ -682,6 +714,8 @@ int cmd_bench_worker(int argc, char **argv)
 				   1);
 	else if (!strcmp(argv[1], "rawshm") && argc == 4)
 		w_rawshm(strtoul(argv[2], NULL, 10), atoi(argv[3]));
+	else if (!strcmp(argv[1], "hold") && argc == 3)
+		w_hold(atoi(argv[2]));
 	else if (!strcmp(argv[1], "pages") && argc == 3)
 		w_pages(atoi(argv[2]));
 	else if (!strcmp(argv[1], "memcpy") && argc == 4)
