@@ -26,7 +26,7 @@
 #include <stdint.h>
 #include <stddef.h>
 
-#define SHUNT_WIRE_VERSION 12u /* 2: doorbells per arena, not per segment; 3: answers in the offer
+#define SHUNT_WIRE_VERSION 13u /* 2: doorbells per arena, not per segment; 3: answers in the offer
 				 slot; 4: a slot answer names only an arena the client confirmed
 				 a connection in, and the client may ask again (NEED_ARENA);
 				 5: the registry counts its reserved slots, a stat record
@@ -45,7 +45,9 @@
 				 SHUNT_ARENA_KEEP, and says so (closes);
 				 12: a shared directory's server answers in the slot
 				 too (its client checks the user who sent it the
-				 arena; the server waits for its word there) */
+				 arena; the server waits for its word there);
+				 13: a listener record names its socket (sock_ino), one
+				 record a socket for SO_REUSEPORT listeners, 64 of them */
 #define SHUNT_SHORT_MS 10     /* a connection that ends sooner is short-lived (registry) */
 
 /* ---- fallback reason codes: stable, shown by `shunt ss`, never renumbered ---- */
@@ -95,6 +97,10 @@ enum shunt_reason {
 				    * to a peer that answers as it reads): TCP's larger buffers take it */
 	SHUNT_R_KERNEL_SOCKET = 31,/* moved to TCP: the program handed the socket to a kernel driver that
 				    * reads and writes it itself (NBD: NBD_SET_SOCK, NBD_CMD_CONNECT) */
+	SHUNT_R_REUSEPORT = 32,    /* plain: the port's SO_REUSEPORT group holds a listening socket shunt
+				    * does not serve (a process not under shunt, or under another
+				    * rendezvous directory): the kernel may hand the connection to it,
+				    * and it would take no offer */
 	SHUNT_R_MAX
 };
 
@@ -109,7 +115,7 @@ enum shunt_mode {
 /* ---- 1. per-port registry ---- */
 #define SHUNT_REG_MAGIC 0x53485247u /* "SHRG" */
 #define SHUNT_REG_SLOTS 256
-#define SHUNT_REG_LISTENERS 16
+#define SHUNT_REG_LISTENERS 64
 #define SHUNT_REG_WAIT 7 /* offer_wait buckets (client port % 7) */
 
 /* Offer slot states.  The transitions are CAS-only; see src/setup/rdv.h.
@@ -198,6 +204,7 @@ struct shunt_listener_rec {
 	struct shunt_addr addr;   /* bound address (:: / 0.0.0.0 means any) */
 	uint32_t pid;
 	uint32_t used;            /* SHUNT_LISTENER_* (non-zero: in use) */
+	uint32_t sock_ino;        /* the listening socket's inode (sockets' are 32-bit) */
 };
 #define SHUNT_LISTENER_USED 1u
 /* TCP_DEFER_ACCEPT on: the kernel wakes its accept() only at the first
@@ -212,6 +219,14 @@ struct shunt_listener_rec {
  * not offer there - each waited for a claim that never came (200 ms,
  * accept-timeout).  A listener that registers again clears it. */
 #define SHUNT_LISTENER_OFF 4u
+/* The socket has SO_REUSEPORT: the kernel hands each connection to one
+ * socket of the port's group, by a hash of its addresses, and a socket of
+ * the group that shunt does not serve takes no offer - its clients waited
+ * for a claim that never came (200 ms, accept-timeout).  Such records are
+ * one a socket (sock_ino), and a client offers only if every listening
+ * socket the kernel has at the address in its namespace is registered
+ * (registry.c rdv_reg_group_ours; else plain, reason reuseport-foreign). */
+#define SHUNT_LISTENER_REUSEPORT 8u
 _Static_assert(sizeof(struct shunt_listener_rec) == 40, "listener layout");
 
 /* A connection its client made plain without an offer (busy-short,

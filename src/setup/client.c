@@ -559,7 +559,7 @@ int rdv_connect(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len
 	struct shunt_addr dst;
 	struct portreg *p;
 	uint64_t nonce;
-	int ret, live, deferred = 0;
+	int ret, live, may, deferred = 0, reuseport = 0;
 
 	s->is_client = 1;
 	if (shunt_addr_from_sockaddr(&dst, addr) || !shunt_active)
@@ -585,7 +585,17 @@ int rdv_connect(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len
 	live = p && rdv_reg_live(p);
 	if (p && !live && (p = rdv_reg_get(dst.port, 0, 1))) /* its listeners gone: a new file? */
 		live = rdv_reg_live(p);
-	if (!live || !rdv_reg_may_match(p, &dst, &deferred) || deferred) {
+	may = live && rdv_reg_may_match(p, &dst, &deferred, &reuseport);
+	if (may && !deferred && reuseport && !rdv_reg_group_ours(p, &dst)) {
+		/* a socket of the port's SO_REUSEPORT group that shunt does not
+		 * serve may be the kernel's pick: no offer (wire.h) */
+		s->reason = SHUNT_R_REUSEPORT;
+		ret = rdv_sys(real.connect(fd, addr, len));
+		if (!ret || ret == -EINPROGRESS)
+			plain_announce(p, fd, &dst, addr, s);
+		return ret;
+	}
+	if (!may || deferred) {
 		/* Not a local shunt server, or one whose listener waits for the
 		 * first byte on the socket (TCP_DEFER_ACCEPT: Apache's default
 		 * AcceptFilter, nginx's "deferred") - a byte an offer never

@@ -129,3 +129,78 @@ int tcp_owner_uid(const struct shunt_addr *src, const struct shunt_addr *dst, ui
 	}
 	return r;
 }
+
+/* Could a listener bound to a (family fam, address bytes ip) take a
+ * connection to dst?  The wildcard or dst's own address; an IPv6 wildcard
+ * may take IPv4 too (dual stack) - counted, the safe side. */
+static int listen_covers(int fam, const uint8_t *ip, const struct shunt_addr *dst)
+{
+	static const uint8_t zero[16];
+
+	if (fam == AF_INET)
+		return v4mapped(dst) && (!memcmp(ip, zero, 4) || !memcmp(ip, dst->ip + 12, 4));
+	return !memcmp(ip, zero, 16) || !memcmp(ip, dst->ip, 16);
+}
+
+/* One family's dump of listening TCP sockets into the inode list; -errno,
+ * or 0.  diag_lock held.  Each message is checked whole before it is read
+ * (the kernel's, but a truncated datagram must not be read past). */
+static int listen_dump(int fam, uint16_t port, const struct shunt_addr *dst, uint32_t *inos, int cap, int *n)
+{
+	struct {
+		struct nlmsghdr nh;
+		struct inet_diag_req_v2 r;
+	} req = { .nh = { .nlmsg_len = sizeof req, .nlmsg_type = SOCK_DIAG_BY_FAMILY,
+			  .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP },
+		  .r = { .sdiag_family = (uint8_t)fam, .sdiag_protocol = IPPROTO_TCP,
+			 .idiag_states = 1u << 10 /* TCP_LISTEN */ } };
+	union { char buf[8192]; struct nlmsghdr align; } u;
+	ssize_t len = diag_query(&req.nh, u.buf, sizeof u.buf);
+
+	for (;;) {
+		const struct nlmsghdr *h = &u.align;
+		int rem = (int)len;
+		if (len < 0)
+			return (int)len;
+		for (; NLMSG_OK(h, rem); h = NLMSG_NEXT(h, rem)) {
+			const struct inet_diag_msg *m = NLMSG_DATA(h);
+			if (h->nlmsg_seq != req.nh.nlmsg_seq)
+				continue;
+			if (h->nlmsg_type == NLMSG_DONE)
+				return 0;
+			if (h->nlmsg_type == NLMSG_ERROR)
+				return -EPROTO;
+			if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY || h->nlmsg_len < NLMSG_LENGTH(sizeof *m) ||
+			    ntohs(m->id.idiag_sport) != port ||
+			    (dst && !listen_covers(m->idiag_family, (const uint8_t *)m->id.idiag_src, dst)))
+				continue;
+			if (*n < cap)
+				inos[*n] = m->idiag_inode;
+			++*n;
+		}
+		do
+			len = real.recv(diag_fd, u.buf, sizeof u.buf, 0);
+		while (len < 0 && errno == EINTR);
+		if (len < 0)
+			len = -errno;
+		else if (len == 0)
+			return -EPROTO;
+	}
+}
+
+/* The inodes of the listening TCP sockets of this network namespace on
+ * port (whose address could take dst; NULL: any) into inos[cap]: how many
+ * there are (more than cap: only cap were written), or -errno. */
+int tcp_listen_inodes(uint16_t port, const struct shunt_addr *dst, uint32_t *inos, int cap)
+{
+	int n = 0, r, cs;
+
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
+	shunt_mutex_lock(&diag_lock);
+	r = listen_dump(AF_INET, port, dst, inos, cap, &n);
+	if (!r)
+		r = listen_dump(AF_INET6, port, dst, inos, cap, &n);
+	shunt_mutex_unlock(&diag_lock);
+	pthread_setcancelstate(cs, NULL);
+	return r < 0 ? r : n;
+}

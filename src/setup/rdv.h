@@ -71,6 +71,8 @@ struct portreg {
 	ino_t ino;        /* the file mapped: the name may since point elsewhere */
 	struct portreg *all_next; /* every registry this process maps (reg_lock) */
 	_Atomic uint64_t live_until; /* rdv_reg_live's last yes holds until then */
+	_Atomic uint64_t group_until; /* rdv_reg_group_ours's answer holds until then */
+	_Atomic int group_ours;
 	uint16_t port;
 };
 
@@ -119,7 +121,8 @@ int rdv_tuple_eq(const struct shunt_tuple *a, const struct shunt_tuple *b);
 struct portreg *rdv_reg_get(uint16_t port, int create, int fresh);
 void rdv_offers_refuse(struct portreg *p, const struct shunt_addr *listen, uint64_t netns);
 int rdv_reg_live(struct portreg *p);
-int rdv_reg_may_match(struct portreg *p, const struct shunt_addr *dst, int *deferred);
+int rdv_reg_may_match(struct portreg *p, const struct shunt_addr *dst, int *deferred, int *reuseport);
+int rdv_reg_group_ours(struct portreg *p, const struct shunt_addr *dst);
 struct shunt_slot *rdv_slot_reserve(struct portreg *p, uint64_t sock_id, uint64_t *nonce,
 				    const struct shunt_addr *dst, uint32_t *gen);
 void rdv_slot_free(struct portreg *p, struct shunt_slot *sl, uint32_t gen);

@@ -401,32 +401,71 @@ int rdv_reg_live(struct portreg *p)
 	return 1;
 }
 
-static uint32_t listener_word(int deferred)
+static uint32_t listener_word(const struct sk *s)
 {
-	return SHUNT_LISTENER_USED | (deferred ? SHUNT_LISTENER_DEFERRED : 0);
+	return SHUNT_LISTENER_USED | (s->defer_accept ? SHUNT_LISTENER_DEFERRED : 0) |
+	       (s->listen_reuseport ? SHUNT_LISTENER_REUSEPORT : 0);
 }
 
-static void reg_add_listener(struct portreg *p, const struct shunt_addr *addr, int deferred)
+static int ino_listed(uint32_t ino, const uint32_t *inos, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (inos[i] == ino)
+			return 1;
+	return 0;
+}
+
+#define GROUP_MAX 256 /* listening sockets a port's group check reads */
+
+/* A full table: the records of our namespace whose socket no longer
+ * listens are freed (a reuseport record is a socket's, and a server that
+ * made new sockets leaves its old ones' behind). */
+static void reg_free_gone(struct portreg *p, uint64_t ns)
+{
+	uint32_t inos[GROUP_MAX];
+	int n = tcp_listen_inodes(p->port, NULL, inos, GROUP_MAX);
+
+	if (n < 0 || n > GROUP_MAX)
+		return;
+	for (int i = 0; i < SHUNT_REG_LISTENERS; i++) {
+		struct shunt_listener_rec *l = &p->r->listeners[i];
+		if (l->used && l->netns == ns && !ino_listed(l->sock_ino, inos, n))
+			__atomic_store_n(&l->used, 0, __ATOMIC_RELEASE);
+	}
+}
+
+/* Listener s's record: one an address (every process that listens there
+ * holds the same socket), or one a socket of a SO_REUSEPORT group. */
+static void reg_add_listener(struct portreg *p, const struct sk *s)
 {
 	struct shunt_listener_rec *l = p->r->listeners, *free_rec = NULL;
 	uint64_t ns = shunt_netns_ino();
 
-	for (int i = 0; i < SHUNT_REG_LISTENERS; i++) {
-		if (l[i].used && l[i].netns == ns && !memcmp(&l[i].addr, addr, sizeof *addr)) {
-			l[i].pid = (uint32_t)getpid();
-			__atomic_store_n(&l[i].used, listener_word(deferred), __ATOMIC_RELEASE);
-			return;
+	for (int pass = 0; pass < 2 && !free_rec; pass++) {
+		for (int i = 0; i < SHUNT_REG_LISTENERS; i++) {
+			if (l[i].used && l[i].netns == ns && !memcmp(&l[i].addr, &s->listen_addr, sizeof l[i].addr) &&
+			    (!s->listen_reuseport || l[i].sock_ino == s->listen_ino)) {
+				l[i].pid = (uint32_t)getpid();
+				l[i].sock_ino = s->listen_ino;
+				__atomic_store_n(&l[i].used, listener_word(s), __ATOMIC_RELEASE);
+				return;
+			}
+			if (!l[i].used && !free_rec)
+				free_rec = &l[i];
 		}
-		if (!l[i].used && !free_rec)
-			free_rec = &l[i];
+		if (!free_rec && !pass)
+			reg_free_gone(p, ns);
 	}
-	/* Full: overwrite a record at random; it is a hint, liveness is the lock. */
+	/* Full: overwrite a record at random; it is a hint, liveness is the
+	 * lock (a reuseport group whose record went: its clients stay plain,
+	 * reason reuseport-foreign - the safe side). */
 	if (!free_rec)
 		free_rec = &l[shunt_random64() % SHUNT_REG_LISTENERS];
 	free_rec->netns = ns;
-	free_rec->addr = *addr;
+	free_rec->addr = s->listen_addr;
 	free_rec->pid = (uint32_t)getpid();
-	__atomic_store_n(&free_rec->used, listener_word(deferred), __ATOMIC_RELEASE);
+	free_rec->sock_ino = s->listen_ino;
+	__atomic_store_n(&free_rec->used, listener_word(s), __ATOMIC_RELEASE);
 }
 
 /* The records of listener address a in netns ns made by process pid (0:
@@ -488,19 +527,19 @@ void rdv_listen_deferred(struct sk *s)
 	if (!s->listen_port || !(p = __atomic_load_n(&ports[s->listen_port], __ATOMIC_ACQUIRE)))
 		return;
 	shunt_mutex_lock(&reg_lock);
-	reg_add_listener(p, &s->listen_addr, s->defer_accept);
+	reg_add_listener(p, s);
 	shunt_mutex_unlock(&reg_lock);
 }
 
 /* Could a registered listener be the one this connect() reaches?  Loopback
  * never leaves a network namespace; other addresses may (veth, bridges).
  * *deferred: one that could waits for the first byte (TCP_DEFER_ACCEPT). */
-int rdv_reg_may_match(struct portreg *p, const struct shunt_addr *dst, int *deferred)
+int rdv_reg_may_match(struct portreg *p, const struct shunt_addr *dst, int *deferred, int *reuseport)
 {
 	uint64_t ns = shunt_netns_ino();
 	int may = 0;
 
-	*deferred = 0;
+	*deferred = *reuseport = 0;
 	for (int i = 0; i < SHUNT_REG_LISTENERS; i++) {
 		const struct shunt_listener_rec *l = &p->r->listeners[i];
 		uint32_t u = __atomic_load_n(&l->used, __ATOMIC_ACQUIRE);
@@ -510,9 +549,46 @@ int rdv_reg_may_match(struct portreg *p, const struct shunt_addr *dst, int *defe
 		    (l->netns != ns && !rdv_is_loopback(dst))) {
 			may = 1;
 			*deferred |= (u & SHUNT_LISTENER_DEFERRED) != 0;
+			*reuseport |= l->netns == ns && (u & SHUNT_LISTENER_REUSEPORT);
 		}
 	}
 	return may;
+}
+
+/* A port whose listener has SO_REUSEPORT (rdv_reg_may_match): does every
+ * listening socket of this namespace that could take a connection to dst
+ * have a record here, not off?  The kernel hands each connection to one of
+ * them by a hash of its addresses; one that shunt does not serve (a
+ * process not under shunt, or under another directory; a process gone
+ * off) takes no offer, and its clients waited for a claim until they gave
+ * up (200 ms a connection).  Asked of the kernel (sock_diag) at most once
+ * in GROUP_VALID_NS a port; a group the kernel cannot tell us of is taken
+ * as ours (what was done before). */
+#define GROUP_VALID_NS 1000000000ull
+
+int rdv_reg_group_ours(struct portreg *p, const struct shunt_addr *dst)
+{
+	uint64_t now = shunt_now_ns(), ns = shunt_netns_ino();
+	uint32_t inos[GROUP_MAX];
+	int n, ours = 1;
+
+	if (now < __atomic_load_n(&p->group_until, __ATOMIC_ACQUIRE))
+		return __atomic_load_n(&p->group_ours, __ATOMIC_RELAXED);
+	n = tcp_listen_inodes(p->port, dst, inos, GROUP_MAX);
+	if (n > GROUP_MAX)
+		ours = 0;
+	for (int i = 0; i < n && i < GROUP_MAX && ours; i++) {
+		int found = 0;
+		for (int j = 0; j < SHUNT_REG_LISTENERS && !found; j++) {
+			const struct shunt_listener_rec *l = &p->r->listeners[j];
+			uint32_t u = __atomic_load_n(&l->used, __ATOMIC_ACQUIRE);
+			found = u && !(u & SHUNT_LISTENER_OFF) && l->netns == ns && l->sock_ino == inos[i];
+		}
+		ours = found;
+	}
+	__atomic_store_n(&p->group_ours, ours, __ATOMIC_RELAXED);
+	__atomic_store_n(&p->group_until, now + GROUP_VALID_NS, __ATOMIC_RELEASE);
+	return ours;
 }
 
 /* A listener whose port's registry could not be opened or made: if the
@@ -561,6 +637,10 @@ int rdv_listen(int fd, struct sk *s)
 		return 0;
 	if (!shunt_config_port_allowed(&shunt_cfg, a.port))
 		return 0;
+	l = sizeof s->listen_reuseport;
+	if (real.getsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &s->listen_reuseport, &l))
+		s->listen_reuseport = 0;
+	s->listen_ino = fstat(fd, &st) ? 0 : (uint32_t)st.st_ino;
 	for (int tries = 0; tries < 3; tries++) {
 		int lk = -1;
 		p = rdv_reg_get(a.port, 1, 1);
@@ -586,9 +666,9 @@ int rdv_listen(int fd, struct sk *s)
 		}
 		p->nlisten++;
 		__atomic_store_n(&nports_listened, 1, __ATOMIC_RELAXED);
-		reg_add_listener(p, &a, s->defer_accept);
-		shunt_mutex_unlock(&reg_lock);
 		s->listen_addr = a;
+		reg_add_listener(p, s);
+		shunt_mutex_unlock(&reg_lock);
 		s->listen_port = a.port;
 		rdv_dir_sweep(); /* (a server restarted: what its killed self left) */
 		return 0;

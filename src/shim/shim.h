@@ -66,6 +66,8 @@ struct sk {
 	int has_tuple;            /* SK_TUPLE_*: what of tuple is known */
 	int ag_listen;            /* a listener registered with the agent (saves SYNs) */
 	int defer_accept;         /* TCP_DEFER_ACCEPT set (registry.c rdv_listen_deferred) */
+	int listen_reuseport;     /* a listener with SO_REUSEPORT (wire.h SHUNT_LISTENER_REUSEPORT) */
+	uint32_t listen_ino;      /* ... its socket's inode, as its registry record says */
 	int listen_unreg;         /* a listener whose port's registry this process could not
 				     write (registry.c rdv_listen): its connections' reason */
 	int kernel_opts;          /* timestamps asked for: what it connects or accepts goes to TCP */
@@ -354,6 +356,7 @@ int shunt_addr_from_sockaddr(struct shunt_addr *a, const struct sockaddr *sa);
 
 /* peercred.c: the uid owning the TCP socket src -> dst on this host */
 int tcp_owner_uid(const struct shunt_addr *src, const struct shunt_addr *dst, uint32_t *uid);
+int tcp_listen_inodes(uint16_t port, const struct shunt_addr *dst, uint32_t *inos, int cap);
 void peercred_atfork_child(void);
 
 /* stats.c */

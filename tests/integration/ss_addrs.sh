@@ -104,7 +104,7 @@ touch "$WORK/go"
 for _ in $(seq 600); do [ -s "$WORK/held" ] && break; sleep 0.05; done
 stop_spin
 [ -s "$WORK/held" ] || die "the client did not get its connections: $(tail -3 "$WORK/cli.log")"
-python3 - "$PS" "$WORK/plain.out" "$WORK/go.done" > /dev/null 2>&1 <<'PY' &
+python3 - "$PS" "$WORK/plain.out" "$WORK/go.done" > "$WORK/plain.log" 2>&1 <<'PY' &
 import os, socket, sys, time
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
 s.sendall(b"y"); s.recv(1)
@@ -118,7 +118,7 @@ PIDS+=($!)
 for _ in $(seq 100); do [ -s "$WORK/plain.out" ] && break; sleep 0.05; done
 plain_end=$(ss -Htn state established "( dport = :$PS )" | awk '{print $3}' |
 	grep -v -F -f <(awk '{print $3}' "$WORK/held") | head -1)
-[ -n "$plain_end" ] || die "no plain connection to socat"
+[ -n "$plain_end" ] || die "no plain connection to socat (client: $(tail -3 "$WORK/plain.log"; cat "$WORK/plain.out" 2>/dev/null); socat: $(tail -3 "$WORK/socat.log"))"
 sleep 0.5 # socat's last children end
 "$SHUNT" ss --json > "$WORK/ss.json"
 
