@@ -154,7 +154,13 @@ unsigned conn_moved_events(struct conn *c, unsigned ring_ev)
 			ev |= POLLOUT | POLLWRNORM;
 	}
 	if (move_held(c)) {
-		ev |= POLLIN | POLLRDNORM;
+		/* bytes held in memory, the rest on the socket: what the
+		 * socket says of the stream's end holds already, as TCP's does
+		 * with bytes unread (a move within the process after the
+		 * peer's shutdown shuts the socket's reading side: a poll for
+		 * POLLRDHUP waited for ever - tests/behave/stream_model, seed
+		 * 5018) */
+		ev |= POLLIN | POLLRDNORM | (rev & (POLLRDHUP | POLLHUP | POLLERR));
 	} else if (rx == 2 && !ring_used(&c->rx)) {
 		ev &= ~(unsigned)(POLLIN | POLLRDNORM | POLLRDHUP);
 		ev |= rev & (POLLIN | POLLRDNORM | POLLRDHUP | POLLERR | POLLHUP);
