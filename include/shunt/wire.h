@@ -26,7 +26,7 @@
 #include <stdint.h>
 #include <stddef.h>
 
-#define SHUNT_WIRE_VERSION 13u /* 2: doorbells per arena, not per segment; 3: answers in the offer
+#define SHUNT_WIRE_VERSION 14u /* 2: doorbells per arena, not per segment; 3: answers in the offer
 				 slot; 4: a slot answer names only an arena the client confirmed
 				 a connection in, and the client may ask again (NEED_ARENA);
 				 5: the registry counts its reserved slots, a stat record
@@ -47,7 +47,8 @@
 				 too (its client checks the user who sent it the
 				 arena; the server waits for its word there);
 				 13: a listener record names its socket (sock_ino), one
-				 record a socket for SO_REUSEPORT listeners, 64 of them */
+				 record a socket for SO_REUSEPORT listeners, 64 of them;
+				 14: a ring's reader says it shut its reading side (rd_shut) */
 #define SHUNT_SHORT_MS 10     /* a connection that ends sooner is short-lived (registry) */
 
 /* ---- fallback reason codes: stable, shown by `shunt ss`, never renumbered ---- */
@@ -369,6 +370,9 @@ struct shunt_ring_ctl {
 	_Alignas(SHUNT_CACHELINE) _Atomic uint32_t rlock; /* serialises readers */
 	_Atomic uint32_t wr_want;   /* writer sleeps until space frees */
 	_Atomic uint32_t rd_moved;  /* the same for the side's readers */
+	_Atomic uint32_t rd_shut;   /* the reader did shutdown(SHUT_RD) (since version 14):
+				       its kernel socket would answer data with a reset
+				       once its FIN went, so no probe byte (shm.c) */
 };
 _Static_assert(sizeof(struct shunt_ring_ctl) == 256, "ring ctl layout");
 

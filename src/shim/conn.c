@@ -87,7 +87,8 @@ void conn_arm(struct conn *c, unsigned want)
 {
 	if (want & POLLIN)
 		__atomic_fetch_or(&c->rx.ctl->rd_want, WANT_EFD, __ATOMIC_SEQ_CST);
-	if (want & POLLOUT) {
+	if (want & POLLOUT) { /* (asked only while there is no room) */
+		__atomic_fetch_add(&c->tx_full, 1, __ATOMIC_RELAXED);
 		__atomic_fetch_or(&c->tx.ctl->wr_want, WANT_EFD, __ATOMIC_SEQ_CST);
 		if (c->tp->tx_blocked && !ring_space(&c->tx))
 			c->tp->tx_blocked(c);
@@ -323,13 +324,16 @@ unsigned conn_events(struct conn *c)
 		return POLLIN | POLLOUT | POLLERR | POLLHUP;
 	if (ring_used(&c->rx) >= (uint64_t)rx_lowat(c) || eof || c->peer_err || c->shut_rd)
 		ev |= POLLIN | POLLRDNORM;
-	if (eof)
+	/* (TCP's: its receiving half shut - the peer's FIN, our own
+	 * shutdown(SHUT_RD), a reset - reads as RDHUP; both halves shut as
+	 * HUP) */
+	if (eof || c->shut_rd || c->peer_err)
 		ev |= POLLRDHUP;
 	if (ring_space(&c->tx) || c->shut_wr || c->peer_err)
 		ev |= POLLOUT | POLLWRNORM;
 	if (c->peer_err && !__atomic_load_n(&c->reset_told, __ATOMIC_ACQUIRE))
 		ev |= POLLERR; /* the kernel's: until a call reported it */
-	if (c->peer_err || (c->shut_wr && eof))
+	if (c->peer_err || (c->shut_wr && (eof || c->shut_rd)))
 		ev |= POLLHUP;
 	return (c->tp->flags & TP_SOCKET_EVENTS) || c->mv.rx || (conn_may_move(c) && conn_moving(c)) ? conn_moved_events(c, ev) : ev;
 }
@@ -467,10 +471,18 @@ static ssize_t send_after_error(struct sk *s, size_t len, int flags)
  * socket, the socket's buffer decides: a chunk, completed by send_all. */
 size_t conn_send_room(struct conn *c)
 {
+	size_t room;
+
 	if (c->broken || c->shut_wr || c->peer_err)
 		return 1; /* the send reports the error */
 	if (__atomic_load_n(&c->mv.tx, __ATOMIC_ACQUIRE))
 		return 65536;
+	if ((room = ring_space(&c->tx)))
+		return room;
+	/* none: its caller says EAGAIN or a short count, so the room to
+	 * come must be an edge for epoll (as conn_send's, TCP's NOSPACE);
+	 * armed, then looked at again (the reader's Dekker pair) */
+	conn_arm(c, POLLOUT);
 	return ring_space(&c->tx);
 }
 
@@ -606,6 +618,10 @@ ssize_t conn_sendmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int fla
 		c->shut_wr = 1;
 		__atomic_store_n(&c->mv.fin, 1, __ATOMIC_RELEASE);
 	}
+	if (c->shut_wr && (c->peer_reset || c->peer_err) && !conn_moving(c) &&
+	    !__atomic_exchange_n(&c->reset_told, 1, __ATOMIC_ACQ_REL))
+		/* TCP's: an error not yet told comes before EPIPE */
+		return c->peer_reset ? -ECONNRESET : -c->peer_err;
 	if (c->shut_wr && c->mv.fin) { /* the kernel's FIN is still owed */
 		if (!(flags & MSG_NOSIGNAL))
 			raise(SIGPIPE);
@@ -675,9 +691,9 @@ ssize_t conn_sendmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int fla
 		}
 		if (len && !asked++) /* the ring is full: wait, or EAGAIN? */
 			nonblock = conn_nonblock(s, flags);
-		if (!len || (nonblock && total))
+		if (!len)
 			break;
-		if (nonblock) {
+		if (nonblock) { /* EAGAIN, or a short write: armed for room either way */
 			/* Arm, then look again: space freed between the full
 			 * ring above and the arming woke no one, and no edge
 			 * would ever say so (the reader's Dekker pair). */
@@ -940,8 +956,12 @@ ssize_t conn_recvmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int fla
 			sockinfo_inq_cmsg(c, ctl, cap, rx_eof(c) || c->peer_err);
 		return (ssize_t)total;
 	}
-	if (!r && c->peer_err && !rx_eof(c) && !c->mv.rx)
-		return -conn_take_error(c); /* once; then EOF, as the kernel's */
+	/* once; then EOF, as the kernel's - and EOF at once after the
+	 * peer's FIN (its shutdown) and then its reset, as TCP's reads do
+	 * (the socket is done); a reset alone (a close with bytes unread)
+	 * reads as the error, even if the socket showed it as an end too */
+	if (!r && c->peer_err && !__atomic_load_n(&c->rx.ctl->wr_done, __ATOMIC_ACQUIRE) && !c->mv.rx)
+		return -conn_take_error(c);
 	if (!r && ctl && ctl->msg_control && !ctl->msg_controllen)
 		sockinfo_inq_cmsg(c, ctl, cap, 1); /* the end */
 	return r;
@@ -950,9 +970,17 @@ ssize_t conn_recvmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int fla
 int conn_shutdown(struct sk *s, int how)
 {
 	struct conn *c = s->conn;
+	/* TCP's socket is closed once reset, or once both ends' FINs went
+	 * (ours acknowledged at once on the loopback): its shutdown() then
+	 * says ENOTCONN, and shuts what it was asked all the same.  (The
+	 * peer's FIN: its ring's word, or its socket's - which after our own
+	 * SHUT_RD the socket's reads cannot tell from the end they say.) */
+	int closed = c->peer_err || (c->shut_wr && (__atomic_load_n(&c->rx.ctl->wr_done, __ATOMIC_ACQUIRE) ||
+						     (c->peer_eof && !c->shut_rd)));
 
 	if (how == SHUT_RD || how == SHUT_RDWR) {
 		c->shut_rd = 1;
+		__atomic_store_n(&c->rx.ctl->rd_shut, 1, __ATOMIC_RELEASE); /* (the peer's probe: shm.c) */
 		conn_wake_local(c, POLLIN); /* a blocked reader returns */
 	}
 	if (how == SHUT_WR || how == SHUT_RDWR) {
@@ -975,7 +1003,14 @@ int conn_shutdown(struct sk *s, int how)
 			c->tp->shut_wake(c);
 		conn_wake_local(c, POLLOUT);
 	}
-	if (how < 0)
-		return 0;
-	return real.shutdown(c->tcp_fd, how) ? -errno : 0;
+	/* a change of state - or none, a call all the same: TCP wakes
+	 * every sleeper on the socket, and an edge-triggered registration
+	 * for any event reports (epoll.c
+	 * is_new_edge; tests/behave/epoll_model) */
+	__atomic_fetch_add(&c->shut_calls, 1, __ATOMIC_RELEASE);
+	if (ep_in_use())
+		efd_signal(c->efd_mine);
+	if (how >= 0 && real.shutdown(c->tcp_fd, how))
+		return -errno;
+	return closed ? -ENOTCONN : 0;
 }

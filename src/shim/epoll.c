@@ -977,6 +977,20 @@ static unsigned interest(uint32_t events)
 	return (events & EPOLLIN ? POLLIN : 0) | (events & EPOLLOUT ? POLLOUT : 0);
 }
 
+/* What an edge-triggered registration asks the peer to ring for, ev being
+ * ready now: every arrival of bytes (each is an edge of TCP's), and room
+ * only while there is none - TCP's edge for room comes when a writer that
+ * found its buffer full (a short write, EAGAIN: conn_send arms then) or a
+ * poll that found it so is given room again, not each time the peer reads.
+ * Before the forty-eighth session every read of the peer's rang for a
+ * registration of EPOLLIN|EPOLLOUT|EPOLLET (nginx's, for every
+ * connection): a wake-up and a report of room per response, where TCP's
+ * reports none (tests/behave/epoll_model). */
+static unsigned edge_interest(uint32_t events, uint32_t ev)
+{
+	return interest(events & ~(ev & EPOLLOUT));
+}
+
 static uint32_t ready_events(struct epreg *r)
 {
 	unsigned ev = conn_events(r->s->conn);
@@ -998,9 +1012,28 @@ static int is_new_edge(struct epreg *r, uint32_t ev)
 	uint64_t p = __atomic_load_n(&c->rx.ctl->prod, __ATOMIC_ACQUIRE);
 	uint64_t k = __atomic_load_n(&c->tx.ctl->cons, __ATOMIC_ACQUIRE);
 	uint32_t g = __atomic_load_n(&c->mv.gen, __ATOMIC_ACQUIRE);
-	int fresh = p != r->seen_prod || k != r->seen_cons || ev != r->seen_ev || g != r->seen_gen;
+	uint32_t f = __atomic_load_n(&c->tx_full, __ATOMIC_ACQUIRE);
+	/* A change of the connection's state is an edge of TCP's whatever
+	 * the mask says (the kernel wakes every sleeper at a FIN, a reset,
+	 * a shutdown of either half: an edge-triggered set reports then
+	 * what is ready, the same bytes too); bytes that arrived are one
+	 * for a registration of EPOLLIN, room freed for one of EPOLLOUT
+	 * only after someone found none (TCP's SOCK_NOSPACE): the kernel's
+	 * wake-up names its events, and a registration for others sleeps
+	 * on.  An event gone (the bytes read) is no edge. */
+	/* (the peer's end is one change, by its ring's word or its socket's
+	 * FIN, whichever came first) */
+	int eof = c->peer_eof || __atomic_load_n(&c->rx.ctl->wr_done, __ATOMIC_ACQUIRE);
+	unsigned st = (c->shut_wr ? 1u : 0) | (c->shut_rd ? 2u : 0) | (eof ? 4u : 0) | (c->peer_err ? 8u : 0) |
+		      (c->peer_reset ? 32u : 0) | (c->broken ? 64u : 0) |
+		      __atomic_load_n(&c->shut_calls, __ATOMIC_ACQUIRE) << 8;
+	int fresh = ((r->events & EPOLLIN) && p != r->seen_prod) ||
+		    ((r->events & EPOLLOUT) && k != r->seen_cons && f != r->seen_full) || (ev & ~r->seen_ev) ||
+		    g != r->seen_gen || st != r->seen_state;
 
 	r->seen_gen = g;
+	r->seen_full = f;
+	r->seen_state = st;
 	r->seen_prod = p;
 	r->seen_cons = k;
 	r->seen_ev = ev;
@@ -1035,14 +1068,14 @@ static int eval_reg(struct epset *ep, struct epreg *r, struct epoll_event *out)
 			return 0;
 	}
 	if ((r->events & EPOLLET) && !is_new_edge(r, ev)) {
-		conn_arm(r->s->conn, interest(r->events));
+		conn_arm(r->s->conn, edge_interest(r->events, ev));
 		return 0;
 	}
 	r->round = ep->round;
 	if (r->events & EPOLLONESHOT)
 		r->active = 0;
 	else if (r->events & EPOLLET)
-		conn_arm(r->s->conn, interest(r->events)); /* the next arrival is the next edge */
+		conn_arm(r->s->conn, edge_interest(r->events, ev)); /* the next edge */
 	else
 		enqueue(ep, r); /* level: look again next time */
 	out->events = ev;

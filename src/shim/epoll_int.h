@@ -34,6 +34,8 @@ struct epreg {
 	uint64_t seen_prod, seen_cons;
 	unsigned seen_ev;
 	uint32_t seen_gen;        /* conn's fo_gen at the last report */
+	uint32_t seen_full;       /* conn's tx_full at the last report */
+	unsigned seen_state;      /* its halves' state then (is_new_edge) */
 	struct sk *s;
 	struct epreg *next_check;
 	struct epbell *bell;      /* the doorbell group it is in */

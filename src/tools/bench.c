@@ -11,6 +11,7 @@
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <sys/epoll.h>
@@ -688,6 +689,72 @@ static void w_hold(int sec)
 	waitpid(p, NULL, 0);
 }
 
+/* An nginx-style server: one connection registered EPOLLIN | EPOLLOUT |
+ * EPOLLRDHUP | EPOLLET (nginx's for every connection), non-blocking,
+ * echoing each request; the client (blocking) sends n requests of size
+ * bytes and reads each answer.  Prints the round trip (us), the server's
+ * wake-ups a request and those that reported no EPOLLIN (room only: TCP
+ * reports room after a writer found none), and both ends' CPU a request
+ * (us). */
+static void w_edge(size_t size, int n)
+{
+	int fds[2], st[2];
+	double t, cli;
+	char *b = calloc(1, size > 65536 ? size : 65536);
+	pid_t p;
+
+	if (!b || pipe(st))
+		die("edge: setup");
+	p = pair_fork("tcp", fds);
+	if (p < 0)
+		die("edge: fork");
+	if (!p) {
+		int ep = epoll_create1(0);
+		double r[3] = { 0, 0, 0 };
+		struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET };
+
+		if (ep < 0 || fcntl(fds[1], F_SETFL, O_NONBLOCK) || epoll_ctl(ep, EPOLL_CTL_ADD, fds[1], &ev))
+			_exit(1);
+		for (int end = 0; !end;) {
+			ssize_t k;
+			if (epoll_wait(ep, &ev, 1, -1) != 1)
+				continue;
+			r[0]++;
+			if (!(ev.events & EPOLLIN)) {
+				r[1]++;
+				continue;
+			}
+			while ((k = read(fds[1], b, 65536)) > 0)
+				for (ssize_t o = 0, w; o < k; o += w)
+					if ((w = write(fds[1], b + o, (size_t)(k - o))) <= 0)
+						_exit(1); /* (an answer always fits: the client reads it) */
+			end = k == 0;
+		}
+		r[2] = cpu_s(RUSAGE_SELF);
+		_exit(write(st[1], r, sizeof r) == sizeof r ? 0 : 1);
+	}
+	t = now();
+	for (int i = 0; i < n; i++) {
+		if (write(fds[0], b, size) != (ssize_t)size)
+			die("edge: write");
+		for (size_t got = 0; got < size;) {
+			ssize_t k = read(fds[0], b, size - got);
+			if (k <= 0)
+				die("edge: read");
+			got += (size_t)k;
+		}
+	}
+	t = now() - t;
+	cli = cpu_s(RUSAGE_SELF);
+	close(fds[0]);
+	double r[3];
+	if (read(st[0], r, sizeof r) != sizeof r)
+		die("edge: server");
+	waitpid(p, NULL, 0);
+	printf("%.2f %.3f %.3f %.2f %.2f\n", t / n * 1e6, r[0] / n, r[1] / n, r[2] / n * 1e6, cli / n * 1e6);
+	free(b);
+}
+
 int cmd_bench_worker(int argc, char **argv)
 {
 	if (argc < 2)
@@ -718,6 +785,8 @@ int cmd_bench_worker(int argc, char **argv)
 		w_hold(atoi(argv[2]));
 	else if (!strcmp(argv[1], "pages") && argc == 3)
 		w_pages(atoi(argv[2]));
+	else if (!strcmp(argv[1], "edge") && argc == 4)
+		w_edge(strtoul(argv[2], NULL, 10), atoi(argv[3]));
 	else if (!strcmp(argv[1], "memcpy") && argc == 4)
 		w_memcpy(strtoul(argv[2], NULL, 10), strtoull(argv[3], NULL, 10));
 	else

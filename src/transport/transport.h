@@ -216,6 +216,10 @@ struct conn {
 	/* passed to another process (move.c): both halves are on the socket,
 	 * the rings are these two empty control blocks (one allocation) */
 	struct shunt_ring_ctl *passed;
+	_Atomic uint32_t tx_full; /* times a writer or a poll found no room, as TCP's
+				     SOCK_NOSPACE: room given back after it is an edge
+				     (epoll.c is_new_edge) */
+	_Atomic uint32_t shut_calls; /* shutdown() calls: each one wakes TCP's sleepers */
 	int shared;            /* another process may hold it too (a fork, an exec): its
 				  locks look for another holder's move (conn_lock) */
 };

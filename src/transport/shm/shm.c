@@ -110,7 +110,11 @@ static void shm_refresh(struct conn *c)
 			 * room it will never make); after it a reset is
 			 * reported by SO_ERROR only (recv says EOF) */
 			if (!__atomic_exchange_n(&c->peer_eof, 1, __ATOMIC_ACQ_REL)) {
-				if (ring_used(&c->tx))
+				/* (not to a peer that shut its reading side
+				 * too: its kernel resets at any byte, as
+				 * TCP's would at ours - a live connection
+				 * reset, tests/behave/epoll_model) */
+				if (ring_used(&c->tx) && !__atomic_load_n(&c->tx.ctl->rd_shut, __ATOMIC_ACQUIRE))
 					shm_probe(c);
 			} else if (!shunt_sandboxed && !c->peer_err &&
 				 !real.getsockopt(c->tcp_fd, SOL_SOCKET, SO_ERROR, &err,
@@ -205,7 +209,9 @@ static void shm_closing(struct conn *c)
 	if (!shm_of(c)->sock_clean || c->shut_wr || __atomic_load_n(&c->tx.ctl->wr_done, __ATOMIC_ACQUIRE) ||
 	    c->mv.rx || conn_moving(c))
 		conn_refresh(c);
-	if (ring_used(&c->rx))
+	/* (both FINs gone, TCP's peer is closed already: the reset that
+	 * bytes unread here send changes nothing there) */
+	if (ring_used(&c->rx) && !(c->shut_wr && __atomic_load_n(&c->rx.ctl->wr_done, __ATOMIC_ACQUIRE)))
 		conn_reset_on_close(c);
 }
 
