@@ -957,10 +957,12 @@ ssize_t conn_recvmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int fla
 		return (ssize_t)total;
 	}
 	/* once; then EOF, as the kernel's - and EOF at once after the
-	 * peer's FIN (its shutdown) and then its reset, as TCP's reads do
-	 * (the socket is done); a reset alone (a close with bytes unread)
-	 * reads as the error, even if the socket showed it as an end too */
-	if (!r && c->peer_err && !__atomic_load_n(&c->rx.ctl->wr_done, __ATOMIC_ACQUIRE) && !c->mv.rx)
+	 * peer's FIN and then its reset (TCP's reads: the socket is done).
+	 * (A reset alone, whose socket reads as an end after it, says EOF
+	 * too where TCP's says ECONNRESET: docs/architecture.md, Known
+	 * limits - telling them apart by the ring's FIN alone said EPIPE
+	 * after a peer's clean close and a write's reset.) */
+	if (!r && c->peer_err && !rx_eof(c) && !c->mv.rx)
 		return -conn_take_error(c);
 	if (!r && ctl && ctl->msg_control && !ctl->msg_controllen)
 		sockinfo_inq_cmsg(c, ctl, cap, 1); /* the end */
