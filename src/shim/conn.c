@@ -82,13 +82,20 @@ void conn_wake_all(struct conn *c)
 	conn_wake_local(c, POLLIN | POLLOUT);
 }
 
+/* A writer or a poll found no room (TCP's SOCK_NOSPACE): the room to
+ * come is an edge for epoll's registrations of EPOLLOUT (is_new_edge). */
+void conn_no_room(struct conn *c)
+{
+	__atomic_fetch_add(&c->tx_full, 1, __ATOMIC_RELAXED);
+}
+
 /* Ask the peer to ring our doorbell (poll, epoll, a non-blocking EAGAIN). */
 void conn_arm(struct conn *c, unsigned want)
 {
 	if (want & POLLIN)
 		__atomic_fetch_or(&c->rx.ctl->rd_want, WANT_EFD, __ATOMIC_SEQ_CST);
 	if (want & POLLOUT) { /* (asked only while there is no room) */
-		__atomic_fetch_add(&c->tx_full, 1, __ATOMIC_RELAXED);
+		conn_no_room(c);
 		__atomic_fetch_or(&c->tx.ctl->wr_want, WANT_EFD, __ATOMIC_SEQ_CST);
 		if (c->tp->tx_blocked && !ring_space(&c->tx))
 			c->tp->tx_blocked(c);
@@ -302,7 +309,9 @@ struct shunt_ring_ctl *conn_lock(struct conn *c, int rx)
 	}
 }
 
-static int rx_eof(struct conn *c)
+/* The peer's end, by its ring's word or its socket's FIN, whichever
+ * came first */
+int conn_rx_eof(struct conn *c)
 {
 	return __atomic_load_n(&c->rx.ctl->wr_done, __ATOMIC_ACQUIRE) || c->peer_eof;
 }
@@ -318,7 +327,7 @@ static int rx_lowat(struct conn *c)
 unsigned conn_events(struct conn *c)
 {
 	unsigned ev = 0;
-	int eof = rx_eof(c);
+	int eof = conn_rx_eof(c);
 
 	if (c->broken)
 		return POLLIN | POLLOUT | POLLERR | POLLHUP;
@@ -464,6 +473,15 @@ static ssize_t send_after_error(struct sk *s, size_t len, int flags)
 	int e = conn_take_error(s->conn);
 
 	return e ? -e : send_on_kernel(s, len, flags);
+}
+
+/* EPIPE where the socket cannot say it (the transport's reset, a FIN
+ * still owed), with TCP's SIGPIPE */
+static ssize_t send_epipe(int flags)
+{
+	if (!(flags & MSG_NOSIGNAL))
+		raise(SIGPIPE);
+	return -EPIPE;
 }
 
 /* What a non-blocking send would take now (splice.c sizes its read from a
@@ -618,26 +636,20 @@ ssize_t conn_sendmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int fla
 		c->shut_wr = 1;
 		__atomic_store_n(&c->mv.fin, 1, __ATOMIC_RELEASE);
 	}
-	if (c->shut_wr && (c->peer_reset || c->peer_err) && !conn_moving(c) &&
-	    !__atomic_exchange_n(&c->reset_told, 1, __ATOMIC_ACQ_REL))
-		/* TCP's: an error not yet told comes before EPIPE */
-		return c->peer_reset ? -ECONNRESET : -c->peer_err;
-	if (c->shut_wr && c->mv.fin) { /* the kernel's FIN is still owed */
-		if (!(flags & MSG_NOSIGNAL))
-			raise(SIGPIPE);
-		return -EPIPE;
-	}
-	if (c->peer_reset && !conn_moving(c)) {
-		/* reset through the transport (its kernel RST may still be on its way):
-		 * reported once, then the pipe is broken, as TCP's */
+	if ((c->peer_reset || c->peer_err) && !conn_moving(c)) {
+		/* The peer's error - a reset through the transport (its
+		 * kernel RST may still be on its way), or one the socket
+		 * showed - is told once, before EPIPE after our own SHUT_WR
+		 * too (TCP's); then the pipe is broken: the socket's own
+		 * EPIPE where the socket saw the error and carries our FIN */
 		if (!__atomic_exchange_n(&c->reset_told, 1, __ATOMIC_ACQ_REL))
-			return -ECONNRESET;
-		if (!(flags & MSG_NOSIGNAL))
-			raise(SIGPIPE);
-		return -EPIPE;
+			return c->peer_reset ? -ECONNRESET : -c->peer_err;
+		if (!c->peer_reset && !(c->shut_wr && c->mv.fin))
+			return send_on_kernel(s, len, flags);
+		return send_epipe(flags);
 	}
-	if (c->peer_err && !conn_moving(c))
-		return send_after_error(s, len, flags);
+	if (c->shut_wr && c->mv.fin) /* the kernel's FIN is still owed */
+		return send_epipe(flags);
 	if (c->shut_wr && !conn_moving(c))
 		return send_on_kernel(s, len, flags);
 	if (c->tp->peer_gone && c->tp->peer_gone(c) && !conn_moving(c))
@@ -823,7 +835,7 @@ ssize_t conn_recvmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int fla
 		ssize_t n;
 		if ((peekall || (!waitall && want > 1)) && !total && !nonblock &&
 		    !__atomic_load_n(&c->mv.rx, __ATOMIC_ACQUIRE) &&
-		    ring_used(&c->rx) < want && !rx_eof(c) && !c->peer_err && !c->shut_rd) {
+		    ring_used(&c->rx) < want && !conn_rx_eof(c) && !c->peer_err && !c->shut_rd) {
 			/* not all there yet: nap, the lock released (rare: no
 			 * wake-up says "this many"; and what is there stays
 			 * unread, as the kernel leaves it) */
@@ -914,7 +926,7 @@ ssize_t conn_recvmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int fla
 		 * the writer sets it after its last byte.  After our
 		 * shutdown(SHUT_RD) Linux's TCP still hands out what came
 		 * (before and after it), and says 0 instead of waiting. */
-		if (rx_eof(c) || c->peer_err || c->shut_rd) {
+		if (conn_rx_eof(c) || c->peer_err || c->shut_rd) {
 			if (ring_used(&c->rx))
 				continue;
 			break;
@@ -930,10 +942,10 @@ ssize_t conn_recvmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int fla
 			/* a program that polls by itself: reap the completion
 			 * queue here, as rsocket does, not only in the
 			 * progress thread (a wake-up later) */
-			if (c->tp->progress && (c->tp->progress(c), ring_used(&c->rx) || rx_eof(c)))
+			if (c->tp->progress && (c->tp->progress(c), ring_used(&c->rx) || conn_rx_eof(c)))
 				continue;
 			conn_arm(c, POLLIN);
-			if (ring_used(&c->rx) || rx_eof(c) || c->mv.rx)
+			if (ring_used(&c->rx) || conn_rx_eof(c) || c->mv.rx)
 				continue;
 			r = -EAGAIN;
 			break;
@@ -953,7 +965,7 @@ ssize_t conn_recvmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int fla
 		if (s->stat && !peek)
 			__atomic_store_n(&s->stat->rx, s->stat->rx + total, __ATOMIC_RELAXED);
 		if (ctl && ctl->msg_control && !ctl->msg_controllen) /* (none from the socket) */
-			sockinfo_inq_cmsg(c, ctl, cap, rx_eof(c) || c->peer_err);
+			sockinfo_inq_cmsg(c, ctl, cap, conn_rx_eof(c) || c->peer_err);
 		return (ssize_t)total;
 	}
 	/* once; then EOF, as the kernel's - and EOF at once after the
@@ -962,7 +974,7 @@ ssize_t conn_recvmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int fla
 	 * too where TCP's says ECONNRESET: docs/architecture.md, Known
 	 * limits - telling them apart by the ring's FIN alone said EPIPE
 	 * after a peer's clean close and a write's reset.) */
-	if (!r && c->peer_err && !rx_eof(c) && !c->mv.rx)
+	if (!r && c->peer_err && !conn_rx_eof(c) && !c->mv.rx)
 		return -conn_take_error(c);
 	if (!r && ctl && ctl->msg_control && !ctl->msg_controllen)
 		sockinfo_inq_cmsg(c, ctl, cap, 1); /* the end */

@@ -294,7 +294,7 @@ static int conn_wait(struct conn *c, unsigned want, int *deadline_ms, int short_
 		return r > 0 ? 0 : r;
 	w = want_word(c, want);
 	if (want & POLLOUT)
-		__atomic_fetch_add(&c->tx_full, 1, __ATOMIC_RELAXED); /* (conn_arm's) */
+		conn_no_room(c);
 	v = __atomic_or_fetch(w, WANT_FUTEX, __ATOMIC_SEQ_CST);
 	if (ready_for(c, want))
 		return 0;

@@ -1021,10 +1021,7 @@ static int is_new_edge(struct epreg *r, uint32_t ev)
 	 * only after someone found none (TCP's SOCK_NOSPACE): the kernel's
 	 * wake-up names its events, and a registration for others sleeps
 	 * on.  An event gone (the bytes read) is no edge. */
-	/* (the peer's end is one change, by its ring's word or its socket's
-	 * FIN, whichever came first) */
-	int eof = c->peer_eof || __atomic_load_n(&c->rx.ctl->wr_done, __ATOMIC_ACQUIRE);
-	unsigned st = (c->shut_wr ? 1u : 0) | (c->shut_rd ? 2u : 0) | (eof ? 4u : 0) | (c->peer_err ? 8u : 0) |
+	unsigned st = (c->shut_wr ? 1u : 0) | (c->shut_rd ? 2u : 0) | (conn_rx_eof(c) ? 4u : 0) | (c->peer_err ? 8u : 0) |
 		      (c->peer_reset ? 32u : 0) | (c->broken ? 64u : 0) |
 		      __atomic_load_n(&c->shut_calls, __ATOMIC_ACQUIRE) << 8;
 	int fresh = ((r->events & EPOLLIN) && p != r->seen_prod) ||
