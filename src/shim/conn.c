@@ -969,11 +969,9 @@ ssize_t conn_recvmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int fla
 		return (ssize_t)total;
 	}
 	/* once; then EOF, as the kernel's - and EOF at once after the
-	 * peer's FIN and then its reset (TCP's reads: the socket is done).
-	 * (A reset alone, whose socket reads as an end after it, says EOF
-	 * too where TCP's says ECONNRESET: docs/architecture.md, Known
-	 * limits - telling them apart by the ring's FIN alone said EPIPE
-	 * after a peer's clean close and a write's reset.) */
+	 * peer's FIN and then its reset (TCP's reads: the socket is done;
+	 * the end its socket reads as after a reset alone is no FIN:
+	 * shm.c shm_refresh) */
 	if (!r && c->peer_err && !conn_rx_eof(c) && !c->mv.rx)
 		return -conn_take_error(c);
 	if (!r && ctl && ctl->msg_control && !ctl->msg_controllen)
@@ -987,10 +985,14 @@ int conn_shutdown(struct sk *s, int how)
 	/* TCP's socket is closed once reset, or once both ends' FINs went
 	 * (ours acknowledged at once on the loopback): its shutdown() then
 	 * says ENOTCONN, and shuts what it was asked all the same.  (The
-	 * peer's FIN: its ring's word, or its socket's - which after our own
-	 * SHUT_RD the socket's reads cannot tell from the end they say.) */
-	int closed = c->peer_err || (c->shut_wr && (__atomic_load_n(&c->rx.ctl->wr_done, __ATOMIC_ACQUIRE) ||
-						     (c->peer_eof && !c->shut_rd)));
+	 * peer's FIN: its ring's word, or its socket's - looked at now,
+	 * as nothing may have woken a look since the peer's close.) */
+	int closed = c->peer_err || (c->shut_wr && conn_rx_eof(c));
+
+	if (!closed && c->shut_wr) {
+		conn_refresh(c);
+		closed = c->peer_err || conn_rx_eof(c);
+	}
 
 	if (how == SHUT_RD || how == SHUT_RDWR) {
 		c->shut_rd = 1;

@@ -57,7 +57,7 @@ static int scan_accel(struct pollfd *fds, nfds_t n, struct sk **sks)
  * when asked for. */
 static int sock_watch(struct conn *c, short app_events, short *ev)
 {
-	*ev = (short)(c->peer_eof ? 0 : POLLIN | POLLRDHUP);
+	*ev = (short)(c->peer_eof || c->shut_rd ? 0 : POLLIN | POLLRDHUP);
 	if (conn_moving(c))
 		*ev |= (short)((app_events & POLLOUT) | (move_pending(c) ? POLLOUT : 0));
 	*ev |= (short)(app_events & POLLPRI); /* urgent data: the socket's alone */

@@ -269,6 +269,7 @@ int sockinfo_ioctl(struct conn *c, unsigned long req, int *out);
 void sockinfo_rcvlowat(struct conn *c, const void *val, socklen_t len);
 void sockinfo_lowat_sync(struct conn *c);        /* the socket's mark, a peer's move on */
 void sockinfo_inq(struct conn *c, const void *val, socklen_t len); /* after setsockopt TCP_INQ */
+int sockinfo_peer_fin(int fd);                   /* after our SHUT_RD: did the peer's FIN come? */
 void sockinfo_inq_cmsg(struct conn *c, struct msghdr *ctl, size_t cap, int ended); /* recvmsg's TCP_CM_INQ */
 ssize_t shim_splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t len,
 		    unsigned flags, int *handled);

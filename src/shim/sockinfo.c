@@ -44,6 +44,30 @@
 
 #define HAS(field) (len >= offsetof(struct tcp_info, field) + sizeof(((struct tcp_info *)0)->field))
 
+/* After our own shutdown(SHUT_RD) a socket's reads say an end at once:
+ * did the peer's FIN come?  The socket's state says (the kernel's TCP
+ * states, include/net/tcp_states.h: CLOSE_WAIT, LAST_ACK, CLOSING,
+ * TIME_WAIT and CLOSE come after it, or a reset).  In a sandbox no
+ * question is asked: no. */
+int sockinfo_peer_fin(int fd)
+{
+	enum { TIME_WAIT = 6, CLOSE = 7, CLOSE_WAIT = 8, LAST_ACK = 9, CLOSING = 11 };
+	struct tcp_info ti;
+	int e = errno, r;
+
+	if (shunt_sandboxed)
+		return 0;
+	r = real.getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &(socklen_t){ sizeof ti });
+	errno = e;
+	if (r)
+		return 0;
+	switch (ti.tcpi_state) {
+	case TIME_WAIT: case CLOSE: case CLOSE_WAIT: case LAST_ACK: case CLOSING:
+		return 1;
+	}
+	return 0;
+}
+
 /* After the kernel filled *val (len bytes of it). */
 static void tcp_info(struct conn *c, void *val, socklen_t len)
 {

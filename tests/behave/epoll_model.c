@@ -559,7 +559,11 @@ int main(int argc, char **argv)
 		script(l, strtoull(s, NULL, 0), steps);
 		return 0;
 	}
-	for (uint64_t seed = 1; seed <= 6; seed++)
-		script(l, seed, steps);
+	/* 1-6, then seeds that found a difference mended since (39: ENOTCONN
+	 * after our SHUT_RD; 44: ECONNRESET after a reset without FIN; 70:
+	 * the probe after our own SHUT_RD that made a clean close a reset) */
+	static const uint64_t seeds[] = { 1, 2, 3, 4, 5, 6, 39, 44, 70 };
+	for (size_t i = 0; i < sizeof seeds / sizeof *seeds; i++)
+		script(l, seeds[i], steps);
 	return 0;
 }

@@ -450,6 +450,8 @@ static void fo_rx_settle(struct conn *c)
 		e = fo_msg_peek(c->tcp_fd, &m, &err);
 		if (e == -EAGAIN)
 			return; /* (the rest is on its way) */
+		if (e == 1 && !err && c->shut_rd && !sockinfo_peer_fin(c->tcp_fd))
+			return; /* the end our own SHUT_RD reads as: no FIN */
 		if (e == 1) {
 			/* the kernel's FIN or RST: cursor messages sent before
 			 * it count first */

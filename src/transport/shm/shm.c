@@ -103,6 +103,12 @@ static void shm_refresh(struct conn *c)
 			break;
 		if (r < 0 && conn_sock_renumbered(c, fd))
 			continue;
+		/* not a FIN: the end a socket reads after a reset (TCP's
+		 * reads say ECONNRESET, not EOF), or after our own SHUT_RD
+		 * (the probe that followed reset a peer that then closed:
+		 * tests/behave/epoll_model) */
+		if (r == 0 && (c->peer_err || (c->shut_rd && !sockinfo_peer_fin(fd))))
+			break;
 		if (r == 0) {
 			int err = 0;
 			/* the first FIN: a killed peer's too - ask at once if it
