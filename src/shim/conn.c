@@ -74,6 +74,19 @@ void conn_wake_local(struct conn *c, unsigned ev)
 		conn_wake_word(&c->tx.ctl->wr_want, c->efd_mine);
 }
 
+/* A change of the connection's state that a cursor message brought (the
+ * peer's FIN, reset or close, over RDMA): every sleeper looks, armed or
+ * not - TCP's wakes them all then, and an epoll registration that asked
+ * for neither bytes nor room (EPOLLRDHUP alone; none: HUP and ERR are
+ * always reported) hears it (tests/behave/epoll_model over RDMA).  Over
+ * shared memory the peer's shutdown rings for it (conn_shutdown). */
+void conn_wake_state(struct conn *c)
+{
+	conn_wake_local(c, POLLIN | POLLOUT);
+	if (ep_in_use())
+		efd_signal(c->efd_mine);
+}
+
 /* A move (move.c): every sleeper looks again, the peer's and ours. */
 void conn_wake_all(struct conn *c)
 {
@@ -643,7 +656,8 @@ ssize_t conn_sendmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int fla
 		 * too (TCP's); then the pipe is broken: the socket's own
 		 * EPIPE where the socket saw the error and carries our FIN */
 		if (!__atomic_exchange_n(&c->reset_told, 1, __ATOMIC_ACQ_REL))
-			return c->peer_reset ? -ECONNRESET : -c->peer_err;
+			/* (EPIPE: a reset after the peer's FIN - with TCP's SIGPIPE) */
+			return c->peer_reset ? -ECONNRESET : c->peer_err == EPIPE ? send_epipe(flags) : -c->peer_err;
 		if (!c->peer_reset && !(c->shut_wr && c->mv.fin))
 			return send_on_kernel(s, len, flags);
 		return send_epipe(flags);

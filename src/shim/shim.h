@@ -284,6 +284,7 @@ unsigned conn_urgent(struct conn *c);            /* POLLPRI if urgent data waits
 int conn_take_error(struct conn *c);              /* the peer's error, once (0: told before) */
 void conn_refresh(struct conn *c);               /* inspect the kernel socket (FIN/RST) */
 void conn_arm(struct conn *c, unsigned want);    /* ask the peer to signal efd_mine */
+void conn_wake_state(struct conn *c);            /* a state change: every sleeper looks */
 void conn_no_room(struct conn *c);               /* a writer or poll found the ring full */
 int conn_rx_eof(struct conn *c);                 /* the peer's end: its ring's word or socket's FIN */
 size_t conn_nread(struct conn *c);

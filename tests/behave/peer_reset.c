@@ -3,7 +3,8 @@
  * recv, a send, a recv of no bytes, getsockopt(SO_ERROR) - and then a read
  * says EOF, a send EPIPE, and poll no longer says POLLERR.  After a
  * peer's ordinary close the first send is taken (the peer's kernel
- * answers it with a reset), those after the reset fail.  shunt reported a
+ * answers it with a reset), those after the reset fail (EPIPE, with
+ * SIGPIPE unless MSG_NOSIGNAL).  shunt reported a
  * reset on every read, took a send after the reset (and a ring's worth
  * after a close) for nobody, and answered SO_ERROR with 0.  Also recv()
  * of no bytes: TCP's waits for something to read and says 0 (EAGAIN when
@@ -27,6 +28,13 @@ static short wait_for(int fd, short ev)
 	}
 	fprintf(stderr, "fd %d: no event %#x (revents %#x)\n", fd, ev, p.revents);
 	exit(1);
+}
+
+static volatile sig_atomic_t sigpipes;
+static void count_sigpipe(int sig)
+{
+	(void)sig;
+	sigpipes++;
 }
 
 static void no_pollerr(int fd)
@@ -115,11 +123,18 @@ int main(void)
 	write_all(fd, "x", 1);
 	wait_for(fd, POLLIN);
 	CHECK(read(fd, b, 1) == 0);
+	signal(SIGPIPE, count_sigpipe); /* each EPIPE raises SIGPIPE, the first too */
 	CHECK(send(fd, "y", 1, 0) == 1);
 	for (i = 0; i < 500 && (r = send(fd, "y", 1, 0)) == 1; i++)
 		usleep(10000); /* until the reset is back */
 	expect_err(r, EPIPE);
 	expect_err(send(fd, "y", 1, 0), EPIPE);
+	expect_err(send(fd, "y", 1, MSG_NOSIGNAL), EPIPE);
+	if (sigpipes != 2) {
+		fprintf(stderr, "%d SIGPIPE for two sends that said EPIPE\n", (int)sigpipes);
+		return 1;
+	}
+	signal(SIGPIPE, SIG_IGN);
 	close(fd);
 
 	/* reads of no bytes */

@@ -114,6 +114,25 @@ int rdma_post_word(struct rdma_conn *rc, uint32_t flags, int push_flags)
 }
 
 
+/* The peer's application closed it with bytes of ours it never read,
+ * and its closing word says no reset: they came after its close (bytes
+ * there before it make the word a reset).  TCP's peer answers bytes that
+ * reach a closed socket with a reset, which the writer's poll shows at
+ * once and its next send reports (EPIPE after the peer's FIN).  One byte
+ * on our socket makes the peer's kernel say it, as TCP's would (its
+ * socket closes right after the word; a byte there before that sits
+ * unread and its close resets).  In a sandbox no system call: the bytes
+ * are taken for nobody, as before. */
+static void closed_before_ours(struct conn *c)
+{
+	int e = errno;
+
+	/* (not once our sending half moved: the socket carries our stream) */
+	if (!shunt_sandboxed && !c->peer_err && !conn_moving(c))
+		(void)!real.send(c->tcp_fd, "", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+	errno = e;
+}
+
 /* Called with the link's completion lock held. */
 static void on_cdc(struct rdma_link *l, unsigned slot, const struct shunt_cdc *m)
 {
@@ -161,7 +180,7 @@ static void on_cdc(struct rdma_link *l, unsigned slot, const struct shunt_cdc *m
 	    m->cons > __atomic_load_n(&tx->prod, __ATOMIC_ACQUIRE)) {
 		if (c) {
 			c->peer_err = EPROTO;
-			conn_wake_local(c, POLLIN | POLLOUT);
+			conn_wake_state(c);
 		}
 		return;
 	}
@@ -176,13 +195,16 @@ static void on_cdc(struct rdma_link *l, unsigned slot, const struct shunt_cdc *m
 		if (c) {
 			__atomic_store_n(&c->peer_reset, 1, __ATOMIC_RELEASE);
 			c->peer_err = ECONNRESET;
-			conn_wake_local(c, POLLIN | POLLOUT);
+			conn_wake_state(c);
 		}
 	} else if ((m->flags & (SHUNT_CDC_F_FIN | SHUNT_CDC_F_CLOSED)) && !rx->wr_done) {
 		__atomic_store_n(&rx->wr_done, 1, __ATOMIC_RELEASE);
 		if (c)
-			conn_wake_local(c, POLLIN);
+			conn_wake_state(c);
 	}
+	if ((m->flags & (SHUNT_CDC_F_RESET | SHUNT_CDC_F_CLOSED)) == SHUNT_CDC_F_CLOSED && c &&
+	    m->cons != __atomic_load_n(&tx->prod, __ATOMIC_ACQUIRE))
+		closed_before_ours(c);
 	if (m->flags & SHUNT_CDC_F_BLOCKED) {
 		/* Answer now if we have read since our last word (a reader
 		 * asleep on an empty ring reads no more); a writer posting at

@@ -452,6 +452,17 @@ static void fo_rx_settle(struct conn *c)
 			return; /* (the rest is on its way) */
 		if (e == 1 && !err && c->shut_rd && !sockinfo_peer_fin(c->tcp_fd))
 			return; /* the end our own SHUT_RD reads as: no FIN */
+		if (e == 1 && !err && c->peer_eof) {
+			/* after the FIN the socket reads as its end: a reset
+			 * that came since (bytes of ours the peer closed
+			 * before: cursor.c closed_before_ours) is SO_ERROR's */
+			if (!shunt_sandboxed)
+				(void)!real.getsockopt(c->tcp_fd, SOL_SOCKET, SO_ERROR, &err,
+						       &(socklen_t){ sizeof err });
+			if (err)
+				c->peer_err = err;
+			return;
+		}
 		if (e == 1) {
 			/* the kernel's FIN or RST: cursor messages sent before
 			 * it count first */
