@@ -93,6 +93,22 @@ static int nap(int w, int tmo)
 	return w < 0 && (tmo < 0 || tmo > NAP_MS) ? NAP_MS : tmo;
 }
 
+/* After our own shutdown(SHUT_RD) the socket shows the peer's FIN to no
+ * poll (its reading half reads as ended already), and a writer waiting
+ * for room from a peer killed with the ring full - whose kernel, holding
+ * nothing of ours, sends a FIN and no reset - would wait for ever where
+ * TCP's, its bytes unread in that kernel, sees the reset.  So such an
+ * entry is looked at every FIN_LOOK_MS (conn_refresh asks the socket's
+ * state: then the probe, shm.c), as a blocking writer's slice does. */
+#define FIN_LOOK_MS 100
+
+static int fin_unseen(const struct pollfd *fd, const struct sk *s)
+{
+	const struct conn *c = s->conn;
+
+	return (fd->events & POLLOUT) && c->shut_rd && !c->peer_eof && !c->peer_err;
+}
+
 /* ext: the plain entries in place, -1 for accelerated ones, then the
  * doorbell set (w >= 0), the answer socket (msgfd >= 0: pending offers
  * among the entries, below), then each accelerated entry's TCP socket. */
@@ -203,6 +219,9 @@ static int poll_loop(struct pollfd *fds, nfds_t n, struct sk **sks, int timeout_
 		if (!ready && scan_accel(fds, n, sks))
 			tmo = 0; /* became ready while arming */
 		t = nap(w, tmo);
+		for (nfds_t i = 0; i < n; i++)
+			if (sks[i] && fin_unseen(&fds[i], sks[i]) && (t < 0 || t > FIN_LOOK_MS))
+				t = FIN_LOOK_MS;
 		ts = (struct timespec){ t / 1000, (t % 1000) * 1000000L };
 		r = real.ppoll(ext, (nfds_t)k, t < 0 ? NULL : &ts, mask);
 		if (r < 0 && errno == EINVAL && (nfds_t)k > n) {
@@ -221,7 +240,7 @@ static int poll_loop(struct pollfd *fds, nfds_t n, struct sk **sks, int timeout_
 			if (!sks[i]) {
 				fds[i].revents = ext[i].revents;
 				ready += ext[i].revents != 0;
-			} else if (ext[j++].revents) {
+			} else if (ext[j++].revents || fin_unseen(&fds[i], sks[i])) {
 				conn_refresh(sks[i]->conn);
 			}
 		}
