@@ -479,15 +479,6 @@ int conn_take_error(struct conn *c)
 	return e && !__atomic_exchange_n(&c->reset_told, 1, __ATOMIC_ACQ_REL) ? e : 0;
 }
 
-/* A send once the peer's error is known: the error, once, else the
- * socket's EPIPE (SIGPIPE). */
-static ssize_t send_after_error(struct sk *s, size_t len, int flags)
-{
-	int e = conn_take_error(s->conn);
-
-	return e ? -e : send_on_kernel(s, len, flags);
-}
-
 /* EPIPE where the socket cannot say it (the transport's reset, a FIN
  * still owed), with TCP's SIGPIPE */
 static ssize_t send_epipe(int flags)
@@ -495,6 +486,24 @@ static ssize_t send_epipe(int flags)
 	if (!(flags & MSG_NOSIGNAL))
 		raise(SIGPIPE);
 	return -EPIPE;
+}
+
+/* A send once the peer's error is known - a reset through the transport
+ * (its kernel RST may still be on its way), or one the socket showed: the
+ * error, told once, before EPIPE after our own SHUT_WR too (TCP's; an
+ * EPIPE - a reset after the peer's FIN - with TCP's SIGPIPE).  Then the
+ * pipe is broken: the socket's own EPIPE where the socket saw the error
+ * and carries our FIN, ours where it cannot say it. */
+static ssize_t send_after_error(struct sk *s, size_t len, int flags)
+{
+	struct conn *c = s->conn;
+	int e = c->peer_reset ? ECONNRESET : c->peer_err;
+
+	if (!__atomic_exchange_n(&c->reset_told, 1, __ATOMIC_ACQ_REL))
+		return e == EPIPE ? send_epipe(flags) : -e;
+	if (!c->peer_reset && !(c->shut_wr && c->mv.fin))
+		return send_on_kernel(s, len, flags);
+	return send_epipe(flags);
 }
 
 /* What a non-blocking send would take now (splice.c sizes its read from a
@@ -649,19 +658,8 @@ ssize_t conn_sendmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int fla
 		c->shut_wr = 1;
 		__atomic_store_n(&c->mv.fin, 1, __ATOMIC_RELEASE);
 	}
-	if ((c->peer_reset || c->peer_err) && !conn_moving(c)) {
-		/* The peer's error - a reset through the transport (its
-		 * kernel RST may still be on its way), or one the socket
-		 * showed - is told once, before EPIPE after our own SHUT_WR
-		 * too (TCP's); then the pipe is broken: the socket's own
-		 * EPIPE where the socket saw the error and carries our FIN */
-		if (!__atomic_exchange_n(&c->reset_told, 1, __ATOMIC_ACQ_REL))
-			/* (EPIPE: a reset after the peer's FIN - with TCP's SIGPIPE) */
-			return c->peer_reset ? -ECONNRESET : c->peer_err == EPIPE ? send_epipe(flags) : -c->peer_err;
-		if (!c->peer_reset && !(c->shut_wr && c->mv.fin))
-			return send_on_kernel(s, len, flags);
-		return send_epipe(flags);
-	}
+	if ((c->peer_reset || c->peer_err) && !conn_moving(c))
+		return send_after_error(s, len, flags);
 	if (c->shut_wr && c->mv.fin) /* the kernel's FIN is still owed */
 		return send_epipe(flags);
 	if (c->shut_wr && !conn_moving(c))
@@ -775,7 +773,7 @@ ssize_t conn_sendmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int fla
 	}
 	if (!len || moved)
 		return r;
-	if (c->peer_err)
+	if (c->peer_err || c->peer_reset)
 		return send_after_error(s, len, flags);
 	if (nonblock) {
 		if (!armed)
@@ -1001,12 +999,11 @@ int conn_shutdown(struct sk *s, int how)
 	 * says ENOTCONN, and shuts what it was asked all the same.  (The
 	 * peer's FIN: its ring's word, or its socket's - looked at now,
 	 * as nothing may have woken a look since the peer's close.) */
-	int closed = c->peer_err || (c->shut_wr && conn_rx_eof(c));
+	int closed;
 
-	if (!closed && c->shut_wr) {
+	if (c->shut_wr && !c->peer_err && !conn_rx_eof(c))
 		conn_refresh(c);
-		closed = c->peer_err || conn_rx_eof(c);
-	}
+	closed = c->peer_err || (c->shut_wr && conn_rx_eof(c));
 
 	if (how == SHUT_RD || how == SHUT_RDWR) {
 		c->shut_rd = 1;
