@@ -20,6 +20,7 @@
 # (PostgreSQL's backends, inetd's), one accepting thread; its second
 # variant (fork-none) the child's close alone; CLIENT=fork-keep the same
 # with a child that keeps the listener open (Python's ForkingMixIn).
+# PLAIN=1 and OLD=DIR add variants (below).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 T=$(mktemp -d /tmp/shunt-floor.XXXXXX)
@@ -32,14 +33,27 @@ ENVS=("-u LD_PRELOAD" "-u LD_PRELOAD" "$D SHUNT_BUSY_SHORT=0" "$D")
 # for each turn) instead of blocking calls
 K=${CLIENT:-byte}
 KINDS=("$K" "$(case $K in fork*) echo fork-none ;; *) echo none ;; esac)" "$K" "$K")
+# PLAIN=1: one more variant, "plain", every connection kept plain under
+# shunt (SHUNT_PORTS names another port: interposition's own cost - a
+# server's clients without shunt, or from another host without the agent)
+if [ -n "${PLAIN:-}" ]; then
+	NAMES+=(plain)
+	ENVS+=("$D SHUNT_PORTS=1")
+	KINDS+=("$K")
+fi
 # OLD=DIR: one more variant, "old", every connection offered through the
 # library of an older build in DIR (DIR/libshunt.so): a change's effect
-# measured in the same run
+# measured in the same run (with PLAIN=1, "old-plain" too)
 if [ -n "${OLD:-}" ]; then
 	[ -f "$OLD/libshunt.so" ] || { echo "floor.sh: no $OLD/libshunt.so" >&2; exit 1; }
 	NAMES+=(old)
 	ENVS+=("SHUNT_DIR=$T/dir LD_PRELOAD=$OLD/libshunt.so SHUNT_BUSY_SHORT=0")
 	KINDS+=("$K")
+	if [ -n "${PLAIN:-}" ]; then
+		NAMES+=(old-plain)
+		ENVS+=("SHUNT_DIR=$T/dir LD_PRELOAD=$OLD/libshunt.so SHUNT_PORTS=1")
+		KINDS+=("$K")
+	fi
 fi
 ROUNDS=${1:-5}
 OUT=${2:-$ROOT/docs/bench/floor}

@@ -431,7 +431,9 @@ struct shunt_stat_rec {
 	uint8_t reason;          /* enum shunt_reason */
 	uint8_t is_client;
 	uint8_t flags;           /* SHUNT_STAT_LOCAL_UNKNOWN */
-	uint32_t pad2;
+	_Atomic uint32_t held;   /* a plain socket's: its generation << 2 |
+				    SHUNT_STAT_H_* (who of its maker and a
+				    forked child let go first) */
 	struct shunt_tuple tuple;/* client = local for clients, remote for servers */
 	_Atomic uint64_t tx;     /* bytes the application sent */
 	_Atomic uint64_t rx;     /* bytes the application received */
@@ -441,6 +443,13 @@ _Static_assert(sizeof(struct shunt_stat_rec) == 72, "stat record layout");
  * connection made under load: two system calls saved on a 9-call set-up);
  * `shunt ss` reads it from /proc when it lists the record. */
 #define SHUNT_STAT_LOCAL_UNKNOWN 1u
+/* A plain socket a forked child inherited stays in its maker's file (the
+ * child makes none for it): the maker's close leaves it listed while the
+ * child may hold it, the child's close (or exit) takes it then - the
+ * second of the two to let go frees it.  The generation in the upper
+ * bits is the record's use, so a child never marks a record reused. */
+#define SHUNT_STAT_H_MAKER_LEFT 1u
+#define SHUNT_STAT_H_CHILD_LEFT 2u
 
 struct shunt_stats_file {
 	uint32_t magic;

@@ -221,8 +221,10 @@ static void closing_at_exit(int fd, struct sk *s, void *arg)
 		conn_closing(s->conn);
 		if (s->conn->tp->sole_owner && s->conn->tp->sole_owner(s->conn) &&
 		    (r = __atomic_exchange_n(&s->stat, NULL, __ATOMIC_ACQ_REL)))
-			stats_free(r, 1); /* once: a descriptor's dup shares s */
+			stats_free(s, r, 1); /* once: a descriptor's dup shares s */
 	}
+	if (s->kind == SK_TCP)
+		stats_child_exit(s);
 	sk_put(s);
 }
 

@@ -389,6 +389,7 @@ void shunt_fork_before(void)
 {
 	uint64_t gen = shunt_random64() | 1;
 
+	stats_forking();
 	rdv_offers_settle_all();
 	inband_confirm_all(0); /* the slot is this process's (its queue pair stays here) */
 	fdtab_each_held(hold_for_child, &gen);

@@ -434,7 +434,7 @@ void sk_put(struct sk *s)
 	if (s->kind == SK_LISTEN && s->listen_port)
 		rdv_unlisten(s->listen_port);
 	if (s->stat)
-		stats_free(s->stat, last);
+		stats_free(s, s->stat, last);
 	s->conn = NULL;
 	s->ep = NULL;
 	s->stat = NULL;

@@ -8,10 +8,12 @@
  * behind (this file and the process's c<id> socket).
  *
  * The file is made on first need - the process's first socket, or a forked
- * child's first byte on an inherited connection - so a process that never
+ * child's first byte on an inherited listener - so a process that never
  * touches a socket (a shell's every command under `shunt run`, a worker
  * that only computes) leaves the directory as it found it, and a forked
- * child that ends with _exit() removes its file too (interpose.c).
+ * child that ends with _exit() removes its file too (interpose.c).  A
+ * forked child serving the connection it was born with - accelerated or
+ * plain - makes none: the record stays in its maker's file (stats_free).
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -70,6 +72,7 @@ static int mine(const struct shunt_stat_rec *r)
 }
 
 static int sf_failed; /* made and failed: not again (a forked child tries its own) */
+static _Atomic unsigned forks_made; /* by this process (its plain records may be inherited) */
 static int listeners_left; /* inherited listeners to list once the file is made */
 static void adopt_inherited(int fd, struct sk *s, void *arg);
 
@@ -95,21 +98,24 @@ void stats_ensure_file(void)
 	(void)stats_file();
 }
 
-/* The child holds the inherited sockets too: list them under its own pid
- * (a socket shared by two processes shows once for each, as in ss -p) -
- * except accelerated connections, listed once for all (stats_free), and
- * listeners while the child has no file of its own: a forking server's
- * child that keeps its listener open and serves the connection it was
- * born with (Python's ForkingMixIn) made a file for it alone, 13 system
- * calls and a file made and removed a connection (0.48x TCP's rate, now
- * 0.60x: `setup-floor ... fork-keep`, docs/benchmarks.md).  Its maker
- * lists it meanwhile; the child's first record of its own (an accept on
- * it, a socket) makes the file and lists it then (listeners_left). */
+/* The child holds the inherited listeners too: list them under its own
+ * pid (a socket shared by two processes shows once for each, as in ss -p)
+ * - but while the child has no file of its own: a forking server's child
+ * that keeps its listener open and serves the connection it was born with
+ * (Python's ForkingMixIn) made a file for it alone, 13 system calls and a
+ * file made and removed a connection (0.48x TCP's rate, now 0.60x:
+ * `setup-floor ... fork-keep`, docs/benchmarks.md).  Its maker lists it
+ * meanwhile; the child's first record of its own (an accept on it, a
+ * socket) makes the file and lists it then (listeners_left).  Connections,
+ * accelerated or plain, stay listed once for all in their maker's file
+ * (stats_free): a forking server's child with a plain client made a file
+ * for it alone, as above (0.55x TCP's rate under shunt with connections
+ * kept plain, `setup-floor ... fork`). */
 static void adopt_inherited(int fd, struct sk *s, void *arg)
 {
 	struct shunt_stat_rec *old = s->stat, *r;
 
-	if (!old || mine(old) || s->kind == SK_CONN)
+	if (!old || mine(old) || s->kind != SK_LISTEN)
 		return;
 	if (s->kind == SK_LISTEN && !__atomic_load_n(&sf, __ATOMIC_ACQUIRE)) {
 		if (arg) /* (listeners_left: to list once the file is made) */
@@ -153,6 +159,7 @@ void stats_atfork_child(void)
 	shunt_mutex_reset(&sf_lock);
 	SHUNT_RESET(stats_pending, 1);
 	SHUNT_RESET(listeners_left, 0);
+	SHUNT_RESET(forks_made, 0);
 }
 
 /* What a socket is now: its mode and, when not accelerated, why. */
@@ -205,6 +212,28 @@ static void fill(struct shunt_stat_rec *r, int fd, struct sk *s)
  * filled) with no lock, the search starting at the one this thread
  * claimed last - not a scan of every record in use under one lock that
  * every thread's every connection takes (issue #13, items 9 and 10). */
+/* The file full: the records a maker left to forked children that never
+ * said they let go (killed, exec'd) go - a live child's is then no longer
+ * listed, never a new connection unlisted for them. */
+static int reclaim_left(struct shunt_stats_file *f)
+{
+	int n = 0;
+
+	for (unsigned i = 0; i < SHUNT_STATS_RECS; i++) {
+		struct shunt_stat_rec *r = &f->rec[i];
+		uint32_t one = 1;
+
+		if ((__atomic_load_n(&r->held, __ATOMIC_RELAXED) & SHUNT_STAT_H_MAKER_LEFT) &&
+		    __atomic_compare_exchange_n(&r->used, &one, 0, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+			n++;
+	}
+	return n;
+}
+
+/* A free record, claimed (0 -> 2: `shunt ss` skips it while it is
+ * filled) with no lock, the search starting at the one this thread
+ * claimed last - not a scan of every record in use under one lock that
+ * every thread's every connection takes (issue #13, items 9 and 10). */
 struct shunt_stat_rec *stats_alloc(int fd, struct sk *s)
 {
 	struct shunt_stats_file *f;
@@ -215,23 +244,31 @@ struct shunt_stat_rec *stats_alloc(int fd, struct sk *s)
 		return NULL;
 	if (!start) /* a new thread's: spread from the others' */
 		start = (unsigned)((uintptr_t)&sf_hint >> 6);
-	for (unsigned k = 0; k < SHUNT_STATS_RECS; k++) {
-		unsigned i = (start + k) % SHUNT_STATS_RECS;
-		struct shunt_stat_rec *r = &f->rec[i];
-		uint32_t z = 0;
+	for (int pass = 0; pass < 2; pass++) {
+		for (unsigned k = 0; k < SHUNT_STATS_RECS; k++) {
+			unsigned i = (start + k) % SHUNT_STATS_RECS;
+			struct shunt_stat_rec *r = &f->rec[i];
+			uint32_t z = 0, gen;
 
-		if (__atomic_load_n(&r->used, __ATOMIC_RELAXED) ||
-		    !__atomic_compare_exchange_n(&r->used, &z, 2, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
-			continue;
-		sf_hint = i;
-		/* (relaxed atomic stores, not assignments: an _Atomic's
-		 * assignment is a full barrier each; the release below
-		 * publishes them) */
-		__atomic_store_n(&r->tx, 0, __ATOMIC_RELAXED);
-		__atomic_store_n(&r->rx, 0, __ATOMIC_RELAXED);
-		fill(r, fd, s);
-		__atomic_store_n(&r->used, 1, __ATOMIC_RELEASE);
-		return r;
+			if (__atomic_load_n(&r->used, __ATOMIC_RELAXED) ||
+			    !__atomic_compare_exchange_n(&r->used, &z, 2, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+				continue;
+			sf_hint = i;
+			/* (relaxed atomic stores, not assignments: an _Atomic's
+			 * assignment is a full barrier each; the release below
+			 * publishes them) */
+			__atomic_store_n(&r->tx, 0, __ATOMIC_RELAXED);
+			__atomic_store_n(&r->rx, 0, __ATOMIC_RELAXED);
+			gen = (__atomic_load_n(&r->held, __ATOMIC_RELAXED) >> 2) + 1;
+			__atomic_store_n(&r->held, gen << 2, __ATOMIC_RELAXED);
+			s->stat_gen = gen;
+			s->stat_forks = __atomic_load_n(&forks_made, __ATOMIC_RELAXED);
+			fill(r, fd, s);
+			__atomic_store_n(&r->used, 1, __ATOMIC_RELEASE);
+			return r;
+		}
+		if (!reclaim_left(f))
+			break;
 	}
 	return NULL;
 }
@@ -244,16 +281,62 @@ void stats_update(struct sk *s, int fd)
 		s->stat = stats_alloc(fd, s);
 }
 
+/* The maker (maker_side) or a forked child let go of a plain socket
+ * whose record may be held by the other: the second to let go frees it.
+ * Nothing if the record is no longer this socket's (freed and used again:
+ * its generation). */
+static void left(struct sk *s, struct shunt_stat_rec *r, int maker_side)
+{
+	uint32_t w = __atomic_load_n(&r->held, __ATOMIC_ACQUIRE), bit, other;
+
+	bit = maker_side ? SHUNT_STAT_H_MAKER_LEFT : SHUNT_STAT_H_CHILD_LEFT;
+	other = maker_side ? SHUNT_STAT_H_CHILD_LEFT : SHUNT_STAT_H_MAKER_LEFT;
+	do {
+		if (w >> 2 != s->stat_gen || __atomic_load_n(&r->used, __ATOMIC_ACQUIRE) != 1)
+			return;
+	} while (!__atomic_compare_exchange_n(&r->held, &w, w | bit, 1, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
+	if (w & other) {
+		uint32_t one = 1;
+		__atomic_compare_exchange_n(&r->used, &one, 0, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+	}
+}
+
 /* An accelerated connection's record goes with its last owner, in
  * whichever process (a forked child serving what its parent accepted
  * frees the parent's record; the parent's close leaves it listed): it is
  * listed once, under the process that made it, for as long as it lives.
- * Any other socket's (last_owner < 0) goes with the process that made it. */
-void stats_free(struct shunt_stat_rec *r, int last_owner)
+ * Any other socket's (last_owner < 0) goes with the process that made it
+ * - or, made before a fork of its maker's, with the second of the maker
+ * and a child to let go (a forking server's child serving a plain
+ * connection; `shunt ss` lists no connection the kernel no longer has). */
+void stats_free(struct sk *s, struct shunt_stat_rec *r, int last_owner)
 {
-	if (last_owner < 0 ? !mine(r) : !last_owner)
+	if (last_owner >= 0) {
+		if (last_owner)
+			__atomic_store_n(&r->used, 0, __ATOMIC_RELEASE);
 		return;
+	}
+	if (s->kind == SK_LISTEN ? !mine(r) : !mine(r) || s->stat_forks != __atomic_load_n(&forks_made, __ATOMIC_RELAXED)) {
+		if (s->kind != SK_LISTEN)
+			left(s, r, mine(r));
+		return;
+	}
 	__atomic_store_n(&r->used, 0, __ATOMIC_RELEASE);
+}
+
+void stats_forking(void)
+{
+	__atomic_add_fetch(&forks_made, 1, __ATOMIC_RELAXED);
+}
+
+/* A forked child's exit with a plain socket its maker's file lists: let
+ * go of it, as its close would (the kernel closes it now). */
+void stats_child_exit(struct sk *s)
+{
+	struct shunt_stat_rec *r = s->stat;
+
+	if (r && s->kind == SK_TCP && !mine(r))
+		left(s, r, 0);
 }
 
 /* exit() and _exit(): a clean end removes the file - and, now and then,

@@ -42,24 +42,34 @@ struct opts {
 };
 
 /* A record whose process left its local address to us: the socket its
- * descriptor is now, if that socket's peer is the record's (otherwise the
- * descriptor was reused, or the pid is another process's - a pid namespace
- * of its own - and the address is shown as unknown). */
+ * descriptor is now, if that socket's peer is the record's - else the one
+ * socket of the table with that peer (a forked child serves it: its maker
+ * closed the descriptor; otherwise the descriptor was reused, or the pid
+ * is another process's - a pid namespace of its own - and the address is
+ * shown as unknown). */
 static const struct shunt_addr *local_of(struct procnet *pn, int *loaded, const struct shunt_stats_file *f,
 					 const struct shunt_stat_rec *r)
 {
 	const struct shunt_addr *p = r->is_client ? &r->tuple.server : &r->tuple.client;
-	const struct procnet_sock *so;
+	const struct procnet_sock *so, *one = NULL;
+	uint16_t port = r->is_client ? 0 : r->tuple.server.port;
 
 	if (!*loaded) {
 		*loaded = 1;
 		procnet_load(pn, f->pid);
 	}
 	so = procnet_of_fd(pn, f->pid, r->fd);
-	if (!so || memcmp(&so->remote, p, sizeof *p) ||
-	    (!r->is_client && r->tuple.server.port && so->local.port != r->tuple.server.port))
-		return NULL;
-	return &so->local;
+	if (so && !memcmp(&so->remote, p, sizeof *p) && (!port || so->local.port == port))
+		return &so->local;
+	for (size_t i = 0; i < pn->n; i++) {
+		so = &pn->v[i];
+		if (!so->ino || memcmp(&so->remote, p, sizeof *p) || (port && so->local.port != port))
+			continue;
+		if (one)
+			return NULL; /* (two: which is unknown) */
+		one = so;
+	}
+	return one ? &one->local : NULL;
 }
 
 /* A connection's record outlives it when its last holder was a program

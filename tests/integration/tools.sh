@@ -127,4 +127,62 @@ worker=$(awk '/^worker/{print $2}' "$WORK/forksrv.out")
 "$SHUNT" ss -p "$worker" | grep -q "listen .*:$P" || die "the worker does not list the listener: $("$SHUNT" ss -p "$worker")"
 pkill -P "$srv" 2> /dev/null; kill "$srv" 2> /dev/null
 echo "  ss: a forked child serving its connection makes no file; a worker accepting lists the listener"
+# The same with plain clients (not under shunt: peer-not-shunt): the child
+# makes no file for its plain connection either (it made one, and removed
+# it as it ended: 0.55x TCP's rate for such a server, `setup-floor ...
+# fork` with connections kept plain) - its maker's file lists it while the
+# child serves it, and the record is freed once both let go: by the
+# child's close, or by its exit with the socket open, either first.
+P=$(free_port)
+cat > "$WORK/forkplain.py" << 'PY'
+import os, socket, sys, time
+l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind(('127.0.0.1', int(sys.argv[1]))); l.listen(); print('listening', os.getpid(), flush=True)
+for i in range(3):
+    c, _ = l.accept()
+    if os.fork() == 0:
+        c.sendall(c.recv(10)); print('child', os.getpid(), flush=True); time.sleep(1.5)
+        if i == 1: c.close()
+        os._exit(0) if i < 2 else sys.exit(0)
+    if i == 2: time.sleep(0.5) # the child lets go first
+    c.close()
+    while os.waitpid(-1, 0)[0] <= 0: pass
+    print('reaped', i, flush=True)
+time.sleep(30)
+PY
+plain_once() { python3 -c '
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1]))); s.sendall(b"ping"); print(s.recv(10).decode()); s.recv(10)' "$P"; }
+used_records() { # pid: the records in use in its file
+	python3 - "$SHUNT_DIR" "$1" << 'PY'
+import os, struct, sys
+for n in os.listdir(sys.argv[1]):
+    if not n.startswith('s'): continue
+    b = open(os.path.join(sys.argv[1], n), 'rb').read()
+    if len(b) < 32 or struct.unpack_from('<I', b, 8)[0] != int(sys.argv[2]): continue
+    print(sum(1 for i in range(struct.unpack_from('<I', b, 12)[0]) if struct.unpack_from('<I', b, 32 + 72 * i)[0] == 1))
+PY
+}
+"$SHUNT" run -- python3 "$WORK/forkplain.py" "$P" > "$WORK/forkplain.out" 2>&1 &
+srv=$!; PIDS+=($srv)
+for _ in $(seq 100); do grep -q listening "$WORK/forkplain.out" && break; sleep 0.05; done
+maker=$(awk '/^listening/{print $2}' "$WORK/forkplain.out")
+for i in 0 1 2; do
+	plain_once > "$WORK/plain.$i" &
+	for _ in $(seq 100); do [ "$(grep -c '^child' "$WORK/forkplain.out")" -gt $i ] && break; sleep 0.05; done
+	child=$(awk '/^child/{c=$2} END{print c}' "$WORK/forkplain.out")
+	[ -n "$child" ] || die "plain forking server: no child: $(cat "$WORK/forkplain.out")"
+	[ "$("$SHUNT" ss -p "$child" | wc -l)" = 1 ] || die "the child made a file for its plain connection: $("$SHUNT" ss -p "$child")"
+	sleep 0.6 # (the maker closed its copy: i 0, 1)
+	"$SHUNT" ss -p "$maker" | grep -q " server .*127.0.0.1:$P .*peer-not-shunt" ||
+		die "connection $i, served by a child, is not listed: $("$SHUNT" ss)"
+	for _ in $(seq 100); do grep -q "^reaped $i" "$WORK/forkplain.out" && break; sleep 0.05; done
+	grep -q "^reaped $i" "$WORK/forkplain.out" || die "child $i: not reaped: $(cat "$WORK/forkplain.out")"
+	wait $! 2> /dev/null
+	[ "$(cat "$WORK/plain.$i")" = ping ] || die "plain forking server: no echo ($i)"
+	n=$(used_records "$maker")
+	[ "$n" = 1 ] || die "connection $i: $n records in use in the maker's file after the child's end (the listener's only: 1)"
+done
+pkill -P "$srv" 2> /dev/null; kill "$srv" 2> /dev/null
+echo "  ss: a forked child serving a plain connection makes no file, its maker lists it, the record goes with both"
 echo "tools: ok"
