@@ -356,13 +356,25 @@ void shunt_uring_seen(void)
  * generation tells the child which are taken. */
 static __thread uint64_t fork_gen_pre;
 
+/* The fork's generation, drawn at its first need: a process with no
+ * connection to hold (a forking server's clients kept plain) asks for no
+ * random number a fork. */
+static uint64_t gen_of(void *gen)
+{
+	uint64_t *g = gen;
+
+	if (!*g)
+		*g = draw_odd();
+	return *g;
+}
+
 static void hold_for_child(int fd, struct sk *s, void *gen)
 {
 	struct conn *c = s->conn;
 
 	(void)fd;
 	if (s->kind == SK_CONN && c && c->tp->fork_hold)
-		c->tp->fork_hold(c, *(uint64_t *)gen);
+		c->tp->fork_hold(c, gen_of(gen));
 }
 
 static void unhold(int fd, struct sk *s, void *gen)
@@ -382,12 +394,12 @@ static void hold_inherited(int fd, struct sk *s, void *gen)
 
 	(void)fd;
 	if (s->kind == SK_CONN && c && c->tp->fork_child)
-		c->tp->fork_child(c, *(uint64_t *)gen);
+		c->tp->fork_child(c, gen_of(gen));
 }
 
 void shunt_fork_before(void)
 {
-	uint64_t gen = shunt_random64() | 1;
+	uint64_t gen = 0;
 
 	stats_forking();
 	rdv_offers_settle_all();
@@ -416,9 +428,8 @@ static void atfork_child(void)
 	ep_atfork_child();
 	giveback_atfork_child();
 	fork_gen_pre = 0;
-	/* sandboxed: no getrandom, no stat */
-	if (!gen)
-		gen = draw_odd();
+	/* (none drawn before: at the first need - sandboxed, no getrandom;
+	 * no stat either) */
 	fdtab_each(hold_inherited, &gen);
 	/* (the namespace and the id: read and drawn at first need - a
 	 * program's unshare() before its fork is seen; sandboxed, the
