@@ -431,7 +431,7 @@ struct shunt_stat_rec {
 	uint8_t reason;          /* enum shunt_reason */
 	uint8_t is_client;
 	uint8_t flags;           /* SHUNT_STAT_LOCAL_UNKNOWN */
-	_Atomic uint32_t held;   /* a plain socket's: its generation << 2 |
+	_Atomic uint32_t held;   /* a plain socket's: its generation << 3 |
 				    SHUNT_STAT_H_* (who of its maker and a
 				    forked child let go first) */
 	struct shunt_tuple tuple;/* client = local for clients, remote for servers */
@@ -450,6 +450,8 @@ _Static_assert(sizeof(struct shunt_stat_rec) == 72, "stat record layout");
  * bits is the record's use, so a child never marks a record reused. */
 #define SHUNT_STAT_H_MAKER_LEFT 1u
 #define SHUNT_STAT_H_CHILD_LEFT 2u
+#define SHUNT_STAT_H_FORKED 4u  /* open in its maker at a fork */
+#define SHUNT_STAT_H_GEN_SHIFT 3
 
 struct shunt_stats_file {
 	uint32_t magic;

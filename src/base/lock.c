@@ -68,10 +68,14 @@ static uint32_t lock_self(void)
 	return self_tid;
 }
 
-void shunt_lock_forget_self(void)
+/* A forked child is another thread: its id now, before it may enter a
+ * sandbox - its only thread's, the process's own (no gettid() of ours:
+ * its code page alone was a page fault in every child). */
+void shunt_lock_forget_self(pid_t pid)
 {
-	self_tid = 0; /* a forked child is another thread: its id now, */
-	lock_self();  /* before it may enter a sandbox */
+	self_tid = shunt_lock_probe_off ? 1 : (uint32_t)pid & LOCK_TID;
+	if (!self_tid)
+		self_tid = 1;
 }
 
 static int holder_dead(uint32_t v)

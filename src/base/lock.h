@@ -101,7 +101,7 @@ void shunt_lock(_Atomic uint32_t *l);
 int shunt_lock_bounded(_Atomic uint32_t *l, uint64_t timeout_ns);
 void shunt_unlock(_Atomic uint32_t *l);
 int shunt_trylock(_Atomic uint32_t *l); /* 0 if taken */
-void shunt_lock_forget_self(void);      /* in a forked child: its thread id is new */
+void shunt_lock_forget_self(pid_t pid); /* in a forked child: its thread id is new (its pid) */
 extern int shunt_lock_probe_off;        /* no kill(2) to look for a dead holder (sandbox) */
 void shunt_futex_wait(_Atomic uint32_t *w, uint32_t val, uint64_t ns);
 void shunt_futex_wake(_Atomic uint32_t *w, int n);

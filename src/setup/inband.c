@@ -677,9 +677,12 @@ static void confirm_collect(int fd, struct sk *s, void *arg)
 void inband_confirm_all(int quick)
 {
 	/* quick: 5 ms in all, not each (a flood of silent clients at exit) */
-	uint64_t end = shunt_now_ns() + shunt_nonblock_wait_ns(&shunt_cfg);
+	uint64_t end;
 	struct confirm_list l;
 
+	if (!__atomic_load_n(&confirms, __ATOMIC_RELAXED))
+		return; /* (no clock read: a forked child's end touches no page for it) */
+	end = shunt_now_ns() + shunt_nonblock_wait_ns(&shunt_cfg);
 	while (__atomic_load_n(&confirms, __ATOMIC_RELAXED)) {
 		l.n = 0;
 		fdtab_each(confirm_collect, &l);

@@ -375,6 +375,8 @@ static void hold_for_child(int fd, struct sk *s, void *gen)
 	(void)fd;
 	if (s->kind == SK_CONN && c && c->tp->fork_hold)
 		c->tp->fork_hold(c, gen_of(gen));
+	else if (s->kind == SK_TCP)
+		stats_fork_mark(s);
 }
 
 static void unhold(int fd, struct sk *s, void *gen)
@@ -401,18 +403,17 @@ void shunt_fork_before(void)
 {
 	uint64_t gen = 0;
 
-	stats_forking();
 	rdv_offers_settle_all();
 	inband_confirm_all(0); /* the slot is this process's (its queue pair stays here) */
 	fdtab_each_held(hold_for_child, &gen);
-	fork_gen_pre = gen;
+	SHUNT_RESET(fork_gen_pre, gen);
 }
 
 void shunt_fork_after(pid_t pid)
 {
 	uint64_t gen = fork_gen_pre;
 
-	fork_gen_pre = 0;
+	SHUNT_RESET(fork_gen_pre, 0); /* (most often 0: no page of ours written after the fork) */
 	if (pid < 0 && gen) /* no child: give its shares back */
 		fdtab_each_held(unhold, &gen);
 }
@@ -422,12 +423,12 @@ static void atfork_child(void)
 	uint64_t gen = fork_gen_pre;
 
 	base_atfork_child();
-	shunt_lock_forget_self();
+	shunt_lock_forget_self(shunt_pid());
 	/* first: what follows takes them (tests/behave/fork_threads) */
 	fdtab_atfork_child();
 	ep_atfork_child();
 	giveback_atfork_child();
-	fork_gen_pre = 0;
+	SHUNT_RESET(fork_gen_pre, 0);
 	/* (none drawn before: at the first need - sandboxed, no getrandom;
 	 * no stat either) */
 	fdtab_each(hold_inherited, &gen);

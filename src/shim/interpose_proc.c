@@ -50,10 +50,11 @@ EXPORT pid_t fork(void)
 
 	shunt_fork_before();
 	p = R(fork)();
-	e = errno;
-	if (p) /* the parent (the child's hook is core.c's atfork_child) */
+	if (p) { /* the parent (the child's hook is core.c's atfork_child) */
+		e = errno;
 		shunt_fork_after(p);
-	errno = e;
+		errno = e;
+	}
 	return p;
 }
 

@@ -62,8 +62,7 @@ struct sk {
 	struct conn *conn;        /* SK_CONN */
 	struct epset *ep;         /* SK_EPOLL */
 	struct shunt_stat_rec *stat;
-	uint32_t stat_gen;        /* ... its generation (wire.h held), and this */
-	unsigned stat_forks;      /* process's forks when it was made (stats.c) */
+	uint32_t stat_gen;        /* ... its generation (wire.h held) */
 	struct shunt_tuple tuple; /* as the rendezvous saw it (valid if has_tuple) */
 	int has_tuple;            /* SK_TUPLE_*: what of tuple is known */
 	int ag_listen;            /* a listener registered with the agent (saves SYNs) */
@@ -368,7 +367,7 @@ void peercred_atfork_child(void);
 /* stats.c */
 struct shunt_stat_rec *stats_alloc(int fd, struct sk *s);
 void stats_free(struct sk *s, struct shunt_stat_rec *r, int last_owner);
-void stats_forking(void); /* a fork: plain sockets' records may be inherited */
+void stats_fork_mark(struct sk *s); /* a fork: its child inherits s's record */
 void stats_child_exit(struct sk *s); /* a forked child ends holding an inherited plain socket */
 void stats_update(struct sk *s, int fd);
 void sk_describe(const struct sk *s, unsigned *mode, unsigned *reason);

@@ -72,7 +72,6 @@ static int mine(const struct shunt_stat_rec *r)
 }
 
 static int sf_failed; /* made and failed: not again (a forked child tries its own) */
-static _Atomic unsigned forks_made; /* by this process (its plain records may be inherited) */
 static int listeners_left; /* inherited listeners to list once the file is made */
 static void adopt_inherited(int fd, struct sk *s, void *arg);
 
@@ -159,7 +158,6 @@ void stats_atfork_child(void)
 	shunt_mutex_reset(&sf_lock);
 	SHUNT_RESET(stats_pending, 1);
 	SHUNT_RESET(listeners_left, 0);
-	SHUNT_RESET(forks_made, 0);
 }
 
 /* What a socket is now: its mode and, when not accelerated, why. */
@@ -259,10 +257,9 @@ struct shunt_stat_rec *stats_alloc(int fd, struct sk *s)
 			 * publishes them) */
 			__atomic_store_n(&r->tx, 0, __ATOMIC_RELAXED);
 			__atomic_store_n(&r->rx, 0, __ATOMIC_RELAXED);
-			gen = (__atomic_load_n(&r->held, __ATOMIC_RELAXED) >> 2) + 1;
-			__atomic_store_n(&r->held, gen << 2, __ATOMIC_RELAXED);
+			gen = (__atomic_load_n(&r->held, __ATOMIC_RELAXED) >> SHUNT_STAT_H_GEN_SHIFT) + 1;
+			__atomic_store_n(&r->held, gen << SHUNT_STAT_H_GEN_SHIFT, __ATOMIC_RELAXED);
 			s->stat_gen = gen;
-			s->stat_forks = __atomic_load_n(&forks_made, __ATOMIC_RELAXED);
 			fill(r, fd, s);
 			__atomic_store_n(&r->used, 1, __ATOMIC_RELEASE);
 			return r;
@@ -292,7 +289,7 @@ static void left(struct sk *s, struct shunt_stat_rec *r, int maker_side)
 	bit = maker_side ? SHUNT_STAT_H_MAKER_LEFT : SHUNT_STAT_H_CHILD_LEFT;
 	other = maker_side ? SHUNT_STAT_H_CHILD_LEFT : SHUNT_STAT_H_MAKER_LEFT;
 	do {
-		if (w >> 2 != s->stat_gen || __atomic_load_n(&r->used, __ATOMIC_ACQUIRE) != 1)
+		if (w >> SHUNT_STAT_H_GEN_SHIFT != s->stat_gen || __atomic_load_n(&r->used, __ATOMIC_ACQUIRE) != 1)
 			return;
 	} while (!__atomic_compare_exchange_n(&r->held, &w, w | bit, 1, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
 	if (w & other) {
@@ -306,8 +303,8 @@ static void left(struct sk *s, struct shunt_stat_rec *r, int maker_side)
  * frees the parent's record; the parent's close leaves it listed): it is
  * listed once, under the process that made it, for as long as it lives.
  * Any other socket's (last_owner < 0) goes with the process that made it
- * - or, made before a fork of its maker's, with the second of the maker
- * and a child to let go (a forking server's child serving a plain
+ * - or, open in its maker at a fork (SHUNT_STAT_H_FORKED), with the
+ * second of the maker and a child to let go (a forking server's child serving a plain
  * connection; `shunt ss` lists no connection the kernel no longer has). */
 void stats_free(struct sk *s, struct shunt_stat_rec *r, int last_owner)
 {
@@ -316,7 +313,7 @@ void stats_free(struct sk *s, struct shunt_stat_rec *r, int last_owner)
 			__atomic_store_n(&r->used, 0, __ATOMIC_RELEASE);
 		return;
 	}
-	if (s->kind == SK_LISTEN ? !mine(r) : !mine(r) || s->stat_forks != __atomic_load_n(&forks_made, __ATOMIC_RELAXED)) {
+	if (s->kind == SK_LISTEN ? !mine(r) : !mine(r) || (__atomic_load_n(&r->held, __ATOMIC_ACQUIRE) & SHUNT_STAT_H_FORKED)) {
 		if (s->kind != SK_LISTEN)
 			left(s, r, mine(r));
 		return;
@@ -324,9 +321,16 @@ void stats_free(struct sk *s, struct shunt_stat_rec *r, int last_owner)
 	__atomic_store_n(&r->used, 0, __ATOMIC_RELEASE);
 }
 
-void stats_forking(void)
+/* Before a fork (its walk of the table): the child inherits s's record.
+ * Marked in the record - the file is shared, so the mark copies no page
+ * of the parent's, as a count of forks in its memory did at each. */
+void stats_fork_mark(struct sk *s)
 {
-	__atomic_add_fetch(&forks_made, 1, __ATOMIC_RELAXED);
+	struct shunt_stat_rec *r = s->stat;
+
+	if (r && s->kind == SK_TCP && mine(r) &&
+	    (__atomic_load_n(&r->held, __ATOMIC_RELAXED) >> SHUNT_STAT_H_GEN_SHIFT) == s->stat_gen)
+		__atomic_fetch_or(&r->held, SHUNT_STAT_H_FORKED, __ATOMIC_RELEASE);
 }
 
 /* A forked child's exit with a plain socket its maker's file lists: let

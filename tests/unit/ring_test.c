@@ -163,7 +163,7 @@ static void dead_holder(void)
 	*w = 0;
 	p = fork();
 	if (!p) {
-		shunt_lock_forget_self();
+		shunt_lock_forget_self(getpid());
 		shunt_lock(w);
 		raise(SIGKILL); /* dies holding it */
 	}

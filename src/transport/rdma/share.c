@@ -338,10 +338,11 @@ void rdma_share_prepare(const char *why, int reason)
 void rdma_exit_flush(void)
 {
 	struct movelist m = { 0 };
-	uint64_t deadline = shunt_now_ns() + MOVE_WAIT_MS * 1000000ull;
+	uint64_t deadline;
 
 	if (!__atomic_load_n(&rdma_links, __ATOMIC_ACQUIRE))
 		return; /* no RDMA connection was ever made here */
+	deadline = shunt_now_ns() + MOVE_WAIT_MS * 1000000ull;
 	if (shunt_in_handler())
 		return; /* _exit() in a signal handler: the interrupted thread may
 			 * hold the locks a flush takes; the peer sees a reset */
