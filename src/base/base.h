@@ -37,6 +37,14 @@ unsigned shunt_forks(void);           /* forks since start in this line of proce
 		if ((var) != (val))       \
 			(var) = (val);    \
 	} while (0)
+
+/* Code a forked child runs - its fork hooks and its end - in one place:
+ * a file's pages are not copied into a child's page tables at fork, so
+ * each page of code it runs first is a page fault (tens of microseconds
+ * on a machine with shadowed page tables), and the hooks of every module
+ * sat on pages of their own (bench/fork.sh).  The linker gathers every
+ * .text.sorted.* section, in name order. */
+#define SHUNT_CHILD_PATH __attribute__((section(".text.sorted.shunt_child")))
 void shunt_mutex_reset(pthread_mutex_t *m); /* pthread_mutex_init unless it is as initialised */
 
 /* hidefd.c: shunt's own descriptors, out of the application's way and

@@ -12,6 +12,7 @@
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include "base.h"
 #include "lock.h"
 
 static long futex(_Atomic uint32_t *w, int op, uint32_t val, const struct timespec *ts)
@@ -71,7 +72,7 @@ static uint32_t lock_self(void)
 /* A forked child is another thread: its id now, before it may enter a
  * sandbox - its only thread's, the process's own (no gettid() of ours:
  * its code page alone was a page fault in every child). */
-void shunt_lock_forget_self(pid_t pid)
+SHUNT_CHILD_PATH void shunt_lock_forget_self(pid_t pid)
 {
 	self_tid = shunt_lock_probe_off ? 1 : (uint32_t)pid & LOCK_TID;
 	if (!self_tid)

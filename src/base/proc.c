@@ -20,7 +20,7 @@ static __thread uint64_t rand_state;
 static __thread unsigned rand_seen;
 
 /* At start and in a forked child: the pid, and a new seed per thread. */
-void base_atfork_child(void)
+SHUNT_CHILD_PATH void base_atfork_child(void)
 {
 	self.pid = getpid();
 	__atomic_add_fetch(&self.forks, 1, __ATOMIC_RELAXED);
@@ -31,7 +31,7 @@ unsigned shunt_forks(void)
 	return __atomic_load_n(&self.forks, __ATOMIC_RELAXED);
 }
 
-void shunt_mutex_reset(pthread_mutex_t *m)
+SHUNT_CHILD_PATH void shunt_mutex_reset(pthread_mutex_t *m)
 {
 	static const pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
 

@@ -28,7 +28,7 @@
 
 static _Atomic int connects_in_setup; /* threads in connect_offer (busy_short) */
 
-void rdv_client_atfork_child(void)
+SHUNT_CHILD_PATH void rdv_client_atfork_child(void)
 {
 	SHUNT_RESET(connects_in_setup, 0); /* the threads counted are the parent's */
 	rdv_early_atfork_child();

@@ -431,7 +431,7 @@ settle:
 
 /* A forked child: the offers (settled before the fork, but for one a
  * thread published during it) are the parent's to settle. */
-void rdv_early_atfork_child(void)
+SHUNT_CHILD_PATH void rdv_early_atfork_child(void)
 {
 	for (int i = 0; i < PENDING_MAX; i++)
 		if (pend[i]) {
@@ -444,7 +444,7 @@ void rdv_early_atfork_child(void)
 
 /* Before fork, exec and exit, and a give-back: every pending offer
  * settles (a child must not find the slot's offer half ours). */
-void rdv_offers_settle_all(void)
+SHUNT_CHILD_PATH void rdv_offers_settle_all(void)
 {
 	if (!__atomic_load_n(&pending, __ATOMIC_RELAXED))
 		return;

@@ -197,7 +197,7 @@ int rdv_stash_take(uint64_t nonce, struct got_msg *out)
 	return found;
 }
 
-void rdv_msgsock_atfork_child(void)
+SHUNT_CHILD_PATH void rdv_msgsock_atfork_child(void)
 {
 	/* The parent keeps its socket and its messages: start afresh. */
 	if (csock >= 0)
@@ -222,7 +222,7 @@ int rdv_msg_await(uint64_t nonce, struct got_msg *out, uint64_t deadline)
 }
 
 /* A clean exit removes this process's socket; `shunt ss` reaps the rest. */
-void rdv_msgsock_exit(void)
+SHUNT_CHILD_PATH void rdv_msgsock_exit(void)
 {
 	char name[SHUNT_DIR_NAME_MAX];
 

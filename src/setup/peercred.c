@@ -75,7 +75,7 @@ static ssize_t diag_query(struct nlmsghdr *req, void *u, size_t ulen)
 
 /* A forked child: the parent's socket is not its own (its answers could go
  * to either process); its first lookup makes one. */
-void peercred_atfork_child(void)
+SHUNT_CHILD_PATH void peercred_atfork_child(void)
 {
 	if (diag_fd >= 0)
 		fd_close_internal(diag_fd);

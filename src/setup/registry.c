@@ -296,7 +296,7 @@ static void reg_retire(struct portreg *p) /* reg_lock held */
  * again what it uses).  A server forking a child per connection would
  * otherwise hand each child a descriptor per port it ever knew, and a
  * child near its limit would meet EMFILE sooner than under TCP. */
-static void reg_forget_unused(void)
+SHUNT_CHILD_PATH static void reg_forget_unused(void)
 {
 	struct portreg *p, *next;
 
@@ -800,7 +800,7 @@ int rdv_slot_cas(struct shunt_slot *sl, uint32_t gen, uint32_t from, uint32_t to
 }
 
 /* A clean exit removes this process's files; `shunt ss` reaps the rest. */
-void rdv_exit(void)
+SHUNT_CHILD_PATH void rdv_exit(void)
 {
 	if (shunt_sandboxed || shunt_dirfd < 0)
 		return;
@@ -822,7 +822,7 @@ void rdv_exit(void)
 	shunt_mutex_unlock(&reg_lock);
 }
 
-__attribute__((destructor)) static void rdv_exit_dtor(void)
+SHUNT_CHILD_PATH __attribute__((destructor)) static void rdv_exit_dtor(void)
 {
 	rdv_exit();
 }
@@ -834,7 +834,7 @@ struct portreg *rdv_reg_peek(uint16_t port)
 }
 
 /* A forked child: the parent's locks and set-up state are not its own. */
-void rdv_atfork_child(void)
+SHUNT_CHILD_PATH void rdv_atfork_child(void)
 {
 	rdv_msgsock_atfork_child();
 	peercred_atfork_child();

@@ -201,7 +201,7 @@ void bell_forget(int bell)
 /* The child has the parent's sets as descriptors, shared with the parent:
  * close them; each thread makes its own again (a set made before the
  * fork carries another shunt_forks()). */
-void bell_atfork_child(void)
+SHUNT_CHILD_PATH void bell_atfork_child(void)
 {
 	shunt_mutex_reset(&all_lock);
 	for (int i = 0; i < nall && !shunt_sandboxed; i++) /* else: no call of ours */

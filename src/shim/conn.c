@@ -198,7 +198,7 @@ static int exit_alone(void)
  * still be inside a call on the rings: they stay held, as before.  (A
  * thread made past pthread_create - a raw clone - is not counted by glibc's
  * word; such threads may not call libc anyway.) */
-static void closing_at_exit(int fd, struct sk *s, void *arg)
+SHUNT_CHILD_PATH static void closing_at_exit(int fd, struct sk *s, void *arg)
 {
 	struct shunt_stat_rec *r;
 	int *alone = arg; /* -1: not asked yet */
@@ -228,7 +228,7 @@ static void closing_at_exit(int fd, struct sk *s, void *arg)
 	sk_put(s);
 }
 
-void conn_exit_all(void)
+SHUNT_CHILD_PATH void conn_exit_all(void)
 {
 	if (!shunt_sandboxed && !shunt_in_handler()) {
 		int alone = -1;
@@ -238,7 +238,7 @@ void conn_exit_all(void)
 	}
 }
 
-__attribute__((destructor)) static void conn_exit_dtor(void)
+SHUNT_CHILD_PATH __attribute__((destructor)) static void conn_exit_dtor(void)
 {
 	conn_exit_all();
 }

@@ -359,7 +359,7 @@ static __thread uint64_t fork_gen_pre;
 /* The fork's generation, drawn at its first need: a process with no
  * connection to hold (a forking server's clients kept plain) asks for no
  * random number a fork. */
-static uint64_t gen_of(void *gen)
+SHUNT_CHILD_PATH static uint64_t gen_of(void *gen)
 {
 	uint64_t *g = gen;
 
@@ -390,7 +390,7 @@ static void unhold(int fd, struct sk *s, void *gen)
 
 /* The child holds every inherited connection too (those the fork()
  * wrapper took already carry its generation). */
-static void hold_inherited(int fd, struct sk *s, void *gen)
+SHUNT_CHILD_PATH static void hold_inherited(int fd, struct sk *s, void *gen)
 {
 	struct conn *c = s->conn;
 
@@ -418,7 +418,7 @@ void shunt_fork_after(pid_t pid)
 		fdtab_each_held(unhold, &gen);
 }
 
-static void atfork_child(void)
+SHUNT_CHILD_PATH static void atfork_child(void)
 {
 	uint64_t gen = fork_gen_pre;
 

@@ -220,7 +220,7 @@ static void reg_drop(struct epset *ep, int fd)
 	ep->nregs--;
 }
 
-void ep_atfork_child(void)
+SHUNT_CHILD_PATH void ep_atfork_child(void)
 {
 	shunt_mutex_reset(&sets_lock);
 	for (struct epset *ep = all_sets; ep; ep = ep->next)

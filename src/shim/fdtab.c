@@ -215,12 +215,12 @@ struct sk *fdtab_closing(int fd)
 	return s;
 }
 
-void fdtab_atfork_child(void)
+SHUNT_CHILD_PATH void fdtab_atfork_child(void)
 {
 	shunt_mutex_reset(&lock);
 }
 
-static void each(void (*fn)(int fd, struct sk *s, void *arg), void *arg, int held)
+SHUNT_CHILD_PATH static void each(void (*fn)(int fd, struct sk *s, void *arg), void *arg, int held)
 {
 	unsigned end = __atomic_load_n(&fd_hi, __ATOMIC_ACQUIRE);
 
@@ -243,7 +243,7 @@ static void each(void (*fn)(int fd, struct sk *s, void *arg), void *arg, int hel
 	}
 }
 
-void fdtab_each(void (*fn)(int fd, struct sk *s, void *arg), void *arg)
+SHUNT_CHILD_PATH void fdtab_each(void (*fn)(int fd, struct sk *s, void *arg), void *arg)
 {
 	each(fn, arg, 0);
 }

@@ -141,7 +141,7 @@ int conn_retire(int fd, struct sk *s, int why)
 
 /* A forked child: the give-back's mutex fresh (another thread of the
  * parent may have held it at the fork). */
-void giveback_atfork_child(void)
+SHUNT_CHILD_PATH void giveback_atfork_child(void)
 {
 	shunt_mutex_reset(&lock);
 }

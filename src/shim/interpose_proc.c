@@ -43,7 +43,7 @@
 
 /* vfork's child shares our stack and may not return through a wrapper:
  * fork instead (the child only execs or exits; copy-on-write is cheap). */
-EXPORT pid_t fork(void)
+SHUNT_CHILD_PATH EXPORT pid_t fork(void)
 {
 	pid_t p;
 	int e;

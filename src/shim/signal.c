@@ -33,7 +33,7 @@ static __thread int handling; /* wrapped handlers running on this thread */
 
 /* In a handler, only async-signal-safe work: the thread it interrupted may
  * hold any lock (a handler that jumps out leaves this set: safe too). */
-int shunt_in_handler(void)
+SHUNT_CHILD_PATH int shunt_in_handler(void)
 {
 	return handling > 0;
 }

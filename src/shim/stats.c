@@ -144,7 +144,7 @@ void stats_adopt(void)
 	fdtab_each(adopt_inherited, &listeners_left); /* (the file made at the first: stats_alloc) */
 }
 
-void stats_atfork_child(void)
+SHUNT_CHILD_PATH void stats_atfork_child(void)
 {
 	/* The parent's file stays mapped (inherited sockets still count into
 	 * their records, as the file description is shared) but is no longer
@@ -335,7 +335,7 @@ void stats_fork_mark(struct sk *s)
 
 /* A forked child's exit with a plain socket its maker's file lists: let
  * go of it, as its close would (the kernel closes it now). */
-void stats_child_exit(struct sk *s)
+SHUNT_CHILD_PATH void stats_child_exit(struct sk *s)
 {
 	struct shunt_stat_rec *r = s->stat;
 
@@ -345,7 +345,7 @@ void stats_child_exit(struct sk *s)
 
 /* exit() and _exit(): a clean end removes the file - and, now and then,
  * what killed processes left (dirsweep.c; `shunt ss` too). */
-void stats_exit(void)
+SHUNT_CHILD_PATH void stats_exit(void)
 {
 	if (!shunt_sandboxed && sf && sf->pid == (uint32_t)getpid()) {
 		unlinkat(shunt_dirfd, sf_path, 0);
@@ -353,7 +353,7 @@ void stats_exit(void)
 	}
 }
 
-__attribute__((destructor)) static void stats_exit_dtor(void)
+SHUNT_CHILD_PATH __attribute__((destructor)) static void stats_exit_dtor(void)
 {
 	stats_exit();
 }

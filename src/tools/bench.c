@@ -657,6 +657,37 @@ static void w_pages(int n)
 	printf("%.2f %.2f %.2f\n", sys * 1e6, fault * 1e6, child * 1e6);
 }
 
+/* What a fork costs with nothing but the library in the process (the
+ * floor of every forking server's connection, bench/fork.sh): n children
+ * that exit() at once, each waited for - wall time a fork, the children's
+ * CPU time and their page faults (minor: every page a child writes, or
+ * reads of its code and of memory its parent never touched). */
+static void w_fork_exit(int n)
+{
+	struct rusage ru;
+	double t;
+
+	if (n < 1)
+		die("fork-exit");
+	t = now();
+	for (int i = 0; i < n; i++) {
+		pid_t p = fork();
+		if (p < 0)
+			die("fork");
+		if (!p)
+			exit(0);
+		if (waitpid(p, NULL, 0) != p)
+			die("waitpid");
+	}
+	t = now() - t;
+	if (getrusage(RUSAGE_CHILDREN, &ru))
+		die("getrusage");
+	printf("%.1f %.1f %.2f\n", t * 1e6 / n,
+	       ((double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec +
+		((double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_usec) / 1e6) * 1e6 / n,
+	       (double)ru.ru_minflt / n);
+}
+
 /* A connection to a forked server, a byte each way, held for sec seconds:
  * prints the client's descriptor table size (FDSize, /proc/self/status)
  * once the byte is back (bench/fdtable.sh reads the kernel's memory
@@ -785,6 +816,8 @@ int cmd_bench_worker(int argc, char **argv)
 		w_hold(atoi(argv[2]));
 	else if (!strcmp(argv[1], "pages") && argc == 3)
 		w_pages(atoi(argv[2]));
+	else if (!strcmp(argv[1], "fork-exit") && argc == 3)
+		w_fork_exit(atoi(argv[2]));
 	else if (!strcmp(argv[1], "edge") && argc == 4)
 		w_edge(strtoul(argv[2], NULL, 10), atoi(argv[3]));
 	else if (!strcmp(argv[1], "memcpy") && argc == 4)

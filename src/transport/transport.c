@@ -6,6 +6,7 @@
  * otherwise.
  */
 #include <stddef.h>
+#include "../base/base.h"
 #include "transport.h"
 
 #ifdef SHUNT_HAVE_RDMA
@@ -34,14 +35,14 @@ void transports_share_prepare(const char *why, int reason)
 			(*t)->share_prepare(why, reason);
 }
 
-void transports_exit_flush(void)
+SHUNT_CHILD_PATH void transports_exit_flush(void)
 {
 	for (const struct transport *const *t = shunt_transports; *t; t++)
 		if ((*t)->exit_flush)
 			(*t)->exit_flush();
 }
 
-void transports_atfork_child(void)
+SHUNT_CHILD_PATH void transports_atfork_child(void)
 {
 	for (const struct transport *const *t = shunt_transports; *t; t++)
 		if ((*t)->atfork_child)

@@ -624,7 +624,7 @@ static struct rconn *closing;
 static pthread_mutex_t closing_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t close_sweep_lock = PTHREAD_MUTEX_INITIALIZER;
 
-void rdma_closers_forget(void)
+SHUNT_CHILD_PATH void rdma_closers_forget(void)
 {
 	for (struct rconn *x = closing; x; x = x->closing_next)
 		if (x->c.tcp_fd >= 0)

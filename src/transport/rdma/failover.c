@@ -171,7 +171,7 @@ void rdma_fo_threads_wait(uint64_t deadline)
 		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
 }
 
-void rdma_fo_threads_forget(void)
+SHUNT_CHILD_PATH void rdma_fo_threads_forget(void)
 {
 	for (int i = 0; i < fo_thr_n; i++)
 		fd_close_internal(fo_thr_fd[i]);

@@ -98,7 +98,7 @@ int rdma_dev_refused(void)
 }
 
 /* The descriptors of a list's contexts and channels, each once. */
-static void close_fds(struct rdma_dev *list)
+SHUNT_CHILD_PATH static void close_fds(struct rdma_dev *list)
 {
 	for (struct rdma_dev *d = list; d; d = d->next) {
 		int ctx_seen = 0, ch_seen = !d->ch;
@@ -117,7 +117,7 @@ static void close_fds(struct rdma_dev *list)
 
 /* A forked child may not use its parent's device contexts (the kernel
  * refuses commands from another address space): it opens its own. */
-void rdma_dev_forget(void)
+SHUNT_CHILD_PATH void rdma_dev_forget(void)
 {
 	/* ... and lets go of the parent's descriptors it inherited: the
 	 * parent keeps its own references, and the child's table is the

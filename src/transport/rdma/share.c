@@ -335,7 +335,7 @@ void rdma_share_prepare(const char *why, int reason)
  * completion awaited.  Bounded (a writer blocked on a full ring holds its
  * lock, a peer may not answer): no new flush after MOVE_WAIT_MS.  A killed
  * process cannot do this. */
-void rdma_exit_flush(void)
+SHUNT_CHILD_PATH void rdma_exit_flush(void)
 {
 	struct movelist m = { 0 };
 	uint64_t deadline;
@@ -394,7 +394,7 @@ void rdma_exit_flush(void)
 	rdma_links_farewell();
 }
 
-__attribute__((destructor)) static void rdma_exit(void)
+SHUNT_CHILD_PATH __attribute__((destructor)) static void rdma_exit(void)
 {
 	rdma_exit_flush();
 }
@@ -444,7 +444,7 @@ int rdma_conn_adopt(int fd, int memfd, int side, int reason, struct conn **out)
 
 /* A forked child starts with no links; the connections that moved before
  * the fork are TCP (and their region) here, the others EIO (core.c). */
-void rdma_atfork_child(void)
+SHUNT_CHILD_PATH void rdma_atfork_child(void)
 {
 	SHUNT_RESET(rdma_links, NULL);
 	SHUNT_RESET(rdma_spares, NULL);

@@ -673,7 +673,7 @@ void arena_put(struct arena *a)
 		reap_closed();
 }
 
-void arena_atfork_child(void)
+SHUNT_CHILD_PATH void arena_atfork_child(void)
 {
 	shunt_mutex_reset(&lock);
 	SHUNT_RESET(offers_in_flight, 0); /* the parent's */
