@@ -6,7 +6,7 @@
 # library and under each given one (default: this build's), alternated
 # ROUNDS times (default 5), medians.  The floor under every forking
 # server's connection (docs/architecture.md, "Known limits").  Writes
-# OUT_PREFIX.md and .tsv (default docs/bench/fork).
+# OUT_PREFIX.md, .tsv and .png (default docs/bench/fork).
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-build}
@@ -20,7 +20,7 @@ runs=$(mktemp)
 trap 'rm -rf "$SHUNT_DIR" "$runs"' EXIT
 make -s -C "$ROOT" all > /dev/null
 for _ in $(seq "$ROUNDS"); do
-	echo "TCP $(env -u LD_PRELOAD "$ROOT/$BUILD/shunt" bench-worker fork-exit 2000)" >> "$runs"
+	echo "no-library $(env -u LD_PRELOAD "$ROOT/$BUILD/shunt" bench-worker fork-exit 2000)" >> "$runs"
 	for l in "${LIBS[@]}"; do
 		echo "${l%%=*} $(LD_PRELOAD="${l#*=}" "$ROOT/$BUILD/shunt" bench-worker fork-exit 2000)" >> "$runs"
 	done
@@ -36,14 +36,18 @@ for line in open(runs):
         names.append(name)
 med = {n: [statistics.median(x[i] for x in v[n]) for i in range(3)] for n in names}
 with open(out + ".tsv", "w") as t, open(out + ".md", "w") as m:
-    t.write("variant\tmedian_wall_us\tmedian_child_cpu_us\tmedian_child_minflt\n")
-    m.write(f"Medians of {len(v['TCP'])} alternated runs ({rev}) of 2,000 forks whose child exit()s at once:\n\n")
+    t.write("measure\tvariant\tratio_to_no_library\tmedian_us\tmedian_child_minflt\n")
+    m.write(f"Medians of {len(v[names[0]])} alternated runs ({rev}) of 2,000 forks whose child exit()s at once:\n\n")
     m.write("| variant | wall a fork | child's CPU | child's page faults |\n|---|---:|---:|---:|\n")
-    base = med["TCP"]
+    base = med[names[0]]
     for n in names:
         w, c, f = med[n]
-        t.write(f"{n}\t{w:.1f}\t{c:.1f}\t{f:.2f}\n")
-        m.write(f"| {'no library' if n == 'TCP' else n} | {w:.0f} us ({w / base[0]:.2f}x) | "
+        t.write(f"wall a fork\t{n}\t{w / base[0]:.2f}\t{w:.1f}\t{f:.2f}\n")
+        t.write(f"child's CPU\t{n}\t{c / base[1]:.2f}\t{c:.1f}\t{f:.2f}\n")
+        m.write(f"| {n} | {w:.0f} us ({w / base[0]:.2f}x) | "
                 f"{c:.0f} us ({c / base[1]:.2f}x) | {f:.1f} (+{f - base[2]:.1f}) |\n")
 PY
+. "$ROOT/bench/bars.sh"
+# shellcheck disable=SC2046 # the variants, one word each
+bars "$OUT" 'A fork whose child exit()s at once' 'us' '' $(awk '!s[$1]++ {print $1}' "$runs")
 cat "$OUT.md"
