@@ -206,10 +206,6 @@ static void fill(struct shunt_stat_rec *r, int fd, struct sk *s)
 		shunt_addr_from_sockaddr(s->is_client ? &r->tuple.server : &r->tuple.client, (void *)&b);
 }
 
-/* A free record, claimed (0 -> 2: `shunt ss` skips it while it is
- * filled) with no lock, the search starting at the one this thread
- * claimed last - not a scan of every record in use under one lock that
- * every thread's every connection takes (issue #13, items 9 and 10). */
 /* The file full: the records a maker left to forked children that never
  * said they let go (killed, exec'd) go - a live child's is then no longer
  * listed, never a new connection unlisted for them. */
@@ -304,8 +300,9 @@ static void left(struct sk *s, struct shunt_stat_rec *r, int maker_side)
  * listed once, under the process that made it, for as long as it lives.
  * Any other socket's (last_owner < 0) goes with the process that made it
  * - or, open in its maker at a fork (SHUNT_STAT_H_FORKED), with the
- * second of the maker and a child to let go (a forking server's child serving a plain
- * connection; `shunt ss` lists no connection the kernel no longer has). */
+ * second of the maker and a child to let go (a forking server's child
+ * serving a plain connection; `shunt ss` lists no connection the kernel
+ * no longer has). */
 void stats_free(struct sk *s, struct shunt_stat_rec *r, int last_owner)
 {
 	if (last_owner >= 0) {
