@@ -13,9 +13,9 @@ long shunt_loadavg_running(const char *buf, size_t n)
 	if (spaces < 3)
 		return -1;
 	for (; i < n && buf[i] >= '0' && buf[i] <= '9'; i++, digits++) {
-		if (v > 100000000L)
-			return -1;
 		v = v * 10 + (buf[i] - '0');
+		if (v > 1000000000L) /* (checked after the digit: 1000000009 passed) */
+			return -1;
 	}
 	return digits && i < n && buf[i] == '/' ? v : -1;
 }

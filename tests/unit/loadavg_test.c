@@ -43,6 +43,8 @@ int main(void)
 	CHECK(run("0.52 0.58 0.59 3") == -1);   /* no slash: cut */
 	CHECK(run("0.52 0.58 0.59 x/456") == -1);
 	CHECK(run("0.52 0.58 0.59 99999999999999999999/1") == -1);
+	CHECK(run("0.52 0.58 0.59 1000000000/1") == 1000000000L); /* the bound itself */
+	CHECK(run("0.52 0.58 0.59 1000000002/1") == -1); /* past it (the fuzzer's find: it passed) */
 	for (size_t k = 0; k < strlen(line); k++) {
 		char cut[64];
 		memcpy(cut, line, k);
