@@ -57,15 +57,22 @@ void (*shunt_crit_flush_fn)(void);
 int shunt_lock_probe_off; /* a seccomp sandbox: no kill(2) of ours (the shim sets it) */
 static __thread __attribute__((tls_model("initial-exec"))) uint32_t self_tid;
 
+/* The word a thread of id tid writes in a lock it holds (1 in a sandbox:
+ * no probe of it either; never 0, a free lock's). */
+static uint32_t tid_word(pid_t tid)
+{
+	uint32_t t = shunt_lock_probe_off ? 1 : (uint32_t)tid & LOCK_TID;
+
+	return t ? t : 1;
+}
+
 static uint32_t lock_self(void)
 {
-	if (__builtin_expect(!self_tid, 0)) {
-		/* in a sandbox no system call of ours (and no probe either);
-		 * gettid(), not syscall(SYS_gettid): the shim's syscall()
-		 * reads six arguments, as libc's does, past the none given */
-		uint32_t t = shunt_lock_probe_off ? 1 : (uint32_t)gettid() & LOCK_TID;
-		self_tid = t ? t : 1;
-	}
+	/* in a sandbox no system call of ours; gettid(), not
+	 * syscall(SYS_gettid): the shim's syscall() reads six arguments, as
+	 * libc's does, past the none given */
+	if (__builtin_expect(!self_tid, 0))
+		self_tid = tid_word(shunt_lock_probe_off ? 1 : gettid());
 	return self_tid;
 }
 
@@ -74,9 +81,7 @@ static uint32_t lock_self(void)
  * its code page alone was a page fault in every child). */
 SHUNT_CHILD_PATH void shunt_lock_forget_self(pid_t pid)
 {
-	self_tid = shunt_lock_probe_off ? 1 : (uint32_t)pid & LOCK_TID;
-	if (!self_tid)
-		self_tid = 1;
+	self_tid = tid_word(pid);
 }
 
 static int holder_dead(uint32_t v)

@@ -223,8 +223,7 @@ SHUNT_CHILD_PATH static void closing_at_exit(int fd, struct sk *s, void *arg)
 		    (r = __atomic_exchange_n(&s->stat, NULL, __ATOMIC_ACQ_REL)))
 			stats_free(s, r, 1); /* once: a descriptor's dup shares s */
 	}
-	if (s->kind == SK_TCP)
-		stats_child_exit(s);
+	stats_child_exit(s); /* (a plain socket's: it looks) */
 	sk_put(s);
 }
 

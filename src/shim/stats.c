@@ -206,6 +206,14 @@ static void fill(struct shunt_stat_rec *r, int fd, struct sk *s)
 		shunt_addr_from_sockaddr(s->is_client ? &r->tuple.server : &r->tuple.client, (void *)&b);
 }
 
+/* In use -> free, unless already freed (or freed and claimed again). */
+static int release(struct shunt_stat_rec *r)
+{
+	uint32_t one = 1;
+
+	return __atomic_compare_exchange_n(&r->used, &one, 0, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+}
+
 /* The file full: the records a maker left to forked children that never
  * said they let go (killed, exec'd) go - a live child's is then no longer
  * listed, never a new connection unlisted for them. */
@@ -215,10 +223,8 @@ static int reclaim_left(struct shunt_stats_file *f)
 
 	for (unsigned i = 0; i < SHUNT_STATS_RECS; i++) {
 		struct shunt_stat_rec *r = &f->rec[i];
-		uint32_t one = 1;
 
-		if ((__atomic_load_n(&r->held, __ATOMIC_RELAXED) & SHUNT_STAT_H_MAKER_LEFT) &&
-		    __atomic_compare_exchange_n(&r->used, &one, 0, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+		if ((__atomic_load_n(&r->held, __ATOMIC_RELAXED) & SHUNT_STAT_H_MAKER_LEFT) && release(r))
 			n++;
 	}
 	return n;
@@ -288,10 +294,8 @@ static void left(struct sk *s, struct shunt_stat_rec *r, int maker_side)
 		if (w >> SHUNT_STAT_H_GEN_SHIFT != s->stat_gen || __atomic_load_n(&r->used, __ATOMIC_ACQUIRE) != 1)
 			return;
 	} while (!__atomic_compare_exchange_n(&r->held, &w, w | bit, 1, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
-	if (w & other) {
-		uint32_t one = 1;
-		__atomic_compare_exchange_n(&r->used, &one, 0, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
-	}
+	if (w & other)
+		release(r);
 }
 
 /* An accelerated connection's record goes with its last owner, in
@@ -310,12 +314,14 @@ void stats_free(struct sk *s, struct shunt_stat_rec *r, int last_owner)
 			__atomic_store_n(&r->used, 0, __ATOMIC_RELEASE);
 		return;
 	}
-	if (s->kind == SK_LISTEN ? !mine(r) : !mine(r) || (__atomic_load_n(&r->held, __ATOMIC_ACQUIRE) & SHUNT_STAT_H_FORKED)) {
-		if (s->kind != SK_LISTEN)
-			left(s, r, mine(r));
-		return;
+	if (s->kind == SK_LISTEN) {
+		if (mine(r))
+			__atomic_store_n(&r->used, 0, __ATOMIC_RELEASE);
+	} else if (!mine(r) || (__atomic_load_n(&r->held, __ATOMIC_ACQUIRE) & SHUNT_STAT_H_FORKED)) {
+		left(s, r, mine(r));
+	} else {
+		__atomic_store_n(&r->used, 0, __ATOMIC_RELEASE);
 	}
-	__atomic_store_n(&r->used, 0, __ATOMIC_RELEASE);
 }
 
 /* Before a fork (its walk of the table): the child inherits s's record.
