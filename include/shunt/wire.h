@@ -102,6 +102,10 @@ enum shunt_reason {
 				    * does not serve (a process not under shunt, or under another
 				    * rendezvous directory): the kernel may hand the connection to it,
 				    * and it would take no offer */
+	SHUNT_R_FORK_SHORT = 33,   /* plain: to a port whose server forks a process for each connection,
+				    * and whose connections are short-lived: their set-up costs a forked
+				    * child more than TCP's (the arena's pages it faults in, a wake-up
+				    * each way) for the few bytes they carry */
 	SHUNT_R_MAX
 };
 
@@ -271,8 +275,14 @@ struct shunt_registry {
 	uint32_t nslots;
 	_Atomic uint32_t retired; /* its last listener removed the file: a client's
 				     remembered liveness of it ends (registry.c) */
-	uint32_t unused[2];       /* version 6's offers word and its sleepers' count: one
-				     pair per bucket of client ports now (offer_wait) */
+	_Atomic uint32_t fork_run; /* +1 for a connection the accepting process closed
+				      after it forked while holding it (a server that forks
+				      a process for each connection), halved by one it
+				      served itself (at most 255).  Advice only, like
+				      short_run (connections then stay plain, reason 33).
+				      Version 6's offers word, never written since */
+	uint32_t unused;          /* version 6's sleepers' count: one pair per bucket of
+				     client ports now (offer_wait) */
 	_Atomic uint32_t short_run; /* +1 for a connection to the port that ended
 				       within SHUNT_SHORT_MS of its connect (at most
 				       255), halved by a longer one.  Advice only: a

@@ -36,6 +36,7 @@ static const char *const reasons[SHUNT_R_MAX] = {
 	[SHUNT_R_RINGS_FULL] = "rings-full",
 	[SHUNT_R_KERNEL_SOCKET] = "kernel-socket",
 	[SHUNT_R_REUSEPORT] = "reuseport-foreign",
+	[SHUNT_R_FORK_SHORT] = "fork-short",
 };
 
 const char *shunt_reason_str(unsigned reason)

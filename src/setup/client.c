@@ -410,6 +410,26 @@ static int busy_short(const struct portreg *p)
 	       shunt_cpus_runnable(shunt_now_ns()) >= mark * shunt_ncpus;
 }
 
+/* A server that forks a process for each connection (the port's
+ * fork_run: server.c rdv_note_served) pays for an accepted connection's
+ * set-up in a new process each time: the child faults in the arena's
+ * pages it touches (a fork copies no entry of a shared mapping) and each
+ * side's turn is a wake-up of the other - with a byte or a request each
+ * way, 0.71x TCP's rate against 0.85x for the same connections left plain
+ * (docs/benchmarks.md, fifty-first session).  So a short-lived port's
+ * connections to such a server stay plain (reason fork-short) whatever
+ * the load.  Lifetimes are scored as busy-short's: once the connections
+ * live longer than SHUNT_SHORT_MS they are accelerated again - a
+ * session's backend that lives for seconds gains from its rings.
+ * SHUNT_BUSY_SHORT=0 turns this rule off too. */
+#define FORK_RUN_MIN 8
+
+static int fork_short(const struct portreg *p)
+{
+	return shunt_cfg.busy_short && __atomic_load_n(&p->r->fork_run, __ATOMIC_RELAXED) >= FORK_RUN_MIN &&
+	       __atomic_load_n(&p->r->short_run, __ATOMIC_RELAXED) >= SHORT_RUN_MIN;
+}
+
 /* While threads wait for a CPU, a short connection's life is stretched by
  * its turns in the queue (128 threads on 2 CPUs: a connect-request-close
  * often takes over 10 ms), and halving the score for each such one kept
@@ -559,7 +579,7 @@ int rdv_connect(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len
 	struct shunt_addr dst;
 	struct portreg *p;
 	uint64_t nonce;
-	int ret, live, may, deferred = 0, reuseport = 0;
+	int ret, live, may, deferred = 0, reuseport = 0, skip;
 
 	s->is_client = 1;
 	if (shunt_addr_from_sockaddr(&dst, addr) || !shunt_active)
@@ -573,8 +593,8 @@ int rdv_connect(int fd, struct sk *s, const struct sockaddr *addr, socklen_t len
 	}
 	s->reason = SHUNT_R_PEER_NOT_SHUNT;
 	p = shunt_cfg.local ? rdv_reg_get(dst.port, 0, 0) : NULL;
-	if (p && busy_short(p)) {
-		s->reason = SHUNT_R_BUSY_SHORT;
+	if (p && (skip = fork_short(p) ? SHUNT_R_FORK_SHORT : busy_short(p) ? SHUNT_R_BUSY_SHORT : 0)) {
+		s->reason = skip;
 		s->short_port = dst.port;
 		s->born_ns = shunt_now_ns();
 		ret = rdv_sys(real.connect(fd, addr, len));

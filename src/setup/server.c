@@ -554,6 +554,31 @@ static int accept_unoffered(const struct sk *ls, struct sk *s, const struct sock
 	return 1;
 }
 
+/* The last close here of an accepted connection: score how its port's
+ * connections are served (client.c fork_short).  Closed by the process
+ * that forked while it held it - a server that forks a process for each
+ * connection closes its copy once the child has it (PostgreSQL's
+ * postmaster, inetd, socat's fork, Python's ForkingMixIn) - it adds 1; one
+ * the accepting process served itself halves the score (a server that
+ * forked once while it held connections - redis's BGSAVE - soon loses
+ * it); a forked child's close says nothing.  Racy read-modify-writes,
+ * like short_run's: advice. */
+void rdv_note_served(struct sk *s)
+{
+	struct portreg *p = rdv_reg_peek(s->tuple.server.port);
+	uint32_t v;
+
+	if (!p)
+		return;
+	v = __atomic_load_n(&p->r->fork_run, __ATOMIC_RELAXED);
+	if (s->fork_pid == shunt_pid()) {
+		if (v < 255)
+			__atomic_store_n(&p->r->fork_run, v + 1, __ATOMIC_RELAXED);
+	} else if (!s->fork_pid && v) {
+		__atomic_store_n(&p->r->fork_run, v / 2, __ATOMIC_RELAXED);
+	}
+}
+
 int rdv_accept(const struct sk *ls, int fd, struct sk *s, const struct sockaddr *peer)
 {
 	struct shunt_tuple t;

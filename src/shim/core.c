@@ -377,6 +377,8 @@ static void hold_for_child(int fd, struct sk *s, void *gen)
 		c->tp->fork_hold(c, gen_of(gen));
 	else if (s->kind == SK_TCP)
 		stats_fork_mark(s);
+	if (!s->is_client && s->has_tuple && !s->fork_pid)
+		s->fork_pid = shunt_pid(); /* (before the fork: the child's copy has it too) */
 }
 
 static void unhold(int fd, struct sk *s, void *gen)

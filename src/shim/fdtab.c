@@ -422,6 +422,8 @@ void sk_put(struct sk *s)
 		return;
 	if (s->short_port)
 		rdv_note_end(s);
+	else if (!s->is_client && (s->kind == SK_CONN || s->kind == SK_TCP) && s->has_tuple)
+		rdv_note_served(s);
 	if (__builtin_expect(__atomic_load_n(&s->hs, __ATOMIC_RELAXED) == HS_CONFIRM, 0))
 		inband_confirm_drop(s);
 	if (s->conn) {

@@ -74,6 +74,8 @@ struct sk {
 	int kernel_opts;          /* timestamps asked for: what it connects or accepts goes to TCP */
 	uint16_t short_port;      /* client: the port whose registry learns how long it lived */
 	uint64_t born_ns;         /* ... and when its connect was decided */
+	pid_t fork_pid;           /* accepted: the process that forked while it held it
+				     (its close then scores a hand-off: server.c rdv_note_served) */
 	uint16_t listen_port;     /* a listener in the port's registry (0: none) */
 	struct shunt_addr listen_addr; /* ... bound there: an accepted socket's own address
 				     unless it is the wildcard (registry.c) */
@@ -355,6 +357,7 @@ int rdv_inband_attach(struct sk *s, int fd, uint64_t nonce, uint64_t deadline);
 void rdv_atfork_child(void);
 void rdv_unlisten(uint16_t port);
 void rdv_note_end(struct sk *s); /* a client's connection ended: was it short? */
+void rdv_note_served(struct sk *s); /* an accepted one: served here, or by a forked child? */
 void rdv_exit(void);
 void rdv_dir_sweep(void); /* dirsweep.c: what killed processes left goes */
 int shunt_addr_from_sockaddr(struct shunt_addr *a, const struct sockaddr *sa);
