@@ -635,6 +635,40 @@ int conn_nonblock(struct sk *s, int flags)
 	return s->nonblock || (flags & MSG_DONTWAIT);
 }
 
+/* The peer did shutdown(SHUT_WR) and shutdown(SHUT_RD) (the ring's reader
+ * says so: since wire version 14; over RDMA the reader's word is not
+ * carried: 0).  Its end first: the word beside the producer, a line our
+ * reads poll - the reader's line, which its every read writes, is looked
+ * at only once the peer ended. */
+static int peer_shut_both(const struct conn *c)
+{
+	return __atomic_load_n(&c->rx.ctl->wr_done, __ATOMIC_ACQUIRE) &&
+	       __atomic_load_n(&c->tx.ctl->rd_shut, __ATOMIC_ACQUIRE);
+}
+
+/* The peer shut down both halves: TCP's peer kernel answers any byte with
+ * a reset (RFC 1122), so the bytes go to the socket - this send takes
+ * them, the next fails (EPIPE, SIGPIPE: the reset came after the peer's
+ * FIN), poll says POLLERR and POLLHUP, and the peer's next read says
+ * ECONNRESET - not to a ring nobody will read, with a reset only at the
+ * peer's close (tests/behave/write_to_shut_peer).  The reset comes back
+ * within the send on the loopback: its error is taken at once.  A
+ * peer's FIN still owed (its ring holds bytes we have not read: shm.c
+ * shm_shutdown) leaves its kernel socket open: the bytes wait there
+ * unread, and its close resets.  Words the peer writes: a lie sends our
+ * bytes to the liar's socket. */
+static ssize_t send_to_shut_peer(struct conn *c, const struct iovec *iov, int iovcnt, int flags)
+{
+	ssize_t n = move_send_socket(c, iov, iovcnt, flags);
+	int err = 0, e = errno;
+
+	if (n > 0 && !shunt_sandboxed && !c->peer_err &&
+	    !real.getsockopt(c->tcp_fd, SOL_SOCKET, SO_ERROR, &err, &(socklen_t){ sizeof err }) && err)
+		c->peer_err = err;
+	errno = e;
+	return n;
+}
+
 ssize_t conn_sendmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int flags, const struct msghdr *ctl)
 {
 	struct conn *c = s->conn;
@@ -671,6 +705,8 @@ ssize_t conn_sendmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int fla
 		 * answers with a reset), the next fails - not a ring's worth
 		 * of bytes taken for nobody */
 		return move_send_socket(c, iov0, iovcnt, flags);
+	if (peer_shut_both(c) && !conn_moving(c))
+		return send_to_shut_peer(c, iov0, iovcnt, flags);
 	if ((flags & (MSG_OOB | MSG_ZEROCOPY)) && !conn_moving(c) && (r = send_needs_socket(s, flags)))
 		return r;
 	if (ctl && !kernel_cmsgs(ctl) && !conn_moving(c))
@@ -802,7 +838,7 @@ ssize_t conn_recvmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int fla
 	int peekall = peek && (flags & MSG_WAITALL);
 	size_t want;
 	int trunc = flags & MSG_TRUNC; /* TCP's: count and consume, copy nothing */
-	int deadline = -2, r = 0, asked = 0;
+	int deadline = -2, r = 0, asked = 0, looked = 0;
 	uint64_t sig0 = shunt_signals_seen();
 	struct iovec copy[IOV_MAX], *iov = copy;
 
@@ -825,6 +861,13 @@ ssize_t conn_recvmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int fla
 		return move_recv_urgent(c, iov0, iovcnt, flags);
 	if (c->broken)
 		return -c->broken;
+	/* the peer left our ring (its pass: the ring's word alone after its
+	 * shutdown(SHUT_WR), no FAILOVER on the socket): a read makes our
+	 * resend too, as a write or a poll does - a reader to the end that
+	 * writes no more (a client that sent its request and shut down)
+	 * left its last bytes in a ring nobody reads */
+	if (__builtin_expect(conn_may_move(c), 0) && c->tp->move_progress && conn_moving(c))
+		c->tp->move_progress(c);
 	if (!len) {
 		/* recv() of no bytes: TCP's waits until there is something
 		 * to read, the end or an error (non-blocking: EAGAIN), takes
@@ -942,6 +985,16 @@ ssize_t conn_recvmsg(struct sk *s, const struct iovec *iov0, int iovcnt, int fla
 		if (conn_rx_eof(c) || c->peer_err || c->shut_rd) {
 			if (ring_used(&c->rx))
 				continue;
+			/* TCP's read after our SHUT_RD says a reset before
+			 * it says the end: bytes sent to us once we shut both
+			 * halves were answered with one (conn_sendmsg's
+			 * peer_shut_both, at the peer) - looked at on the
+			 * socket, at most once a call and a millisecond */
+			if (!c->peer_err && !conn_rx_eof(c) && !looked++ &&
+			    shunt_now_ns() - c->last_probe_ns > REFRESH_INTERVAL_NS) {
+				conn_refresh(c);
+				continue;
+			}
 			break;
 		}
 		if (!asked++) /* the ring is empty: wait, or EAGAIN? */

@@ -10,7 +10,8 @@
  * second connection the master says "bye" and shuts its own sending half,
  * then passes it to a second worker; the client reads "bye" and the end,
  * then sends its last words and shuts down: the second worker reads them
- * and their end, and finds the socket's sending half shut (EPIPE).
+ * and their end, and finds the socket's sending half shut (EPIPE) - the
+ * client closes once the pass is made (below).
  * Under shunt the connection is accelerated before the pass and
  * plain TCP after it, reason 23 (fd-passed).  (Before: the client's
  * shutdown sent the kernel's FIN at once, so its unread bytes could not
@@ -101,6 +102,16 @@ int main(void)
 	write_pattern(cfd, 4096, 7); /* the last words, after the server's end */
 	CHECK(shutdown(cfd, SHUT_WR) == 0);
 	CHECK(read(cfd, buf, 1) == 0);
+	/* Under shunt the client stays until the master passed it: a peer
+	 * that closes first, its last words unread, leaves nobody to resend
+	 * them on the socket (docs/architecture.md, "Known limits": the
+	 * master warns; the worker read its end alone in 4-17% of runs on a
+	 * loaded host).  Its reads go on saying the end meanwhile. */
+	for (int i = 0; getenv("SHUNT_EXPECT") && sock_info(cfd).mode != 0; i++) { /* until moved */
+		CHECK(i < 10000);
+		usleep(1000);
+		CHECK(read(cfd, buf, 1) == 0);
+	}
 	close(cfd);
 	CHECK(wait_child(master) == 0);
 	CHECK(wait_child(worker) == 0);

@@ -201,10 +201,17 @@ static void shm_closing(struct conn *c)
 		move_follow(c); /* another holder passed it: what the rings hold was resent */
 	if (c->passed || c->broken || shunt_sandboxed || !last)
 		return;
-	if (move_pending(c)) { /* the move's resend: the kernel would send it */
+	if (conn_may_move(c) && conn_moving(c)) {
+		/* the move's resend, before the kernel's FIN: also of a move
+		 * we learn of only now - a peer that passed the connection
+		 * after its shutdown(SHUT_WR) sends no FAILOVER, only its
+		 * ring's word, and our last calls may have been reads and
+		 * its end (tests/behave/fd_pass_halfclosed: the worker read
+		 * the end without our last words) */
 		struct shunt_ring_ctl *t = conn_lock(c, 0);
 		if (t) {
-			move_flush_until(c, shunt_now_ns() + MOVE_FLUSH_NS);
+			if (!shm_move_tx(c))
+				move_flush_until(c, shunt_now_ns() + MOVE_FLUSH_NS);
 			shunt_unlock(&t->wlock);
 		}
 	}

@@ -202,6 +202,27 @@ int shm_side_moved(const struct conn *c, int rx)
 	return !w ? 0 : w < SHUNT_R_MAX ? (int)w : SHUNT_R_FD_PASSED;
 }
 
+/* A pass of a connection whose peer closed its socket (its FIN heads
+ * ours: a live peer's FIN waits while we have not read all it sent, shm.c
+ * shm_shutdown) before we read `left` bytes of its ring: nobody is left to
+ * resend them on the socket, and the receiver of the descriptor reads the
+ * end without them - TCP's would read them, queued in the socket.  Said,
+ * not silent (docs/architecture.md, "Known limits": a peer's close
+ * lingers for no pass). */
+static void peer_closed_unread(struct conn *c, uint64_t left)
+{
+	static int warned;
+
+	shunt_log("move: connection (tcp fd %d) passed after its peer closed with %llu bytes unread here: "
+		  "the receiver will not see them", c->tcp_fd, (unsigned long long)left);
+	if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+		shunt_warn("fd %d, an accelerated connection, is passed to another process (SCM_RIGHTS) "
+			   "after its peer closed it with %llu bytes this process had not read: the "
+			   "receiver will read its end without them (pass a connection before its "
+			   "peer can close, or keep this service plain: SHUNT_PORTS; "
+			   "docs/architecture.md)", c->tcp_fd, (unsigned long long)left);
+}
+
 /* Shared memory, both ring locks held: the peer resends what we did not
  * read and writes the socket from now on, and reads our ring to its end,
  * then the socket. */
@@ -236,6 +257,8 @@ static int pass_locked(struct conn *c, struct shunt_ring_ctl *t, struct shunt_ri
 	}
 	if (n > 0)
 		return -EBUSY; /* not ours: the peer moves it itself */
+	if (!n && left && !here)
+		peer_closed_unread(c, left);
 	if (hold && (r = move_hold_ring(c)) < 0)
 		return r;
 	if (ended && here)
