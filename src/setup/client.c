@@ -416,7 +416,9 @@ static int busy_short(const struct portreg *p)
  * pages it touches (a fork copies no entry of a shared mapping) and each
  * side's turn is a wake-up of the other - with a byte or a request each
  * way, 0.71x TCP's rate against 0.85x for the same connections left plain
- * (docs/benchmarks.md, fifty-first session).  So a short-lived port's
+ * (docs/benchmarks.md, fiftieth session; with this rule, 0.60x -> 0.67x
+ * and 0.68x -> 0.73x with 1 and 8 client threads, plain 0.71x and 0.74x
+ * in the same run: fifty-first session).  So a short-lived port's
  * connections to such a server stay plain (reason fork-short) whatever
  * the load.  Lifetimes are scored as busy-short's: once the connections
  * live longer than SHUNT_SHORT_MS they are accelerated again - a
