@@ -574,7 +574,7 @@ void rdv_note_served(struct sk *s)
 	if (s->fork_pid == shunt_pid()) {
 		if (v < 255)
 			__atomic_store_n(&p->r->fork_run, v + 1, __ATOMIC_RELAXED);
-	} else if (!s->fork_pid && v) {
+	} else if (v) { /* (a forked child does not call: fdtab.c sk_put) */
 		__atomic_store_n(&p->r->fork_run, v / 2, __ATOMIC_RELAXED);
 	}
 }

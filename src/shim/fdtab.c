@@ -422,8 +422,10 @@ void sk_put(struct sk *s)
 		return;
 	if (s->short_port)
 		rdv_note_end(s);
-	else if (!s->is_client && (s->kind == SK_CONN || s->kind == SK_TCP) && s->has_tuple)
-		rdv_note_served(s);
+	else if (!s->is_client && (s->kind == SK_CONN || s->kind == SK_TCP) && s->has_tuple &&
+		 (!s->fork_pid || s->fork_pid == shunt_pid()))
+		rdv_note_served(s); /* (not in a forked child: its look at the registry,
+				       a shared mapping, would be a page fault a connection) */
 	if (__builtin_expect(__atomic_load_n(&s->hs, __ATOMIC_RELAXED) == HS_CONFIRM, 0))
 		inband_confirm_drop(s);
 	if (s->conn) {
