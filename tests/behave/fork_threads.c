@@ -109,6 +109,7 @@ int main(void)
 			/* (a child's CHECK says why itself; a signal does not) */
 			fprintf(stderr, "fork %d: child %d ended with status %#x (%s %d)\n", i, (int)p, st,
 				WIFSIGNALED(st) ? "signal" : "exit", WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+			kill(srv, SIGKILL); /* (not left behind for the next test) */
 			return 1;
 		}
 	}
