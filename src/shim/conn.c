@@ -473,6 +473,19 @@ static ssize_t send_on_kernel(struct sk *s, size_t len, int flags)
  * once, by whichever call comes first - a read, a send, SO_ERROR - as the
  * kernel reports its socket's; then a send says EPIPE, a read EOF.  0:
  * told before. */
+/* A reset the kernel socket holds, reported by SO_ERROR alone (after its
+ * FIN its reads say EOF): the peer's error, unless one is known already.
+ * In a sandbox no call of ours.  errno is kept. */
+void conn_note_sock_error(struct conn *c)
+{
+	int err = 0, e = errno;
+
+	if (!shunt_sandboxed && !c->peer_err &&
+	    !real.getsockopt(c->tcp_fd, SOL_SOCKET, SO_ERROR, &err, &(socklen_t){ sizeof err }) && err)
+		c->peer_err = err;
+	errno = e;
+}
+
 int conn_take_error(struct conn *c)
 {
 	int e = c->peer_err;
@@ -660,12 +673,9 @@ static int peer_shut_both(const struct conn *c)
 static ssize_t send_to_shut_peer(struct conn *c, const struct iovec *iov, int iovcnt, int flags)
 {
 	ssize_t n = move_send_socket(c, iov, iovcnt, flags);
-	int err = 0, e = errno;
 
-	if (n > 0 && !shunt_sandboxed && !c->peer_err &&
-	    !real.getsockopt(c->tcp_fd, SOL_SOCKET, SO_ERROR, &err, &(socklen_t){ sizeof err }) && err)
-		c->peer_err = err;
-	errno = e;
+	if (n > 0)
+		conn_note_sock_error(c);
 	return n;
 }
 

@@ -285,6 +285,7 @@ int conn_move_retire(int fd, struct sk *s, int why, const char *what); /* ... an
 int conn_move_why(struct sk *s, int why, const char *what); /* ... for reason why */
 unsigned conn_urgent(struct conn *c);            /* POLLPRI if urgent data waits (a look at the socket) */
 int conn_take_error(struct conn *c);              /* the peer's error, once (0: told before) */
+void conn_note_sock_error(struct conn *c);        /* a reset the socket holds (SO_ERROR) -> peer_err */
 void conn_refresh(struct conn *c);               /* inspect the kernel socket (FIN/RST) */
 void conn_arm(struct conn *c, unsigned want);    /* ask the peer to signal efd_mine */
 void conn_wake_state(struct conn *c);            /* a state change: every sleeper looks */

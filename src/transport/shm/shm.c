@@ -110,7 +110,6 @@ static void shm_refresh(struct conn *c)
 		if (r == 0 && (c->peer_err || (c->shut_rd && !sockinfo_peer_fin(fd))))
 			break;
 		if (r == 0) {
-			int err = 0;
 			/* the first FIN: a killed peer's too - ask at once if it
 			 * left bytes of ours unread (a writer may be waiting for
 			 * room it will never make); after it a reset is
@@ -122,10 +121,9 @@ static void shm_refresh(struct conn *c)
 				 * reset, tests/behave/epoll_model) */
 				if (ring_used(&c->tx) && !__atomic_load_n(&c->tx.ctl->rd_shut, __ATOMIC_ACQUIRE))
 					shm_probe(c);
-			} else if (!shunt_sandboxed && !c->peer_err &&
-				 !real.getsockopt(c->tcp_fd, SOL_SOCKET, SO_ERROR, &err,
-						  &(socklen_t){ sizeof err }) && err)
-				c->peer_err = err;
+			} else {
+				conn_note_sock_error(c);
+			}
 		} else
 			c->peer_err = errno;
 		break;
